@@ -1,0 +1,16 @@
+"""Build a realistic month, replay it under fairshare and a priority baseline, print the audits side by side."""
+
+from __future__ import annotations
+
+import argparse
+
+from ledger.errors import LedgerError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Register this command's flags."""
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command."""
+    raise LedgerError("not built yet (issue 4)")

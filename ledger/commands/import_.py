@@ -1,0 +1,16 @@
+"""Turn scheduler records (Slurm sacct, Philly attempts, any CSV, Kueue) into ledger events."""
+
+from __future__ import annotations
+
+import argparse
+
+from ledger.errors import LedgerError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Register this command's flags."""
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command."""
+    raise LedgerError("not built yet (issue 7)")

@@ -1,0 +1,16 @@
+"""Replay a workload trace or event log through the decision core; write the event log and audit.json."""
+
+from __future__ import annotations
+
+import argparse
+
+from ledger.errors import LedgerError
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """Register this command's flags."""
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the command."""
+    raise LedgerError("not built yet (issue 4)")

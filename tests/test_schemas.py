@@ -1,0 +1,91 @@
+"""The pydantic models and schemas/*.avsc must describe the same events, field for field."""
+
+from __future__ import annotations
+
+import typing
+from datetime import datetime
+from types import NoneType, UnionType
+from typing import Any, get_args, get_origin
+
+import pytest
+
+from ledger.codec import history_schemas, raw_schemas
+from ledger.events import EVENT_TYPES
+
+_PRIMITIVE = {str: "string", int: ("int", "long"), float: "double", bool: "boolean"}
+
+
+def _avro_kind(avro_type: Any) -> tuple[bool, Any]:
+    """Return (nullable, base type) of an Avro field type."""
+    if isinstance(avro_type, list):
+        rest = [t for t in avro_type if t != "null"]
+        assert len(rest) == 1, avro_type
+        return True, rest[0]
+    return False, avro_type
+
+
+def _strip(tp: Any) -> Any:
+    while get_origin(tp) is typing.Annotated:
+        tp = get_args(tp)[0]
+    return tp
+
+
+def _python_kind(tp: Any) -> tuple[bool, Any]:
+    tp = _strip(tp)
+    if get_origin(tp) in (UnionType, typing.Union):
+        args = [a for a in get_args(tp) if a is not NoneType]
+        return True, _strip(args[0])
+    return False, tp
+
+
+def _matches(py: Any, avro: Any) -> bool:
+    if isinstance(avro, dict):
+        kind = avro["type"]
+        if kind == "long" and avro.get("logicalType") == "timestamp-micros":
+            return py is datetime
+        if kind == "enum":
+            return get_origin(py) is typing.Literal and list(get_args(py)) == avro["symbols"]
+        if kind == "array":
+            return get_origin(py) is tuple and _matches(_strip(get_args(py)[0]), avro["items"])
+        return _matches(py, kind)
+    want = _PRIMITIVE.get(py)
+    return avro in want if isinstance(want, tuple) else avro == want
+
+
+@pytest.mark.parametrize("name", sorted(EVENT_TYPES))
+def test_model_and_schema_agree(name: str) -> None:
+    schema = raw_schemas()[name]
+    model = EVENT_TYPES[name]
+    avro_fields = {f["name"]: f for f in schema["fields"]}
+    assert list(avro_fields) == list(model.model_fields), "same fields in the same order"
+    for field_name, info in model.model_fields.items():
+        avro = avro_fields[field_name]
+        py_nullable, py_type = _python_kind(info.annotation)
+        avro_nullable, avro_type = _avro_kind(avro["type"])
+        assert py_nullable == avro_nullable, f"{name}.{field_name}: nullability differs"
+        assert _matches(py_type, avro_type), f"{name}.{field_name}: {py_type} vs {avro_type}"
+        assert info.is_required() == ("default" not in avro), f"{name}.{field_name}: required in one only"
+        if "default" in avro and not isinstance(info.default, tuple):
+            assert info.default == avro["default"], f"{name}.{field_name}: defaults differ"
+
+
+def test_every_schema_has_a_model() -> None:
+    assert set(raw_schemas()) == set(EVENT_TYPES)
+
+
+def test_every_model_writes_its_schema_version() -> None:
+    for name, model in EVENT_TYPES.items():
+        assert model.model_fields["schema_version"].default == model.SCHEMA_VERSION, name
+
+
+def test_history_schemas_are_older_versions_of_current_events() -> None:
+    assert history_schemas(), "at least one older writer schema is kept to test resolution"
+    for old in history_schemas():
+        assert old["name"] in raw_schemas()
+        current = {f["name"] for f in raw_schemas()[old["name"]]["fields"]}
+        added = current - {f["name"] for f in old["fields"]}
+        for f in raw_schemas()[old["name"]]["fields"]:
+            if f["name"] in added:
+                assert "default" in f, (
+                    f"{old['name']}.{f['name']} was added without a default: old events would not read"
+                )
