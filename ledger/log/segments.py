@@ -21,11 +21,13 @@ from typing import Any
 import fastavro
 from fastavro.types import Schema
 
-from ledger.codec import union_schema
-from ledger.errors import LogCorruptError, LogError
+from ledger.codec import from_record, union_schema
+from ledger.errors import EventValidationError, LogCorruptError, LogError
+from ledger.log.checks import SHORT_NAMES
 from ledger.log.container import (
     Header,
     Walk,
+    block_records,
     damage_is_torn_tail,
     new_header,
     read_header,
@@ -130,6 +132,39 @@ class SegmentView:
         return schema_key(self.header.schema) == current_schema_key()
 
 
+def _parsed_writer(schema: Any) -> Schema:
+    key = schema_key(schema)
+    parsed = _PARSED.get(key)
+    if parsed is None:
+        parsed = _PARSED[key] = fastavro.parse_schema(schema)
+    return parsed
+
+
+_PARSED: dict[str, Schema] = {}
+
+
+def _last_block_is_whole(data: bytes | mmap.mmap, header: Header, walk: Walk) -> bool:
+    """Tell whether the last complete-looking block decodes to exactly its count of valid events.
+
+    Framing alone cannot tell a finished block from one a power cut left with a hole: pages may
+    reach the disk out of order, so the block's end (and sync marker) can be there while part of
+    its middle is zeros. Only the last block can be unfinished (batches are fsynced one at a time),
+    so it alone is decoded record by record, checked to fill its byte size exactly, and validated.
+    """
+    count, body = block_records(bytes(data[walk.last_start : walk.valid_end]))
+    writer = _parsed_writer(header.schema)
+    reader = None if schema_key(header.schema) == current_schema_key() else union_schema()
+    buf = io.BytesIO(body)
+    try:
+        for _ in range(count):
+            decoded: Any = fastavro.schemaless_reader(buf, writer, reader, return_record_name=True)
+            name, record = decoded
+            from_record(SHORT_NAMES[name], record)
+    except (*DECODE_ERRORS, UnicodeDecodeError, EventValidationError):
+        return False
+    return buf.tell() == len(body)
+
+
 def _check(path: Path, data: bytes | mmap.mmap, last: bool) -> tuple[Header, Walk]:
     header = read_header(data, str(path))
     walk = walk_blocks(data, header)
@@ -139,6 +174,9 @@ def _check(path: Path, data: bytes | mmap.mmap, last: bool) -> tuple[Header, Wal
             f"{path}: {walk.damage}, in a {kind} with complete batches after it or beside it; "
             f"{walk.count} event(s) before byte {walk.valid_end} are intact; refusing to cut acknowledged data"
         )
+    if last and walk.blocks and not _last_block_is_whole(data, header, walk):
+        damage = f"the last block (at byte {walk.last_start}) does not decode to {walk.last_count} whole valid events"
+        walk = Walk(walk.last_start, walk.count - walk.last_count, walk.blocks - 1, damage)
     return header, walk
 
 
