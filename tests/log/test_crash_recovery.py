@@ -136,7 +136,7 @@ def test_a_torn_sealed_segment_is_corruption(tmp_path: Path) -> None:
         log.append(_day(e, 100))
     first = path / "00000001.avro"
     first.write_bytes(first.read_bytes()[:-5])
-    with pytest.raises(LogCorruptError, match="00000001.avro: block at byte .* cut short.*sealed segment"):
+    with pytest.raises(LogCorruptError, match=r"00000001\.avro: block at byte .* cut short.*sealed segment"):
         list(open_log(path))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def test_mixed_batches_read_back_in_append_order_across_segments_and_reopening(
     events: list[ev.Event], cuts: list[int], segment_bytes: int
 ) -> None:
     bounds = sorted({0, len(events), *(c for c in cuts if c < len(events))})
-    batches = [events[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    batches = [events[a:b] for a, b in itertools.pairwise(bounds)]
     expected = _first_of_each_id(events)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "events"
