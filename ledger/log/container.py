@@ -28,7 +28,6 @@ __all__ = [
     "BlockEncoder",
     "Header",
     "Walk",
-    "block_records",
     "damage_is_torn_tail",
     "new_header",
     "read_header",
@@ -149,15 +148,6 @@ def walk_blocks(data: Buffer, header: Header, *, start: int | None = None, count
         last_start, last_count = pos, n
         pos = stop
     return Walk(pos, count, blocks, damage, last_start, last_count)
-
-
-def block_records(block: bytes) -> tuple[int, bytes]:
-    """Split one complete block (as framed by walk_blocks) into (record count, record bytes)."""
-    first = _varint(block, 0, len(block))
-    assert first is not None
-    second = _varint(block, first[1], len(block))
-    assert second is not None
-    return first[0], block[second[1] : second[1] + second[0]]
 
 
 def damage_is_torn_tail(data: Buffer, header: Header, walk: Walk) -> bool:

@@ -21,14 +21,12 @@ from typing import Any
 import fastavro
 from fastavro.types import Schema
 
-from ledger.codec import from_record, parsed_schemas, union_schema
+from ledger.codec import from_record, union_schema
 from ledger.errors import EventValidationError, LogCorruptError, LogError
-from ledger.events import EVENT_TYPES
 from ledger.log.checks import SHORT_NAMES
 from ledger.log.container import (
     Header,
     Walk,
-    block_records,
     damage_is_torn_tail,
     new_header,
     read_header,
@@ -133,60 +131,27 @@ class SegmentView:
         return schema_key(self.header.schema) == current_schema_key()
 
 
-def _parsed_writer(schema: Any) -> Schema:
-    key = schema_key(schema)
-    parsed = _PARSED.get(key)
-    if parsed is None:
-        parsed = _PARSED[key] = fastavro.parse_schema(schema)
-    return parsed
-
-
-_PARSED: dict[str, Schema] = {}
-
-
 def _last_block_is_whole(data: bytes | mmap.mmap, header: Header, walk: Walk) -> bool:
     """Tell whether the last complete-looking block decodes to exactly its count of valid events.
 
     Framing alone cannot tell a finished block from one a power cut left with a hole: pages may
     reach the disk out of order, so the block's end (and sync marker) can be there while part of
     its middle is zeros. Only the last block can be unfinished (batches are fsynced one at a time),
-    so it alone is decoded record by record, checked to fill its byte size exactly, and validated.
+    so it alone is decoded, checked to fill its byte size exactly, and validated event by event.
     """
-    count, body = block_records(bytes(data[walk.last_start : walk.valid_end]))
-    buf = io.BytesIO(body)
+    alone = bytes(data[: header.end]) + bytes(data[walk.last_start : walk.valid_end])
+    reader_schema = None if schema_key(header.schema) == current_schema_key() else union_schema()
     try:
-        if schema_key(header.schema) == current_schema_key():
-            # Read the union branch index here and decode with that record's own parsed schema:
-            # schemaless_reader re-prepares a whole union schema on every call, ten times slower.
-            types = list(EVENT_TYPES)
-            records = parsed_schemas()
-            for _ in range(count):
-                type_name = types[_read_long(buf)]
-                record: Any = fastavro.schemaless_reader(buf, records[type_name], None)
-                from_record(type_name, record)
-        else:  # an older writer's segment: resolve each record against the current union
-            writer = _parsed_writer(header.schema)
-            for _ in range(count):
-                decoded: Any = fastavro.schemaless_reader(buf, writer, union_schema(), return_record_name=True)
-                from_record(SHORT_NAMES[decoded[0]], decoded[1])
+        blocks: Iterator[Any] = fastavro.block_reader(
+            io.BytesIO(alone), reader_schema=reader_schema, return_record_name=True
+        )
+        (block,) = blocks
+        for full, record in block:
+            from_record(SHORT_NAMES[full], record)
+        body = block.bytes_  # the block's record bytes, positioned after the last record decoded
+        return bool(body.tell() == len(body.getvalue()))
     except (*DECODE_ERRORS, UnicodeDecodeError, EventValidationError):
         return False
-    return buf.tell() == len(body)
-
-
-def _read_long(buf: io.BytesIO) -> int:
-    """Read one zig-zag varint (an Avro long) from buf."""
-    shift = acc = 0
-    while True:
-        byte = buf.read(1)
-        if not byte:
-            raise EOFError("varint cut short")
-        acc |= (byte[0] & 0x7F) << shift
-        if not byte[0] & 0x80:
-            return (acc >> 1) ^ -(acc & 1)
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint longer than an Avro long")
 
 
 def _check(path: Path, data: bytes | mmap.mmap, last: bool) -> tuple[Header, Walk]:

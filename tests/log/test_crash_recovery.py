@@ -113,6 +113,20 @@ def test_an_unfinished_block_whose_last_page_landed_first_is_still_a_torn_tail(t
         assert list(log) == _day(Events(), 0)
 
 
+def test_a_last_block_whose_records_do_not_fill_it_exactly_is_cut(tmp_path: Path) -> None:
+    e = Events()
+    path = tmp_path / "events"
+    sizes = _write_batches(path, [_day(e, 0), _day(e, 100)])
+    segment = path / "00000001.avro"
+    whole = bytearray(segment.read_bytes())
+    assert whole[sizes[0]] == 4 << 1, "the last block starts with its count: 4 events, zig-zag encoded"
+    whole[sizes[0]] = 3 << 1  # framing intact, but one event's bytes would be left over
+    segment.write_bytes(bytes(whole))
+    assert list(open_log(path)) == _day(Events(), 0)
+    with EventLog(path) as log:
+        assert log.recovered_bytes == sizes[1] - sizes[0]
+
+
 def test_damage_with_complete_batches_after_it_is_corruption_and_is_not_cut(tmp_path: Path) -> None:
     e = Events()
     path = tmp_path / "events"
