@@ -52,7 +52,7 @@ __all__ = [
     "view_segment",
 ]
 
-_SEGMENT = re.compile(r"^(\d{8})\.avro$")
+_SEGMENT = re.compile(r"^(\d{8,})\.avro$")
 _TMP_SUFFIX = ".tmp"
 
 
