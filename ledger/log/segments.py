@@ -158,10 +158,14 @@ def _check(path: Path, data: bytes | mmap.mmap, last: bool) -> tuple[Header, Wal
     header = read_header(data, str(path))
     walk = walk_blocks(data, header)
     if walk.damage is not None and not (last and damage_is_torn_tail(data, header, walk)):
-        kind = "segment" if last else "sealed segment"
+        reason = (
+            "complete batches follow the damage, so it is not an unfinished append"
+            if last
+            else "a sealed segment (one with a newer segment after it) must end with a complete batch"
+        )
         raise LogCorruptError(
-            f"{path}: {walk.damage}, in a {kind} with complete batches after it or beside it; "
-            f"{walk.count} event(s) before byte {walk.valid_end} are intact; refusing to cut acknowledged data"
+            f"{path}: {walk.damage}; {reason}. The {walk.count} event(s) before byte {walk.valid_end} "
+            "are intact; refusing to cut acknowledged data"
         )
     if last and walk.blocks and not _last_block_is_whole(data, header, walk):
         damage = f"the last block (at byte {walk.last_start}) does not decode to {walk.last_count} whole valid events"
@@ -180,7 +184,10 @@ def view_segment(path: Path, *, last: bool) -> SegmentView:
 
 
 def count_segment(path: Path, *, last: bool) -> int:
-    """Return how many events a segment holds, touching only block headers (through a memory map)."""
+    """Return how many events a segment holds, reading block headers through a memory map.
+
+    Only the last segment's last block is decoded (see ``_last_block_is_whole``).
+    """
     try:
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size == 0:
