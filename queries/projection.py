@@ -145,7 +145,7 @@ def load_arrow(records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, pa.Ta
     buffers = {name: _Buffer(name) for name in _FIELDS}
     short: dict[str, _Buffer] = {}
     seq = 0
-    for seq, (type_name, record) in enumerate(records):  # noqa: B007 - seq counts the log position
+    for seq, (type_name, record) in enumerate(records):
         buf = short.get(type_name)
         if buf is None:
             name = type_name.rsplit(".", 1)[-1]
