@@ -349,7 +349,7 @@ def reference_audit(events: list[ev.Event], since_min: int | None = None, until_
                              "window_ratio": u / a if a > 0 else None})
 
     workloads = []
-    for wid, w in subs.items():
+    for wid in subs:
         rs = by_wid.get(wid, [])
         workloads.append({"workload_id": wid, "first_start_min": min((r.start for r in rs), default=None),
                           "end_min": terminal[wid][1] if wid in terminal else None,
