@@ -183,18 +183,29 @@ FROM segments g ASOF LEFT JOIN capacity_versions c ON c.from_us <= g.s;
 CREATE OR REPLACE TEMP TABLE health_versions AS
 SELECT host, "time" AS from_us, arg_max(state, seq) AS state FROM ev_health GROUP BY host, "time";
 
--- Hosts down (unhealthy or failed) in each segment, with their GPU count.
+-- Hosts down (unhealthy or failed) in each segment, with their GPU count: down spells per host,
+-- cut to the capacity versions under which the host exists (hosts are <cluster>-n000, -n001, ...).
 CREATE OR REPLACE TEMP TABLE segment_down_hosts AS
-WITH idx AS (
-    SELECT sc.*, unnest(range(0, (sc.gpus + sc.gpn - 1) // sc.gpn)) AS i
-    FROM segment_capacity sc
-    WHERE sc.gpus > 0 AND EXISTS (SELECT 1 FROM health_versions hv WHERE hv.from_us <= sc.s)
+WITH spells AS (
+    SELECT host, from_us, coalesce(lead(from_us) OVER (PARTITION BY host ORDER BY from_us), 9223372036854775807) AS to_us,
+           state
+    FROM health_versions
+), down AS (
+    SELECT * FROM spells WHERE state IN ('unhealthy', 'failed')
+), versions AS (
+    SELECT *, coalesce(lead(from_us) OVER (ORDER BY from_us), 9223372036854775807) AS to_us FROM capacity_versions
+), idx AS (
+    SELECT v.*, unnest(range(0, (v.gpus + v.gpn - 1) // v.gpn)) AS i
+    FROM versions v WHERE v.gpus > 0 AND EXISTS (SELECT 1 FROM down)
 ), hosts AS (
-    SELECT s, printf('%s-n%03d', cluster, i) AS host, least(gpn, gpus - i * gpn) AS host_gpus FROM idx
+    SELECT from_us, to_us, printf('%s-n%03d', cluster, i) AS host, least(gpn, gpus - i * gpn) AS host_gpus FROM idx
+), pieces AS (
+    SELECT d.host, h.host_gpus, greatest(d.from_us, h.from_us) AS lo, least(d.to_us, h.to_us) AS hi
+    FROM down d JOIN hosts h ON h.host = d.host
+    WHERE d.from_us < h.to_us AND h.from_us < d.to_us
 )
-SELECT h.s, h.host, h.host_gpus
-FROM hosts h ASOF JOIN health_versions v ON v.host = h.host AND v.from_us <= h.s
-WHERE v.state IN ('unhealthy', 'failed');
+SELECT g.s, p.host, p.host_gpus
+FROM segments g JOIN pieces p ON g.s >= p.lo AND g.s < p.hi;
 
 CREATE OR REPLACE TEMP TABLE segment_avail AS
 SELECT g.s, g.e, g.len_us, g.hour_us, sc.gpus AS cap_gpus, coalesce(d.down_gpus, 0) AS down_gpus,
