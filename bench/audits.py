@@ -44,7 +44,9 @@ def _t(s: float) -> datetime:
     return T0 + timedelta(seconds=int(s))
 
 
-def cluster_log(n_events: int, days: int = 30, gpus: int = 4096, seed: int = 11) -> Iterator[tuple[str, dict[str, Any]]]:
+def cluster_log(
+    n_events: int, days: int = 30, gpus: int = 4096, seed: int = 11
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """Yield about ``n_events`` (type name, record) pairs of a simulated cluster, in time order."""
     rng = random.Random(seed)
     ids = iter(range(1 << 62))
@@ -126,7 +128,7 @@ def cluster_log(n_events: int, days: int = 30, gpus: int = 4096, seed: int = 11)
         heapq.heappush(running, (end, size_fit))
         free -= size_fit
         while out and out[0][0] <= a_t:
-            et, _, name, rec = heapq.heappop(out)
+            _, _, name, rec = heapq.heappop(out)
             emitted += 1
             yield name, rec
     while out:
@@ -151,8 +153,7 @@ def write_container(path: str, n_events: int) -> int:
 
 def _decoded(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
     with open(path, "rb") as fh:
-        for name, rec in fastavro.reader(fh, return_record_name=True):
-            yield name, rec
+        yield from fastavro.reader(fh, return_record_name=True)
 
 
 def main(argv: list[str] | None = None) -> None:
