@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from html import escape
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import duckdb
 
@@ -115,8 +115,8 @@ def _discard_chart(data: dict[str, Any]) -> str:
                      labels=("since last checkpoint", "restart time"))
 
 
-def html(data: dict[str, Any], title: str = "gpuledger audit") -> str:
-    """Return the report as an HTML string."""
+def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool = False) -> str:
+    """Return the report as an HTML document, or as a fragment (style + body) to embed in another page."""
     t = tables(data)
     period = data["period"]
     anomalies = data["anomalies"]
@@ -140,13 +140,28 @@ def html(data: dict[str, Any], title: str = "gpuledger audit") -> str:
         _table(*t["anomalies"]) if anomalies else "",
         "<h2>Workloads</h2>", _table(*t["workloads"], limit=300),
     ]
+    if fragment:
+        return f'<div class="gpuledger-audit"><style>{_CSS}</style>{"".join(sections)}</div>'
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
             f"<style>{_CSS}</style></head><body>{''.join(sections)}</body></html>\n")
 
 
+@overload
+def render_html(source: dict[str, Any] | duckdb.DuckDBPyConnection, path: None = None,
+                title: str = ...) -> str: ...
+
+
+@overload
 def render_html(source: dict[str, Any] | duckdb.DuckDBPyConnection, path: str | Path,
-                title: str = "gpuledger audit") -> Path:
-    """Write the audit (a dict, or a projected DuckDB connection) as a self-contained HTML file; return its path."""
+                title: str = ...) -> Path: ...
+
+
+def render_html(source: dict[str, Any] | duckdb.DuckDBPyConnection, path: str | Path | None = None,
+                title: str = "gpuledger audit") -> Path | str:
+    """Write the audit (a dict, or a projected DuckDB connection) as a self-contained HTML file; return its path.
+
+    Without a path, return an HTML fragment of the same report to embed in another page.
+    """
     from queries.audit import collect, prepare
 
     if isinstance(source, duckdb.DuckDBPyConnection):
@@ -157,6 +172,8 @@ def render_html(source: dict[str, Any] | duckdb.DuckDBPyConnection, path: str | 
         data = collect(source)
     else:
         data = source
+    if path is None:
+        return html(data, title, fragment=True)
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(html(data, title), encoding="utf-8")

@@ -77,3 +77,9 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
     )
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a blank page compresses to a few KB
+
+
+def test_without_a_path_the_report_is_a_fragment_to_embed() -> None:
+    fragment = render_html(audit(two_teams_day()))
+    assert isinstance(fragment, str) and fragment.startswith('<div class="gpuledger-audit">')
+    assert "<html" not in fragment and "<svg" in fragment
