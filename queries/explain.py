@@ -33,6 +33,10 @@ def _dur(us: int) -> str:
     return f"{s / 86_400:.1f} days"
 
 
+def _gpus(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
 def _gh(gpu_us: float) -> str:
     return f"{gpu_us / 3.6e9:,.2f} GPU-hours"
 
@@ -93,7 +97,7 @@ def _holders_text(holders: list[dict[str, Any]], t_us: int) -> str:
             prot = f"protection ended {iso(h['protected_until'])}"
         else:
             prot = "never protected"
-        parts.append(f"{h['workload_id']} ({h['budget']}, {h['gpus']} GPUs, {tier}, {prot})")
+        parts.append(f"{h['workload_id']} ({h['budget']}, {_gpus(h['gpus'])}, {tier}, {prot})")
     return "GPUs held by " + "; ".join(parts)
 
 
@@ -130,7 +134,7 @@ def _waiting_moments(con: duckdb.DuckDBPyConnection, me: dict[str, Any], lo: int
         ORDER BY start_us, start_seq""")
     moments = []
     for o in others[:MAX_MOMENTS]:
-        why = f"{o['workload_id']} ({o['budget']}, {o['gpus']} GPUs) started instead"
+        why = f"{o['workload_id']} ({o['budget']}, {_gpus(o['gpus'])}) started instead"
         moments.append(_moment(con, me, o["start_us"], why))
     if len(others) > MAX_MOMENTS:
         moments.append({"time": iso(others[MAX_MOMENTS]["start_us"]), "event": "more",
@@ -174,7 +178,7 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S) -> dict[st
     story: list[dict[str, Any]] = []
     mode = "allocated" if me["min_runtime_s"] > 0 else "unallocated (minimum runtime 0, preemptible by anyone)"
     story.append({"time": iso(me["submit_us"]), "event": "submitted", "text": (
-        f"{iso(me['submit_us'])}: {workload_id} was submitted by {me['user']} to {me['budget']}: {me['gpus']} GPUs, "
+        f"{iso(me['submit_us'])}: {workload_id} was submitted by {me['user']} to {me['budget']}: {_gpus(me['gpus'])}, "
         f"{mode}, minimum runtime {_dur(me['min_runtime_s'] * 1_000_000)}, "
         f"{'resumable' if me['resumable'] else 'not resumable'}, kind {me['kind']}.")})
     runs = rows(con, f"SELECT * FROM runs WHERE workload_id = '{q}' ORDER BY start_seq")
@@ -186,7 +190,8 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S) -> dict[st
         prot = (f"protected until {iso(run['protected_until'])}" if run["allocated"] else "not protected")
         story.append({"time": iso(run["start_us"]), "event": "started", "text": (
             f"{iso(run['start_us'])}: started (attempt {run['attempt']}) after waiting "
-            f"{_dur(run['start_us'] - wait_from)}, on {', '.join(run['nodes'])}, {run['gpus']} GPUs, {tier}, {prot}.")})
+            f"{_dur(run['start_us'] - wait_from)}, on {', '.join(run['nodes'])}, {_gpus(run['gpus'])}, "
+            f"{tier}, {prot}.")})
         if run["end_kind"] == "preempt":
             p = pre[run["end_event_id"]]
             by = ""
@@ -194,7 +199,7 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S) -> dict[st
                 who = rows(con, f"SELECT budget, gpus FROM workloads WHERE workload_id = "
                                 f"'{p['preempted_by'].replace(chr(39), chr(39) * 2)}'")
                 by = f" to make room for {p['preempted_by']}" + (
-                    f" ({who[0]['budget']}, {who[0]['gpus']} GPUs)" if who else " (not in the log)")
+                    f" ({who[0]['budget']}, {_gpus(who[0]['gpus'])})" if who else " (not in the log)")
             lost = p["gpus"] * p["lost_us"]
             restart = p["gpus"] * p["restart_us"]
             story.append({"time": iso(p["preempt_us"]), "event": "preempted", "reason": p["reason"],
