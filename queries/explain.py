@@ -236,7 +236,7 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S) -> dict[st
 
 def as_text(result: dict[str, Any]) -> str:
     """Return the story as plain text, one dated sentence a line."""
-    lines = [f"Workload {result['workload_id']} ({result['budget']}, {result['gpus']} GPUs)", ""]
+    lines = [f"Workload {result['workload_id']} ({result['budget']}, {_gpus(result['gpus'])})", ""]
     lines += [f"- {s['text']}" for s in result["story"]]
     if result["decisions"]:
         lines += ["", "Scheduling decisions recorded in the log:"] + [f"- {d['text']}" for d in result["decisions"]]
