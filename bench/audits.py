@@ -56,8 +56,11 @@ def cluster_log(
     n_workloads = max(1, n_events // 10)
     mean_gap = horizon / n_workloads
     out: list[tuple[float, int, str, dict[str, Any]]] = []
+    made = 0
 
     def emit(t: float, name: str, **fields: Any) -> None:
+        nonlocal made
+        made += 1
         heapq.heappush(out, (t, next(ids), name, {"event_id": f"{CLUSTER}/e{len(out)}-{rng.random():.6f}",
                                                   "cluster": CLUSTER, "time": _t(t), "schema_version": 1,
                                                   **fields}))
@@ -82,9 +85,8 @@ def cluster_log(
     arrivals: list[tuple[float, int, str, int, int, int, int]] = []
     t = 0.0
     w = 0
-    emitted = 0
-    while emitted < n_events or arrivals:
-        if emitted < n_events:
+    while made < n_events or arrivals:
+        if made < n_events:
             t += rng.expovariate(1 / mean_gap)
             size = rng.choices([s for s, _ in SIZES], [p for _, p in SIZES])[0]
             wid = f"w{w}"
@@ -129,7 +131,6 @@ def cluster_log(
         free -= size_fit
         while out and out[0][0] <= a_t:
             _, _, name, rec = heapq.heappop(out)
-            emitted += 1
             yield name, rec
     while out:
         _, _, name, rec = heapq.heappop(out)
