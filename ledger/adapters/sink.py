@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ledger.errors import LogError
 from ledger.events import Event
 
 __all__ = ["append_to_log", "log_dir"]
@@ -19,16 +18,7 @@ def log_dir(out: str | Path) -> Path:
 
 def append_to_log(out: str | Path, events: Sequence[Event]) -> int:
     """Append events to the embedded log at ``out`` as one durable batch; return how many were new."""
-    import importlib
+    from ledger.log import EventLog
 
-    event_log = getattr(importlib.import_module("ledger.log"), "EventLog", None)
-    if event_log is None:  # the log package is built separately; say so plainly
-        raise LogError("the embedded event log is not available in this build")
-    log = event_log(log_dir(out))
-    try:
-        added: int = log.append(list(events))
-        return added
-    finally:
-        close = getattr(log, "close", None)
-        if close is not None:
-            close()
+    with EventLog(log_dir(out)) as log:
+        return log.append(events)
