@@ -24,7 +24,9 @@ def quantile_cont(values: list[float], q: float) -> float:
     return a[lo] + (a[hi] - a[lo]) * (pos - lo)
 
 
-def test_import_prints_a_summary_and_a_second_import_adds_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_import_prints_a_summary_and_a_second_import_adds_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "log"
     assert main(["import", "slurm", str(POZIDRIV), "--out", str(out), "--gpus-for-cpu-jobs", "1"]) == 0
     first = capsys.readouterr().out

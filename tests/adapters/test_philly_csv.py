@@ -123,7 +123,8 @@ def test_csv_rejects_bad_rows_with_their_line_and_keeps_going() -> None:
         "f,100,-2,",
         "g,300,8,",
     ]
-    opts = CsvOptions(columns=parse_column_map("workload_id=id,submit=submit,gpus=gpus,start=start"), epoch="2026-03-02")
+    columns = parse_column_map("workload_id=id,submit=submit,gpus=gpus,start=start")
+    opts = CsvOptions(columns=columns, epoch="2026-03-02")
     res = import_csv(lines, "export.csv", opts)
     assert [r.line for r in res.rejected] == [3, 4, 5, 6, 7, 8]
     assert "gpus '0.5'" in res.rejected[0].reason and "expected 4 fields" in res.rejected[1].reason
