@@ -19,7 +19,7 @@ from typing import Any
 
 from ledger.errors import ConfigError
 
-FORMATS = ("slurm", "philly", "csv")
+FORMATS = ("slurm", "philly", "csv", "kueue")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -93,7 +93,14 @@ def _import_one(args: argparse.Namespace, path: str) -> Any:
                 min_runtime_s=parse_duration(args.min_runtime),
             ),
         )
-    raise ConfigError(f"unknown import format {args.format!r}")
+    from ledger.adapters.kueue import KueueOptions, import_kueue_file
+
+    return import_kueue_file(
+        path,
+        KueueOptions(
+            cluster=cluster or "kueue", gpu_resource=args.gpu_resource, min_runtime_s=parse_duration(args.min_runtime)
+        ),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
