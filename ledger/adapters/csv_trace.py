@@ -40,7 +40,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 
 from ledger import events as ev
-from ledger.adapters.common import ImportResult, RowError, check_time, parse_local_time
+from ledger.adapters.common import ImportResult, RowError, check_time, parse_local_time, paused_gc
 from ledger.adapters.history import History, Run, history_events
 from ledger.errors import ConfigError, InputError
 
@@ -101,7 +101,9 @@ class _Reader:
         absent = [f"{f}={c}" for f, c in opts.columns.items() if c not in pos]
         if absent:
             raise InputError(f"{file}:1: no column for {', '.join(absent)} (the header has {', '.join(names)})")
-        self.col = {f: pos[c] for f, c in opts.columns.items()}
+        self.idx = _Columns(**{f: pos[c] for f, c in opts.columns.items()})
+        self.hosts = (f"{opts.cluster}-unknown",)
+        self.budgets: set[str] = set()
         self.opts = opts
         self.width = len(names)
         self.epoch: datetime | None = None
@@ -123,60 +125,85 @@ class _Reader:
         return parse_local_time(text, self.opts.tz, what)
 
     def history(self, row: list[str]) -> History | None:
-        col = self.col
-        get = row.__getitem__
-        wid = get(col["workload_id"]).strip()
+        i = self.idx
+        wid = row[i.workload_id].strip()
         if not wid:
             raise RowError("workload_id is empty")
-        gpus = _whole(get(col["gpus"]), "gpus")
+        g = row[i.gpus].strip()
+        gpus = int(g) if g.isdigit() else _whole(g, "gpus")
         if gpus == 0:
             return None
-        submit = self.time(get(col["submit"]).strip(), "submit")
-        text = {f: get(i).strip() for f, i in col.items() if f not in ("workload_id", "gpus", "submit")}
-        start = self.time(text["start"], "start") if text.get("start") else None
-        end = self.time(text["end"], "end") if text.get("end") else None
-        duration = _whole(text["duration"], "duration") if text.get("duration") else None
-        if start is not None and start < submit:
-            raise RowError(f"start {text['start']} is before submit {get(col['submit']).strip()}")
-        if start is not None and end is None and duration is not None:
-            end = start + timedelta(seconds=duration)
-        if start is not None and end is not None and end < start:
-            raise RowError(f"end {text.get('end')} is before start {text['start']}")
+        submit = self.time(row[i.submit].strip(), "submit")
+        s_text = row[i.start].strip() if i.start is not None else ""
+        e_text = row[i.end].strip() if i.end is not None else ""
+        d_text = row[i.duration].strip() if i.duration is not None else ""
+        start = self.time(s_text, "start") if s_text else None
+        end = self.time(e_text, "end") if e_text else None
+        duration = (int(d_text) if d_text.isdigit() else _whole(d_text, "duration")) if d_text else None
+        if start is not None:
+            if start < submit:
+                raise RowError(f"start {s_text} is before submit {row[i.submit].strip()}")
+            if end is None and duration is not None:
+                end = start + timedelta(seconds=duration)
+            if end is not None and end < start:
+                raise RowError(f"end {e_text} is before start {s_text}")
         outcome: ev.Outcome | None = None
-        if text.get("outcome"):
-            outcome = _OUTCOMES.get(text["outcome"].lower())
+        o_text = row[i.outcome].strip() if i.outcome is not None else ""
+        if o_text:
+            outcome = _OUTCOMES.get(o_text.lower())
             if outcome is None:
-                raise RowError(f"outcome {text['outcome']!r} is not one of {', '.join(sorted(set(_OUTCOMES)))}")
-        runs = [Run(start=start, end=end, hosts=(f"{self.opts.cluster}-unknown",))] if start is not None else []
-        ended = end is not None
-        if ended and start is None:
-            outcome = "cancelled"  # it never ran: whatever the file says, it left the queue unrun
-        budget = text.get("budget") or self.budget
-        if not _PATH.match(budget):
-            raise RowError(f"budget {budget!r} is not a budget path like org/team")
-        kind = text.get("kind") or "batch"
+                raise RowError(f"outcome {o_text!r} is not one of {', '.join(sorted(set(_OUTCOMES)))}")
+        if end is not None:
+            if start is None:
+                outcome = "cancelled"  # it never ran: whatever the file says, it left the queue unrun
+            elif outcome is None:
+                outcome = "succeeded"
+        budget = (row[i.budget].strip() if i.budget is not None else "") or self.budget
+        if budget not in self.budgets:
+            if not _PATH.match(budget):
+                raise RowError(f"budget {budget!r} is not a budget path like org/team")
+            self.budgets.add(budget)
+        kind = (row[i.kind].strip() if i.kind is not None else "") or "batch"
         if kind not in _KINDS:
             raise RowError(f"kind {kind!r} is not one of {', '.join(sorted(_KINDS))}")
         work_s = duration
-        if work_s is None and start is not None and end is not None and (outcome or "succeeded") == "succeeded":
+        if work_s is None and start is not None and end is not None and outcome == "succeeded":
             work_s = int((end - start).total_seconds())
+        m_text = row[i.min_runtime].strip() if i.min_runtime is not None else ""
+        p_text = row[i.priority].strip() if i.priority is not None else ""
         return History(
             workload_id=wid,
             submit=submit,
             budget=budget,
-            user=text.get("user") or "unknown",
+            user=(row[i.user].strip() if i.user is not None else "") or "unknown",
             gpus=gpus,
-            min_runtime_s=(
-                _whole(text["min_runtime"], "min_runtime") if text.get("min_runtime") else self.opts.min_runtime_s
-            ),
+            min_runtime_s=_whole(m_text, "min_runtime") if m_text else self.opts.min_runtime_s,
             resumable=False,
-            runs=runs,
-            outcome=(outcome or "succeeded") if ended else None,
+            runs=[Run(start, end, self.hosts)] if start is not None else [],
+            outcome=outcome if end is not None else None,
             end=end,
-            priority=_integer(text["priority"], "priority") if text.get("priority") else 0,
+            priority=_integer(p_text, "priority") if p_text else 0,
             kind=kind,  # type: ignore[arg-type]
             work_s=work_s,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    """Position of each mapped field in a row (None when the map leaves it out)."""
+
+    workload_id: int
+    submit: int
+    gpus: int
+    start: int | None = None
+    end: int | None = None
+    duration: int | None = None
+    budget: int | None = None
+    user: int | None = None
+    outcome: int | None = None
+    priority: int | None = None
+    kind: int | None = None
+    min_runtime: int | None = None
 
 
 def _looks_numeric(text: str) -> bool:
@@ -212,6 +239,11 @@ def _integer(text: str, what: str) -> int:
 
 def import_csv(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResult:
     """Read CSV lines (header first) and return the events they stand for, with the import summary."""
+    with paused_gc():
+        return _import_csv(lines, file, opts)
+
+
+def _import_csv(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResult:
     res = ImportResult("csv", file)
     rows = csv.reader(lines, delimiter=opts.delimiter)
     header = next(rows, None)

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger import events as ev
-from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time
+from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time, paused_gc
 from ledger.adapters.history import build_event
 from ledger.adapters.jsonstream import JsonSyntaxError, iter_json_values
 
@@ -287,6 +287,11 @@ class _Importer:
 
 def import_kueue(text: str, file: str, opts: KueueOptions | None = None) -> ImportResult:
     """Read Workload lists, objects or watch events and return the events they stand for, with the summary."""
+    with paused_gc():
+        return _import_kueue(text, file, opts)
+
+
+def _import_kueue(text: str, file: str, opts: KueueOptions | None = None) -> ImportResult:
     opts = opts or KueueOptions()
     res = ImportResult("kueue", file)
     imp = _Importer(opts, res)

@@ -32,7 +32,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from ledger import events as ev
-from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time
+from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time, paused_gc
 from ledger.adapters.history import History, Run, history_events
 from ledger.adapters.jsonstream import JsonSyntaxError, iter_json_values
 
@@ -120,6 +120,11 @@ def _history(job: Any, opts: PhillyOptions) -> History | None:
 
 def import_philly(text: str, file: str, opts: PhillyOptions | None = None) -> ImportResult:
     """Read a Philly job list and return the events it stands for, with the import summary."""
+    with paused_gc():
+        return _import_philly(text, file, opts)
+
+
+def _import_philly(text: str, file: str, opts: PhillyOptions | None = None) -> ImportResult:
     opts = opts or PhillyOptions()
     res = ImportResult("philly", file)
     res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")

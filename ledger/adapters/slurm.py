@@ -71,7 +71,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from ledger import events as ev
-from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time
+from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time, paused_gc
 from ledger.adapters.history import History, Run, history_events
 from ledger.adapters.hostlist import expand_hostlist, expand_ranges
 
@@ -266,6 +266,7 @@ def _is_header(fields: list[str]) -> bool:
     return any(x.strip().lower() == "jobid" for x in fields)
 
 
+@lru_cache(maxsize=1024)
 def _kind(partition: str) -> ev.WorkloadKind:
     p = partition.lower()
     if "debug" in p:
@@ -296,7 +297,7 @@ def _history(recs: list[_Record], gpus: int, opts: SlurmOptions) -> History:
     for rec in recs:
         if rec.start is None:
             continue
-        run = Run(start=rec.start, end=rec.end, hosts=_hosts(rec))
+        run = Run(rec.start, rec.end, _hosts(rec))
         runs.append(run)
         if rec is not last:
             # an earlier record of the same job: this run was interrupted and the job requeued
@@ -347,6 +348,11 @@ def _array_tasks(jobid: str) -> list[str]:
 
 def import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = None) -> ImportResult:
     """Read sacct --parsable2 lines and return the events they stand for, with the import summary."""
+    with paused_gc():
+        return _import_sacct(lines, file, opts)
+
+
+def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = None) -> ImportResult:
     opts = opts or SlurmOptions()
     res = ImportResult("slurm", file)
     res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")
@@ -372,6 +378,7 @@ def import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = No
             continue
         try:
             rec = _parse_row(f, lay, n, opts)
+            ids = _array_tasks(rec.jobid) if "_[" in rec.jobid else None
         except RowError as exc:
             res.reject(n, str(exc))
             continue
@@ -384,12 +391,11 @@ def import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = No
             step_gpus[key] = max(step_gpus.get(key, 0), rec.gpus)
             steps_of_missing.append((key, n))
             continue
-        ids = _array_tasks(job) if "_[" in job else [job]
-        for jid in ids:
+        for jid in ids or (job,):
             if jid != rec.jobid:
                 rec = replace(rec, jobid=jid)
             group = jobs.setdefault((rec.cluster, jid), [])
-            if any(_same(rec, o) for o in group):
+            if group and any(_same(rec, o) for o in group):
                 res.skipped["duplicate record"] += 1
                 continue
             group.append(rec)

@@ -207,3 +207,9 @@ def test_importing_the_same_file_twice_yields_the_same_event_ids() -> None:
     assert first == again
     assert len(set(first)) == len(first)
     assert "lake/slurm/5001/preempt1" in first
+
+
+def test_a_malformed_array_task_list_is_rejected_not_fatal() -> None:
+    res = import_sacct([GOOD.replace("10|10|", "15_[3-1]|15|"), GOOD], "arr.log")
+    assert [r.line for r in res.rejected] == [1] and "array task list" in res.rejected[0].reason
+    assert res.workloads == 1
