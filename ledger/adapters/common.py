@@ -140,11 +140,8 @@ def parse_local_time(text: str, zone: tzinfo, what: str) -> datetime:
     one that never occurs (the spring gap) as if the clock had not moved: ``zoneinfo``'s fold=0.
     """
     try:
-        if zone is UTC and len(text) == 19:
-            # the common case, fast: with the offset appended fromisoformat returns an aware UTC time
-            t = datetime.fromisoformat(text + "+00:00")
-        else:
-            t = datetime.fromisoformat(text)
+        # the common case, fast: with the offset appended fromisoformat returns an aware UTC time
+        t = datetime.fromisoformat(text + "+00:00" if zone is UTC and len(text) == 19 else text)
     except ValueError:
         raise RowError(f"{what} {text!r} is not an ISO 8601 time") from None
     if t.tzinfo is None:

@@ -144,4 +144,6 @@ def test_times_outside_the_ledgers_range_are_rejected_with_the_reason() -> None:
     columns = parse_column_map("workload_id=id,submit=submit,gpus=gpus")
     res = import_csv(["id,submit,gpus", "a,1999-12-31T23:00:00,1", "b,2026-03-02T10:00:00,1"], "t.csv",
                      CsvOptions(columns=columns))  # fmt: skip
-    assert [(r.line, r.reason) for r in res.rejected] == [(2, "submit 1999-12-31T23:00:00+00:00 lies outside 2000..2100")]
+    assert [(r.line, r.reason) for r in res.rejected] == [
+        (2, "submit 1999-12-31T23:00:00+00:00 lies outside 2000..2100")
+    ]
