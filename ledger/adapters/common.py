@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
+from operator import attrgetter
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ledger import events as ev
@@ -75,7 +76,7 @@ class ImportResult:
 
     def sort_events(self) -> None:
         """Order events by time; a stable sort keeps each workload's own order at equal times."""
-        self.events.sort(key=_time_key)
+        self.events.sort(key=_TIME)
 
     def render(self, max_rejected: int = 20) -> str:
         """Return the human-readable import summary."""
@@ -112,8 +113,7 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _time_key(e: ev.Event) -> datetime:
-    return e.time
+_TIME = attrgetter("time")
 
 
 def parse_zone(name: str) -> tzinfo:

@@ -362,7 +362,7 @@ def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = N
     steps_of_missing: list[tuple[tuple[str, str], int]] = []
     for n, raw in enumerate(lines, 1):
         text = raw.rstrip("\r\n")
-        if not text.strip():
+        if not text or text.isspace():
             continue
         f = text.split("|")
         if lay is None:

@@ -86,3 +86,42 @@ def test_import_without_out_is_a_dry_run(tmp_path: Path, capsys: pytest.CaptureF
     text = capsys.readouterr().out
     assert "no GPUs (CPU job)                        3" in text
     assert "dry run: 3 events, nothing written" in text
+
+
+ITP_MAP = "workload_id=job_id,submit=submission_time,duration=duration,gpus=num_gpu"
+EVERY_FORMAT = [
+    ("slurm", DATA / "slurm" / "requeues-steps-arrays.txt", [], "|EXPLODED|"),
+    ("philly", DATA / "philly" / "jobs-slice.json", [], '"num_gpus": "lots",'),
+    ("csv", DATA / "itp" / "cluster10.csv", ["--map", ITP_MAP, "--epoch", "2021-03-04T00:00:00"], "x,soon,1,1"),
+    ("kueue", DATA / "kueue" / "watch-events.json", [], '{"type": "MODIFIED", "object": {"metadata": {}}}'),
+]
+
+
+@pytest.mark.parametrize(("fmt", "path", "extra", "bad"), EVERY_FORMAT, ids=[f[0] for f in EVERY_FORMAT])
+def test_every_adapter_is_idempotent_and_strict(
+    fmt: str, path: Path, extra: list[str], bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "log"
+    assert main(["import", fmt, str(path), "--out", str(out), *extra]) == 0
+    with EventLog(out, readonly=True) as log:
+        n = len(log)
+    assert n > 0
+    assert main(["import", fmt, str(path), "--out", str(out), *extra]) == 0
+    assert f"appended 0 new events to {out} ({n} already in the log)" in capsys.readouterr().out
+
+    # one malformed record: reported with its line; --strict refuses the file and writes nothing
+    text = path.read_text()
+    if fmt == "slurm":
+        lines = text.splitlines()
+        lines[3] = lines[3].replace("|COMPLETED|", bad)
+        broken = "\n".join(lines) + "\n"
+    elif fmt == "philly":
+        broken = text.replace('"num_gpus": 4,', bad, 1)
+    else:
+        broken = text.rstrip("\n") + "\n" + bad + "\n"
+    bad_file = tmp_path / f"bad-{path.name}"
+    bad_file.write_text(broken)
+    fresh = tmp_path / "fresh"
+    assert main(["import", fmt, str(bad_file), "--out", str(fresh), "--strict", *extra]) == 2
+    assert not fresh.exists()
+    assert f"{bad_file}:" in capsys.readouterr().err
