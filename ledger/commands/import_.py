@@ -30,11 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="refuse the whole import if any record is malformed")
     p.add_argument("--cluster", help="cluster name (default: the file's own, else slurm/philly/kueue/csv)")
     p.add_argument("--tz", help="zone of times without an offset (default UTC; philly: America/Los_Angeles)")
+    p.add_argument("--min-runtime", default="1h",
+                   help="protected minimum runtime given to imported jobs (slurm: cut to a shorter time limit; "
+                        "default 1h)")
     g = p.add_argument_group("slurm")
     g.add_argument("--gpus-for-cpu-jobs", type=int, default=0, metavar="N",
                    help="import jobs without GPUs as N-GPU workloads (default 0: skip and count them)")
-    g.add_argument("--min-runtime", default="1h",
-                   help="protected minimum runtime given to imported jobs (cut to a shorter time limit; default 1h)")
     g.add_argument("--resumable", action="store_true", help="mark imported jobs resumable (requeued ones always are)")
     g = p.add_argument_group("csv")
     g.add_argument("--map", dest="column_map", metavar="FIELD=COL,...",
