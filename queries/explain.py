@@ -144,7 +144,7 @@ def _waiting_moments(con: duckdb.DuckDBPyConnection, me: dict[str, Any], lo: int
 def _decisions(con: duckdb.DuckDBPyConnection, wid: str) -> list[dict[str, Any]]:
     q = wid.replace("'", "''")
     out = []
-    for d in rows(con, f"""SELECT "time", action, reason, queue_position, budget_ratio, for_workload, nodes
+    for d in rows(con, f"""SELECT "time", action, reason, queue_position, budget_ratio, for_workload
                            FROM ev_decision WHERE workload_id = '{q}' ORDER BY seq"""):
         extra = []
         if d["queue_position"] is not None:

@@ -35,11 +35,17 @@ LEFT JOIN team_hour_demand d ON d.budget = t.budget AND d.hour_us = h.hour_us
 LEFT JOIN team_hour_delivered v ON v.budget = t.budget AND v.hour_us = h.hour_us;
 
 CREATE OR REPLACE TEMP TABLE owed_teams AS
-SELECT budget,
-       sum(owed_gpu_us) / 3.6e9 AS owed_gpu_hours,
-       sum(delivered_gpu_us) / 3.6e9 AS delivered_gpu_hours,
-       sum(received_gpu_us) / 3.6e9 AS received_gpu_hours,
-       sum(demand_gpu_us) / 3.6e9 AS demand_gpu_hours,
-       sum(share_gpu_us) / 3.6e9 AS share_gpu_hours,
-       CASE WHEN sum(owed_gpu_us) > 0 THEN sum(received_gpu_us) / sum(owed_gpu_us) END AS ratio
-FROM owed_team_hours GROUP BY budget ORDER BY budget;
+WITH per_team AS (
+    SELECT budget, sum(owed_gpu_us) AS owed, sum(delivered_gpu_us) AS delivered, sum(received_gpu_us) AS received,
+           sum(demand_gpu_us) AS demand, sum(share_gpu_us) AS share
+    FROM owed_team_hours GROUP BY budget
+)
+SELECT t.budget,
+       coalesce(p.owed, 0) / 3.6e9 AS owed_gpu_hours,
+       coalesce(p.delivered, 0) / 3.6e9 AS delivered_gpu_hours,
+       coalesce(p.received, 0) / 3.6e9 AS received_gpu_hours,
+       coalesce(p.demand, 0) / 3.6e9 AS demand_gpu_hours,
+       coalesce(p.share, 0) / 3.6e9 AS share_gpu_hours,
+       CASE WHEN p.owed > 0 THEN p.received / p.owed END AS ratio
+FROM teams t LEFT JOIN per_team p USING (budget)
+ORDER BY t.budget;
