@@ -1,0 +1,15 @@
+"""Adapters: turn what existing schedulers record into ledger events.
+
+* ``slurm``: ``sacct --parsable2`` output (``import_sacct_file``);
+* ``philly``: Philly-style jobs with attempts (``import_philly_file``);
+* ``csv_trace``: any CSV through a column map (``import_csv_file``);
+* ``kueue``: Kueue Workload objects, listed or watched (``import_kueue_file``);
+* ``sdk``: ``Ledger``, the calls a home-grown scheduler makes.
+
+File adapters return an ``ImportResult``: the events (time-ordered, ids derived from the
+source record so a repeated import adds nothing) and the summary of how the file was read.
+"""
+
+from ledger.adapters.common import ImportResult, Rejection
+
+__all__ = ["ImportResult", "Rejection"]

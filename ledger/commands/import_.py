@@ -1,16 +1,123 @@
-"""Turn scheduler records (Slurm sacct, Philly attempts, any CSV, Kueue) into ledger events."""
+"""Turn scheduler records (Slurm sacct, Philly attempts, any CSV, Kueue) into ledger events.
+
+  gpuledger import slurm  FILE [FILE ...] --out LOG_DIR [--tz ZONE] [--cluster NAME] [--gpus-for-cpu-jobs N]
+  gpuledger import philly FILE --out LOG_DIR [--tz America/Los_Angeles] [--cluster philly]
+  gpuledger import csv    FILE --map workload_id=COL,submit=COL,gpus=COL,... [--epoch ISO_TIME] --out LOG_DIR
+  gpuledger import kueue  FILE --out LOG_DIR [--cluster NAME] [--gpu-resource nvidia.com/gpu]
+
+Prints an import summary per file: rows read, workloads, events by type, rows skipped by
+reason, and rejected records (file:line: reason). Malformed records are skipped and listed;
+with --strict any malformed record refuses the whole import and nothing is written.
+Importing a file twice adds nothing: event ids are derived from the source records.
+Without --out nothing is written (a dry run that prints the summary).
+"""
 
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
-from ledger.errors import LedgerError
+from ledger.errors import ConfigError
+
+FORMATS = ("slurm", "philly", "csv", "kueue")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
+    p.add_argument("format", choices=FORMATS, help="what the files hold")
+    p.add_argument("files", nargs="+", metavar="FILE", help="files to import")
+    p.add_argument("--out", metavar="LOG_DIR", help="embedded event log (or run directory) to append to")
+    p.add_argument("--strict", action="store_true", help="refuse the whole import if any record is malformed")
+    p.add_argument("--cluster", help="cluster name (default: the file's own, else slurm/philly/kueue/csv)")
+    p.add_argument("--tz", help="zone of times without an offset (default UTC; philly: America/Los_Angeles)")
+    p.add_argument("--min-runtime", default="1h",
+                   help="protected minimum runtime given to imported jobs (slurm: cut to a shorter time limit; "
+                        "default 1h)")
+    g = p.add_argument_group("slurm")
+    g.add_argument("--gpus-for-cpu-jobs", type=int, default=0, metavar="N",
+                   help="import jobs without GPUs as N-GPU workloads (default 0: skip and count them)")
+    g.add_argument("--resumable", action="store_true", help="mark imported jobs resumable (requeued ones always are)")
+    g = p.add_argument_group("csv")
+    g.add_argument("--map", dest="column_map", metavar="FIELD=COL,...",
+                   help="ledger field -> CSV column: workload_id, submit, start, end, duration, gpus, budget, user, "
+                        "outcome, priority, kind, min_runtime")
+    g.add_argument("--epoch", metavar="ISO_TIME", help="times are seconds relative to this instant")
+    g.add_argument("--delimiter", default=",", help="CSV field separator (default ',')")
+    g.add_argument("--budget", default=None, help="budget path for rows without a budget column")
+    g = p.add_argument_group("kueue")
+    g.add_argument("--gpu-resource", default="nvidia.com/gpu", help="resource name counted as GPUs")
+
+
+def _import_one(args: argparse.Namespace, path: str) -> Any:
+    from ledger.adapters.common import parse_zone
+    from ledger.core.knobs import parse_duration
+
+    cluster = args.cluster
+    if args.format == "slurm":
+        from ledger.adapters.slurm import SlurmOptions, import_sacct_file
+
+        if args.gpus_for_cpu_jobs < 0:
+            raise ConfigError(f"--gpus-for-cpu-jobs {args.gpus_for_cpu_jobs}: must be 0 or more")
+        opts = SlurmOptions(
+            tz=parse_zone(args.tz or "UTC"),
+            cluster=cluster,
+            gpus_for_cpu_jobs=args.gpus_for_cpu_jobs,
+            min_runtime_s=parse_duration(args.min_runtime),
+            resumable=args.resumable,
+        )
+        return import_sacct_file(path, opts)
+    if args.format == "philly":
+        from ledger.adapters.philly import PhillyOptions, import_philly_file
+
+        return import_philly_file(
+            path,
+            PhillyOptions(
+                tz=parse_zone(args.tz or "America/Los_Angeles"),
+                cluster=cluster or "philly",
+                min_runtime_s=parse_duration(args.min_runtime),
+            ),
+        )
+    if args.format == "csv":
+        from ledger.adapters.csv_trace import CsvOptions, import_csv_file, parse_column_map
+
+        if not args.column_map:
+            raise ConfigError("import csv needs --map FIELD=COLUMN,... (at least workload_id, submit and gpus)")
+        return import_csv_file(
+            path,
+            CsvOptions(
+                columns=parse_column_map(args.column_map),
+                tz=parse_zone(args.tz or "UTC"),
+                epoch=args.epoch,
+                cluster=cluster or "csv",
+                budget=args.budget,
+                delimiter=args.delimiter,
+                min_runtime_s=parse_duration(args.min_runtime),
+            ),
+        )
+    from ledger.adapters.kueue import KueueOptions, import_kueue_file
+
+    return import_kueue_file(
+        path,
+        KueueOptions(
+            cluster=cluster or "kueue", gpu_resource=args.gpu_resource, min_runtime_s=parse_duration(args.min_runtime)
+        ),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the command."""
-    raise LedgerError("not built yet (issue 7)")
+    """Import the files, print the summary, append the events to --out."""
+    results = [_import_one(args, path) for path in args.files]
+    for res in results:
+        print(res.render())
+    if args.strict:
+        for res in results:
+            res.raise_if_rejected()
+    events = [e for res in results for e in res.events]
+    if args.out is None:
+        print(f"dry run: {len(events)} events, nothing written (give --out LOG_DIR)")
+        return 0
+    from ledger.adapters.sink import append_to_log
+
+    added = append_to_log(args.out, events)
+    print(f"appended {added} new events to {args.out} ({len(events) - added} already in the log)")
+    return 0

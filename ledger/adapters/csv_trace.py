@@ -1,0 +1,287 @@
+"""Any CSV of jobs (Alibaba, Helios, ITP, a team's own export) to ledger events, through a column map.
+
+``--map workload_id=job_id,submit=submission_time,duration=duration,gpus=num_gpu`` names the
+column that holds each ledger field. Fields:
+
+==============  ========  ==================================================================
+field           needed    meaning
+==============  ========  ==================================================================
+workload_id     yes       unique per row (a repeat is rejected: ids must stay idempotent)
+submit          yes       submission time
+gpus            yes       GPUs; 0 = not a GPU workload (skipped and counted); fractions rejected
+start           no        first start; empty = never ran
+end             no        end time; with an empty start, the workload was cancelled while waiting
+duration        no        run seconds: gives the end when there is no end column, and ``work_s``
+budget          no        budget path (``org/team/...``); else ``--budget``, else the cluster name
+user            no        who submitted; else ``unknown``
+outcome         no        succeeded/completed/pass, failed/timeout, cancelled/killed; else succeeded
+priority        no        integer priority inside the budget
+kind            no        batch, training, debug, interactive or other
+min_runtime     no        protected minimum runtime in seconds; else ``min_runtime_s``
+==============  ========  ==================================================================
+
+**Times** are, in order of preference: seconds relative to ``epoch`` when one is given (the ITP
+and Alibaba traces count from the collection start); otherwise plain numbers are Unix epoch
+seconds and anything else ISO 8601 (read in ``tz`` when it carries no offset).
+
+**No start column** (the ITP traces record arrivals and durations only): the file says nothing
+about when, or whether, each job ran, so the import records submissions only, with
+``work_s`` = duration, and does not invent starts. Such a log is a workload trace: replaying it
+gives the waits a policy would cause; the file itself observed none.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta, tzinfo
+from pathlib import Path
+
+from ledger import events as ev
+from ledger.adapters.common import ImportResult, RowError, check_time, parse_local_time, paused_gc
+from ledger.adapters.history import History, Run, history_events
+from ledger.errors import ConfigError, InputError
+
+__all__ = ["FIELDS", "CsvOptions", "import_csv", "import_csv_file", "parse_column_map"]
+
+FIELDS = (
+    "workload_id", "submit", "gpus", "start", "end", "duration", "budget", "user", "outcome", "priority",
+    "kind", "min_runtime",
+)  # fmt: skip
+_REQUIRED = ("workload_id", "submit", "gpus")
+_OUTCOMES: dict[str, ev.Outcome] = {
+    **dict.fromkeys(("succeeded", "success", "completed", "complete", "pass", "passed", "ok", "0"), "succeeded"),
+    **dict.fromkeys(("failed", "fail", "failure", "timeout", "error", "out_of_memory", "node_fail"), "failed"),
+    **dict.fromkeys(("cancelled", "canceled", "killed", "terminated", "preempted"), "cancelled"),
+}
+_KINDS = frozenset(("batch", "training", "debug", "interactive", "other"))
+_PATH = re.compile(r"^[^/\s]+(/[^/\s]+)*$")
+
+
+def parse_column_map(text: str) -> dict[str, str]:
+    """Parse 'field=COLUMN,field=COLUMN' into a dict; ConfigError naming an unknown field or a missing one."""
+    out: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        name, eq, column = item.partition("=")
+        name, column = name.strip(), column.strip()
+        if not eq or not column:
+            raise ConfigError(f"--map item {item!r}: expected FIELD=COLUMN")
+        if name not in FIELDS:
+            raise ConfigError(f"--map field {name!r}: expected one of {', '.join(FIELDS)}")
+        out[name] = column
+    missing = [f for f in _REQUIRED if f not in out]
+    if missing:
+        raise ConfigError(f"--map lacks {', '.join(missing)} (needed: {', '.join(_REQUIRED)})")
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CsvOptions:
+    """How to read a CSV trace: the column map, the clock, and defaults for what the file lacks."""
+
+    columns: dict[str, str] = field(default_factory=dict)
+    tz: tzinfo = UTC
+    epoch: str | None = None  # ISO time: the file's times are seconds after it
+    cluster: str = "csv"
+    budget: str | None = None
+    delimiter: str = ","
+    min_runtime_s: int = 3600
+
+
+class _Reader:
+    """Turns one row into a History (or None for a skipped row)."""
+
+    def __init__(self, header: list[str], opts: CsvOptions, file: str) -> None:
+        names = [h.strip() for h in header]
+        pos = {n: i for i, n in enumerate(names)}
+        absent = [f"{f}={c}" for f, c in opts.columns.items() if c not in pos]
+        if absent:
+            raise InputError(f"{file}:1: no column for {', '.join(absent)} (the header has {', '.join(names)})")
+        self.idx = _Columns(**{f: pos[c] for f, c in opts.columns.items()})
+        self.hosts = (f"{opts.cluster}-unknown",)
+        self.budgets: set[str] = set()
+        self.opts = opts
+        self.width = len(names)
+        self.epoch: datetime | None = None
+        if opts.epoch is not None:
+            try:
+                self.epoch = parse_local_time(opts.epoch, opts.tz, "--epoch")
+            except RowError as exc:
+                raise ConfigError(str(exc)) from None
+        budget = opts.budget or opts.cluster
+        if not _PATH.match(budget):
+            raise ConfigError(f"--budget {budget!r} is not a budget path like org/team")
+        self.budget = budget
+
+    def time(self, text: str, what: str) -> datetime:
+        if self.epoch is not None:
+            return check_time(self.epoch + timedelta(seconds=_number(text, what)), what)
+        if _looks_numeric(text):
+            return check_time(datetime.fromtimestamp(_number(text, what), UTC), what)
+        return parse_local_time(text, self.opts.tz, what)
+
+    def history(self, row: list[str]) -> History | None:
+        i = self.idx
+        wid = row[i.workload_id].strip()
+        if not wid:
+            raise RowError("workload_id is empty")
+        g = row[i.gpus].strip()
+        gpus = int(g) if g.isdigit() else _whole(g, "gpus")
+        if gpus == 0:
+            return None
+        submit = self.time(row[i.submit].strip(), "submit")
+        s_text = row[i.start].strip() if i.start is not None else ""
+        e_text = row[i.end].strip() if i.end is not None else ""
+        d_text = row[i.duration].strip() if i.duration is not None else ""
+        start = self.time(s_text, "start") if s_text else None
+        end = self.time(e_text, "end") if e_text else None
+        duration = (int(d_text) if d_text.isdigit() else _whole(d_text, "duration")) if d_text else None
+        if start is not None:
+            if start < submit:
+                raise RowError(f"start {s_text} is before submit {row[i.submit].strip()}")
+            if end is None and duration is not None:
+                end = start + timedelta(seconds=duration)
+            if end is not None and end < start:
+                raise RowError(f"end {e_text} is before start {s_text}")
+        outcome: ev.Outcome | None = None
+        o_text = row[i.outcome].strip() if i.outcome is not None else ""
+        if o_text:
+            outcome = _OUTCOMES.get(o_text.lower())
+            if outcome is None:
+                raise RowError(f"outcome {o_text!r} is not one of {', '.join(sorted(set(_OUTCOMES)))}")
+        if end is not None:
+            if start is None:
+                outcome = "cancelled"  # it never ran: whatever the file says, it left the queue unrun
+            elif outcome is None:
+                outcome = "succeeded"
+        budget = (row[i.budget].strip() if i.budget is not None else "") or self.budget
+        if budget not in self.budgets:
+            if not _PATH.match(budget):
+                raise RowError(f"budget {budget!r} is not a budget path like org/team")
+            self.budgets.add(budget)
+        kind = (row[i.kind].strip() if i.kind is not None else "") or "batch"
+        if kind not in _KINDS:
+            raise RowError(f"kind {kind!r} is not one of {', '.join(sorted(_KINDS))}")
+        work_s = duration
+        if work_s is None and start is not None and end is not None and outcome == "succeeded":
+            work_s = int((end - start).total_seconds())
+        m_text = row[i.min_runtime].strip() if i.min_runtime is not None else ""
+        p_text = row[i.priority].strip() if i.priority is not None else ""
+        return History(
+            workload_id=wid,
+            submit=submit,
+            budget=budget,
+            user=(row[i.user].strip() if i.user is not None else "") or "unknown",
+            gpus=gpus,
+            min_runtime_s=_whole(m_text, "min_runtime") if m_text else self.opts.min_runtime_s,
+            resumable=False,
+            runs=[Run(start, end, self.hosts)] if start is not None else [],
+            outcome=outcome if end is not None else None,
+            end=end,
+            priority=_integer(p_text, "priority") if p_text else 0,
+            kind=kind,  # type: ignore[arg-type]
+            work_s=work_s,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Columns:
+    """Position of each mapped field in a row (None when the map leaves it out)."""
+
+    workload_id: int
+    submit: int
+    gpus: int
+    start: int | None = None
+    end: int | None = None
+    duration: int | None = None
+    budget: int | None = None
+    user: int | None = None
+    outcome: int | None = None
+    priority: int | None = None
+    kind: int | None = None
+    min_runtime: int | None = None
+
+
+def _looks_numeric(text: str) -> bool:
+    return text.replace(".", "", 1).lstrip("-").isdigit()
+
+
+def _number(text: str, what: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise RowError(f"{what} {text!r} is not a number of seconds") from None
+
+
+def _whole(text: str, what: str) -> int:
+    text = text.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        x = float(text)
+    except ValueError:
+        raise RowError(f"{what} {text!r} is not a number") from None
+    if x < 0 or not x.is_integer():
+        raise RowError(f"{what} {text!r} is not a whole, non-negative number")
+    return int(x)
+
+
+def _integer(text: str, what: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise RowError(f"{what} {text!r} is not an integer") from None
+
+
+def import_csv(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResult:
+    """Read CSV lines (header first) and return the events they stand for, with the import summary."""
+    with paused_gc():
+        return _import_csv(lines, file, opts)
+
+
+def _import_csv(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResult:
+    res = ImportResult("csv", file)
+    rows = csv.reader(lines, delimiter=opts.delimiter)
+    header = next(rows, None)
+    if header is None:
+        raise InputError(f"{file}:1: empty file (a header line is needed)")
+    reader = _Reader(header, opts, file)
+    if "start" not in opts.columns:
+        res.notes.append("no start column: submissions only (work_s from duration); the file observed no waits")
+    if reader.epoch is not None:
+        res.notes.append(f"times are seconds after {reader.epoch.isoformat()}")
+    seen: dict[str, int] = {}
+    for row in rows:
+        n = rows.line_num
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        res.rows_read += 1
+        if len(row) != reader.width:
+            res.reject(n, f"expected {reader.width} fields, found {len(row)}")
+            continue
+        try:
+            h = reader.history(row)
+        except RowError as exc:
+            res.reject(n, str(exc))
+            continue
+        if h is None:
+            res.skipped["0 GPUs (not a GPU workload)"] += 1
+            continue
+        first = seen.setdefault(h.workload_id, n)
+        if first != n:
+            res.reject(n, f"workload_id {h.workload_id!r} already on line {first}")
+            continue
+        res.workloads += 1
+        res.events.extend(history_events(h, opts.cluster, "csv"))
+    res.sort_events()
+    return res
+
+
+def import_csv_file(path: str | Path, opts: CsvOptions) -> ImportResult:
+    """Read a CSV trace file."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        return import_csv(fh, str(path), opts)

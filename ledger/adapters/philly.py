@@ -1,0 +1,158 @@
+"""Philly-style jobs with attempts (Microsoft's Philly trace) to ledger events.
+
+Input: a JSON array (or JSON Lines) of jobs ``{id, num_gpus, submitted_time, attempts:
+[{start_time, end_time}], ...}``, as in ``jobs.json`` derived from the Philly trace's
+``cluster_job_log``. Fields read: ``id``, ``num_gpus``, ``submitted_time``, ``attempts[].start_time``,
+``attempts[].end_time``, ``attempts[].detail[].ip`` (hosts, when present), and the optional
+``status`` (Pass / Failed / Killed), ``vc`` and ``user`` of the full trace.
+
+* **Times** are ``YYYY-MM-DD HH:MM:SS`` wall-clock times of the cluster; the Philly logs use
+  US Pacific time, so the default zone is ``America/Los_Angeles`` (give another with ``tz``).
+  Ambiguous autumn times are read as the first of the two (zoneinfo's fold=0).
+* **Attempts**: one run per attempt. Between two attempts the ledger records a preemption
+  (reason ``fair_share``: the trace does not say why an attempt ended) and a requeue at the end
+  of the earlier attempt; the next attempt's start is the restart. A job with several attempts
+  is therefore resumable.
+* **Outcome** at the end of the last attempt: ``status`` Pass -> succeeded, Failed -> failed,
+  Killed -> cancelled; without a status (the published subset keeps only Pass jobs) succeeded.
+  A last attempt with no end time is still running.
+* **Budget**: ``cluster/vc/user`` when the job names them, else ``cluster``; user ``unknown``
+  when absent. **Minimum runtime**: ``min_runtime_s`` (the trace has none).
+* Jobs with 0 GPUs are skipped and counted. Malformed jobs (missing fields, unreadable times,
+  an attempt that ends before it starts or starts before the previous one ended or before
+  submission) are rejected with the line the job starts on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import tzinfo
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from ledger import events as ev
+from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time, paused_gc
+from ledger.adapters.history import History, Run, history_events
+from ledger.adapters.jsonstream import JsonSyntaxError, iter_json_values
+
+__all__ = ["PACIFIC", "PhillyOptions", "import_philly", "import_philly_file"]
+
+PACIFIC = ZoneInfo("America/Los_Angeles")
+_OUTCOMES: dict[str, ev.Outcome] = {"pass": "succeeded", "failed": "failed", "killed": "cancelled"}
+
+
+@dataclass(frozen=True, slots=True)
+class PhillyOptions:
+    """How to read a Philly job list."""
+
+    tz: tzinfo = PACIFIC
+    cluster: str = "philly"
+    min_runtime_s: int = 3600
+
+
+def _text(job: dict[str, Any], key: str) -> str:
+    value = job.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise RowError(f"{key} {value!r} is missing or not text")
+    return value.strip()
+
+
+def _history(job: Any, opts: PhillyOptions) -> History | None:
+    if not isinstance(job, dict):
+        raise RowError(f"expected a job object, found {type(job).__name__}")
+    wid = _text(job, "id")
+    gpus = job.get("num_gpus")
+    if isinstance(gpus, float) and gpus.is_integer():
+        gpus = int(gpus)
+    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+        raise RowError(f"job {wid}: num_gpus {gpus!r} is not a whole number of GPUs")
+    if gpus == 0:
+        return None
+    submit = parse_local_time(_text(job, "submitted_time"), opts.tz, f"job {wid}: submitted_time")
+    attempts = job.get("attempts")
+    if not isinstance(attempts, list):
+        raise RowError(f"job {wid}: attempts {attempts!r} is not a list")
+    status = job.get("status")
+    outcome: ev.Outcome = "succeeded"
+    if status is not None:
+        if str(status).lower() not in _OUTCOMES:
+            raise RowError(f"job {wid}: status {status!r} is not Pass, Failed or Killed")
+        outcome = _OUTCOMES[str(status).lower()]
+    runs: list[Run] = []
+    previous_end = submit
+    for i, att in enumerate(attempts, 1):
+        if not isinstance(att, dict):
+            raise RowError(f"job {wid}: attempt {i} is not an object")
+        start = parse_local_time(_text(att, "start_time"), opts.tz, f"job {wid}: attempt {i} start_time")
+        raw_end = att.get("end_time")
+        end = None
+        if raw_end not in (None, "", "None"):
+            end = parse_local_time(str(raw_end), opts.tz, f"job {wid}: attempt {i} end_time")
+        if start < previous_end:
+            what = "submitted_time" if i == 1 else f"the end of attempt {i - 1}"
+            raise RowError(f"job {wid}: attempt {i} starts {start.isoformat()}, before {what}")
+        if end is None and i < len(attempts):
+            raise RowError(f"job {wid}: attempt {i} has no end_time but a later attempt")
+        if end is not None and end < start:
+            raise RowError(f"job {wid}: attempt {i} ends before it starts")
+        hosts = tuple(str(d["ip"]) for d in att.get("detail") or () if isinstance(d, dict) and d.get("ip"))
+        run = Run(start=start, end=end, hosts=hosts or (f"{opts.cluster}-unknown",))
+        if i < len(attempts):
+            run.preempted, run.requeued = "fair_share", True
+        runs.append(run)
+        previous_end = end or start
+    ended = bool(runs) and runs[-1].end is not None
+    parts = [opts.cluster] + [str(job[k]) for k in ("vc", "user") if job.get(k)]
+    return History(
+        workload_id=wid,
+        submit=submit,
+        budget=budget_path(*parts),
+        user=str(job.get("user") or "unknown"),
+        gpus=gpus,
+        min_runtime_s=opts.min_runtime_s,
+        resumable=len(runs) > 1,
+        runs=runs,
+        outcome=outcome if ended else None,
+        end=runs[-1].end if ended else None,
+    )
+
+
+def import_philly(text: str, file: str, opts: PhillyOptions | None = None) -> ImportResult:
+    """Read a Philly job list and return the events it stands for, with the import summary."""
+    with paused_gc():
+        return _import_philly(text, file, opts)
+
+
+def _import_philly(text: str, file: str, opts: PhillyOptions | None = None) -> ImportResult:
+    opts = opts or PhillyOptions()
+    res = ImportResult("philly", file)
+    res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")
+    seen: dict[str, int] = {}
+    for line, job in iter_json_values(text):
+        res.rows_read += 1
+        if isinstance(job, JsonSyntaxError):
+            res.reject(line, str(job))
+            continue
+        try:
+            h = _history(job, opts)
+        except RowError as exc:
+            res.reject(line, str(exc))
+            continue
+        if h is None:
+            res.skipped["0 GPUs (not a GPU workload)"] += 1
+            continue
+        if h.workload_id in seen:
+            res.reject(line, f"job {h.workload_id} already appears on line {seen[h.workload_id]}")
+            continue
+        seen[h.workload_id] = line
+        res.workloads += 1
+        res.events.extend(history_events(h, opts.cluster, "philly"))
+    res.sort_events()
+    return res
+
+
+def import_philly_file(path: str | Path, opts: PhillyOptions | None = None) -> ImportResult:
+    """Read a Philly job list file (JSON array or JSON Lines)."""
+    with open(path, encoding="utf-8") as fh:
+        return import_philly(fh.read(), str(path), opts)

@@ -1,0 +1,24 @@
+"""Where imported events go: the embedded event log (a log directory or a run directory's ``events/``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from ledger.events import Event
+
+__all__ = ["append_to_log", "log_dir"]
+
+
+def log_dir(out: str | Path) -> Path:
+    """Return the log directory ``out`` names: ``out/events`` for a run directory, else ``out`` itself."""
+    path = Path(out)
+    return path / "events" if (path / "events").is_dir() else path
+
+
+def append_to_log(out: str | Path, events: Sequence[Event]) -> int:
+    """Append events to the embedded log at ``out`` as one durable batch; return how many were new."""
+    from ledger.log import EventLog
+
+    with EventLog(log_dir(out)) as log:
+        return log.append(events)

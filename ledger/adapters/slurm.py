@@ -1,0 +1,440 @@
+"""Slurm: ``sacct --parsable2`` output (with or without a header line) to ledger events.
+
+Layouts. Without a header the 26-field ``--noheader`` layout is assumed::
+
+    JobID|JobIDRaw|Cluster|Partition|QOS|Account|Group|GID|User|UID|Submit|Eligible|Start|End|
+    Elapsed|ExitCode|State|NNodes|NCPUS|ReqCPUS|ReqMem|ReqTRES|AllocTRES|Timelimit|NodeList|JobName
+
+With a header (``sacct --parsable2 --format ...``) the columns are found by name; JobID, State,
+Submit, Start and End are required. ``--parsable`` (a trailing ``|``) is accepted too.
+
+Fields read: JobID, Cluster, Partition, Account, User (UID when User is empty), Submit, Start,
+End, State, NNodes, ReqTRES / AllocTRES (or ReqGRES / AllocGRES), Timelimit, NodeList.
+
+* **Times** are wall-clock times in ``tz`` (sacct prints local time; ``TZ=UTC sacct`` prints UTC).
+* **GPUs**: ``gres/gpu=N`` in AllocTRES, else the sum of typed ``gres/gpu:TYPE=N``, else ReqTRES
+  (a job that never started has no allocation); job steps' TRES fill in when the job row has none.
+  Jobs with no GPUs are CPU jobs: skipped and counted, unless ``gpus_for_cpu_jobs`` > 0 gives them
+  that many GPUs (useful for auditing a CPU cluster's queue, as the reference files are).
+* **Budget path**: ``cluster/account/user`` (Slurm's association tree); **kind** ``debug`` or
+  ``interactive`` when the partition's name says so, else ``batch``.
+* **Minimum runtime**: sacct has none; ``min_runtime_s`` (default 1 h), cut to the time limit
+  when that is shorter, so short-limit jobs count as debug work in the audits.
+* **Steps** (``123.batch``, ``123.0``, ``123.extern``) are not workloads: they are folded into
+  their job (GPUs only) and counted as skipped; a step whose job is absent is counted apart.
+* **Arrays**: each task (``123_7``) is a workload; a pending record for a task range
+  (``123_[1-3,5%2]``) stands for each task it names.
+* **Requeues**: ``sacct --duplicates`` prints one record per run of a requeued job; records
+  with the same JobID are joined into one workload with several runs, ordered by submit and
+  start. An identical repeated record is counted as a duplicate and adds nothing.
+
+State of the last record -> what the ledger records (times are the record's End):
+
+=================  =========================================================================
+COMPLETED          completed, outcome ``succeeded``
+FAILED             completed, ``failed``
+OUT_OF_MEMORY      completed, ``failed``
+TIMEOUT            completed, ``failed`` (killed at its time limit; the work did not finish)
+DEADLINE           completed, ``cancelled`` (Slurm cancelled it at its deadline)
+CANCELLED [by N]   completed, ``cancelled``; cancelled before it started (Start Unknown, or
+                   NodeList ``None assigned``): no run, only the completion
+PREEMPTED          preempted (``fair_share``), then completed ``cancelled``: Slurm's
+                   PreemptMode=CANCEL, the project's non-resumable rule
+NODE_FAIL,         preempted (``host_failure``), then completed ``failed``
+BOOT_FAIL
+REQUEUED,          preempted (``user``: sacct cannot tell an operator's requeue from Slurm's),
+REQUEUE_HOLD,      then requeued; not ended
+REQUEUE_FED,
+SPECIAL_EXIT
+RUNNING, SUSPENDED started, not ended (also RESIZING, SIGNALING, STOPPED, COMPLETING,
+                   CONFIGURING, STAGE_OUT)
+PENDING            submitted only
+REVOKED            skipped (the job ran on a sibling cluster of a federation)
+=================  =========================================================================
+
+An earlier record of a requeued job ended in an interruption: ``PREEMPTED`` is a ``fair_share``
+preemption, ``NODE_FAIL`` / ``BOOT_FAIL`` a ``host_failure`` one, any other state a ``user``
+requeue; each is followed by ``WorkloadRequeued`` at that record's End. A requeued job is
+marked resumable (the file shows it resumed); others take ``resumable``.
+
+Malformed records (wrong field count, unreadable time, unknown state, end before start, start
+before submit, bad GPU count) are rejected with file, line and reason.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, tzinfo
+from functools import lru_cache
+from pathlib import Path
+
+from ledger import events as ev
+from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time, paused_gc
+from ledger.adapters.history import History, Run, history_events
+from ledger.adapters.hostlist import expand_hostlist, expand_ranges
+
+__all__ = ["NOHEADER_FIELDS", "SlurmOptions", "import_sacct", "parse_gpus", "parse_timelimit"]
+
+NOHEADER_FIELDS = (
+    "jobid", "jobidraw", "cluster", "partition", "qos", "account", "group", "gid", "user", "uid",
+    "submit", "eligible", "start", "end", "elapsed", "exitcode", "state", "nnodes", "ncpus", "reqcpus",
+    "reqmem", "reqtres", "alloctres", "timelimit", "nodelist", "jobname",
+)  # fmt: skip
+
+_FINAL: dict[str, ev.Outcome] = {
+    "COMPLETED": "succeeded",
+    "FAILED": "failed",
+    "OUT_OF_MEMORY": "failed",
+    "TIMEOUT": "failed",
+    "BOOT_FAIL": "failed",
+    "DEADLINE": "cancelled",
+    "CANCELLED": "cancelled",
+    "PREEMPTED": "cancelled",
+    "NODE_FAIL": "failed",
+}
+_REQUEUED = frozenset({"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT"})
+_RUNNING = frozenset(
+    {"RUNNING", "SUSPENDED", "RESIZING", "SIGNALING", "STOPPED", "COMPLETING", "CONFIGURING", "STAGE_OUT"}
+)
+_PENDING = frozenset({"PENDING"})
+_KNOWN = frozenset(_FINAL) | _REQUEUED | _RUNNING | _PENDING | {"REVOKED"}
+_NO_TIME = frozenset({"", "Unknown", "None", "N/A"})
+_GPU_TRES = re.compile(r"gres/gpu(?::[^=,]+)?=(\d+)")
+_GPU_GRES = re.compile(r"gpu(?::[^:,(]+)?:(\d+)")
+
+
+@dataclass(frozen=True, slots=True)
+class SlurmOptions:
+    """How to read a sacct file: its clock, names and the choices sacct leaves open."""
+
+    tz: tzinfo = UTC
+    cluster: str | None = None  # overrides the Cluster column (needed when the file has none)
+    gpus_for_cpu_jobs: int = 0  # 0: skip jobs without GPUs; N: import them as N-GPU workloads
+    min_runtime_s: int = 3600
+    resumable: bool = False
+
+
+@dataclass(slots=True)
+class _Record:
+    line: int
+    cluster: str
+    jobid: str
+    partition: str
+    account: str
+    user: str
+    submit: datetime
+    start: datetime | None
+    end: datetime | None
+    state: str
+    gpus: int
+    nnodes: int
+    timelimit_s: int | None
+    nodelist: str
+
+
+def parse_gpus(tres: str) -> int:
+    """Return the GPU count in a TRES string ('gres/gpu=4', 'gres/gpu:p100=1'); 0 when there is none."""
+    if "gpu" not in tres:
+        return 0
+    generic = 0
+    typed = 0
+    for m in _GPU_TRES.finditer(tres):
+        if tres[m.start() + 8] == "=":  # 'gres/gpu=' is the total; typed entries repeat it by type
+            generic = max(generic, int(m.group(1)))
+        else:
+            typed += int(m.group(1))
+    if generic or typed:
+        return generic or typed
+    # AllocGRES / ReqGRES ('gpu:2', 'gpu:tesla:2', 'gpu:2(IDX:0-1)')
+    return sum(int(m.group(1)) for m in _GPU_GRES.finditer(tres))
+
+
+@lru_cache(maxsize=4096)
+def parse_timelimit(text: str) -> int | None:
+    """Return seconds for a Slurm duration ('3-00:00:00', '14:20:00', '30:00', '45'); None if unlimited."""
+    text = text.strip()
+    if not text or not text[0].isdigit():
+        return None  # UNLIMITED, Partition_Limit, empty
+    days, _, clock = text.rpartition("-")
+    parts = clock.split(":")
+    if len(parts) > 3 or not all(p.isdigit() for p in parts) or (days and not days.isdigit()):
+        raise RowError(f"time limit {text!r} is not [D-]HH:MM:SS")
+    if len(parts) == 1:
+        secs = int(parts[0]) * 60  # a bare number is minutes in Slurm
+    else:
+        h, m, s = ([0] * (3 - len(parts)) + [int(p) for p in parts]) if len(parts) == 3 else [0, *map(int, parts)]
+        secs = h * 3600 + m * 60 + s
+    return secs + (int(days) * 86_400 if days else 0)
+
+
+def _time(text: str, tz: tzinfo, what: str) -> datetime | None:
+    if text in _NO_TIME:
+        return None
+    if tz is UTC and len(text) == 19 and text[10] == "T":
+        # fast path for the common case; appending the offset makes fromisoformat return an aware UTC time
+        try:
+            t = datetime.fromisoformat(text + "+00:00")
+        except ValueError:
+            raise RowError(f"{what} {text!r} is not a time (YYYY-MM-DDTHH:MM:SS)") from None
+        if not "2000" <= text[:4] <= "2099":
+            raise RowError(f"{what} {text} lies outside {ev.EARLIEST:%Y}..{ev.LATEST:%Y}")
+        return t
+    return parse_local_time(text, tz, what)
+
+
+class _Layout:
+    """Column positions of one file."""
+
+    def __init__(self, names: list[str] | tuple[str, ...], file: str) -> None:
+        idx = {n.strip().lower(): i for i, n in enumerate(names)}
+        missing = [c for c in ("jobid", "state", "submit", "start", "end") if c not in idx]
+        if missing:
+            from ledger.errors import InputError
+
+            raise InputError(f"{file}:1: header lacks column(s) {', '.join(missing)} (found {'|'.join(names)})")
+        self.n = len(names)
+        self.jobid = idx["jobid"]
+        self.state = idx["state"]
+        self.submit = idx["submit"]
+        self.start = idx["start"]
+        self.end = idx["end"]
+        self.cluster = idx.get("cluster")
+        self.partition = idx.get("partition")
+        self.account = idx.get("account")
+        self.user = idx.get("user")
+        self.uid = idx.get("uid")
+        self.nnodes = idx.get("nnodes")
+        self.timelimit = idx.get("timelimit")
+        self.nodelist = idx.get("nodelist")
+        self.tres = [idx[c] for c in ("alloctres", "reqtres", "allocgres", "reqgres") if c in idx]
+
+
+def _parse_row(f: list[str], lay: _Layout, line: int, opts: SlurmOptions) -> _Record:
+    jobid = f[lay.jobid].strip()
+    if not jobid:
+        raise RowError("JobID is empty")
+    state = f[lay.state].split(" ", 1)[0].rstrip("+")
+    if state not in _KNOWN:
+        raise RowError(f"State {f[lay.state]!r} is not a Slurm job state")
+    submit = _time(f[lay.submit], opts.tz, "Submit")
+    if submit is None:
+        raise RowError(f"Submit {f[lay.submit]!r} is not a time")
+    start = _time(f[lay.start], opts.tz, "Start")
+    end = _time(f[lay.end], opts.tz, "End")
+    nodelist = f[lay.nodelist] if lay.nodelist is not None else ""
+    if nodelist == "None assigned":
+        start = None  # cancelled while pending: sacct prints Start = End, but nothing ran
+    if start is not None and start < submit:
+        raise RowError(f"Start {f[lay.start]} is before Submit {f[lay.submit]}")
+    if end is not None and start is not None and end < start:
+        raise RowError(f"End {f[lay.end]} is before Start {f[lay.start]}")
+    gpus = 0
+    for i in lay.tres:
+        gpus = parse_gpus(f[i])
+        if gpus:
+            break
+    cluster = opts.cluster or (f[lay.cluster].strip() if lay.cluster is not None else "")
+    if not cluster:
+        raise RowError("Cluster is empty (give --cluster)")
+    user = f[lay.user].strip() if lay.user is not None else ""
+    if not user and lay.uid is not None:
+        user = f[lay.uid].strip()
+    nn = f[lay.nnodes].strip() if lay.nnodes is not None else ""
+    if nn and not nn.isdigit():
+        raise RowError(f"NNodes {nn!r} is not a whole number")
+    return _Record(
+        line=line,
+        cluster=cluster,
+        jobid=jobid,
+        partition=f[lay.partition] if lay.partition is not None else "",
+        account=f[lay.account] if lay.account is not None else "",
+        user=user or "unknown",
+        submit=submit,
+        start=start,
+        end=end,
+        state=state,
+        gpus=gpus,
+        nnodes=int(nn) if nn else 0,
+        timelimit_s=parse_timelimit(f[lay.timelimit]) if lay.timelimit is not None else None,
+        nodelist=nodelist,
+    )
+
+
+def _is_header(fields: list[str]) -> bool:
+    return any(x.strip().lower() == "jobid" for x in fields)
+
+
+@lru_cache(maxsize=1024)
+def _kind(partition: str) -> ev.WorkloadKind:
+    p = partition.lower()
+    if "debug" in p:
+        return "debug"
+    if "interactive" in p:
+        return "interactive"
+    return "batch"
+
+
+def _hosts(rec: _Record) -> tuple[str, ...]:
+    try:
+        hosts = expand_hostlist(rec.nodelist) if rec.nodelist else ()
+    except ValueError:
+        hosts = (rec.nodelist,)
+    return hosts or (f"{rec.cluster}-unknown",)
+
+
+_INTERRUPT: dict[str, ev.PreemptReason] = {
+    "PREEMPTED": "fair_share",
+    "NODE_FAIL": "host_failure",
+    "BOOT_FAIL": "host_failure",
+}
+
+
+def _history(recs: list[_Record], gpus: int, opts: SlurmOptions) -> History:
+    first, last = recs[0], recs[-1]
+    runs: list[Run] = []
+    for rec in recs:
+        if rec.start is None:
+            continue
+        run = Run(rec.start, rec.end, _hosts(rec))
+        runs.append(run)
+        if rec is not last:
+            # an earlier record of the same job: this run was interrupted and the job requeued
+            if rec.end is None:
+                raise RowError(f"JobID {rec.jobid}: record at line {rec.line} has a later record but no End")
+            run.preempted = _INTERRUPT.get(rec.state, "user")
+            run.requeued = True
+        elif rec.end is not None:
+            if rec.state in _INTERRUPT:
+                run.preempted = _INTERRUPT[rec.state]
+            elif rec.state in _REQUEUED:
+                run.preempted, run.requeued = "user", True
+    outcome: ev.Outcome | None = _FINAL.get(last.state)
+    if outcome is not None and last.end is None:
+        raise RowError(f"State {last.state} but End is Unknown")
+    limit = last.timelimit_s
+    min_rt = opts.min_runtime_s if limit is None else min(opts.min_runtime_s, limit)
+    requeued = len(runs) > 1 or last.state in _REQUEUED
+    work_s = None
+    if outcome == "succeeded" and len(runs) == 1 and runs[0].end is not None:
+        work_s = int((runs[0].end - runs[0].start).total_seconds())
+    return History(
+        workload_id=first.jobid,
+        submit=first.submit,
+        budget=budget_path(first.cluster, first.account, first.user),
+        user=first.user,
+        gpus=gpus,
+        min_runtime_s=min_rt,
+        resumable=requeued or opts.resumable,
+        runs=runs,
+        outcome=outcome,
+        end=last.end if outcome is not None else None,
+        nodes=first.nnodes if len(recs) == 1 else max(r.nnodes for r in recs),
+        kind=_kind(first.partition),
+        work_s=work_s,
+    )
+
+
+def _array_tasks(jobid: str) -> list[str]:
+    """Return the task ids a pending array record names ('7_[1-3,5%2]' -> 7_1, 7_2, 7_3, 7_5)."""
+    head, _, rest = jobid.partition("_[")
+    spec = rest.rstrip("]").split("%", 1)[0]
+    try:
+        return [f"{head}_{t}" for t in expand_ranges(spec)]
+    except ValueError as exc:
+        raise RowError(f"JobID {jobid!r}: array task list: {exc}") from None
+
+
+def import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = None) -> ImportResult:
+    """Read sacct --parsable2 lines and return the events they stand for, with the import summary."""
+    with paused_gc():
+        return _import_sacct(lines, file, opts)
+
+
+def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = None) -> ImportResult:
+    opts = opts or SlurmOptions()
+    res = ImportResult("slurm", file)
+    res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")
+    lay: _Layout | None = None
+    jobs: dict[tuple[str, str], list[_Record]] = {}
+    step_gpus: dict[tuple[str, str], int] = {}
+    steps_of_missing: list[tuple[tuple[str, str], int]] = []
+    for n, raw in enumerate(lines, 1):
+        text = raw.rstrip("\r\n")
+        if not text or text.isspace():
+            continue
+        f = text.split("|")
+        if lay is None:
+            if _is_header(f):
+                lay = _Layout(f[:-1] if f[-1] == "" else f, file)
+                continue
+            lay = _Layout(NOHEADER_FIELDS, file)
+        res.rows_read += 1
+        if len(f) == lay.n + 1 and f[-1] == "":
+            f.pop()  # --parsable ends every line with '|'
+        if len(f) != lay.n:
+            res.reject(n, f"expected {lay.n} '|'-separated fields, found {len(f)}")
+            continue
+        try:
+            rec = _parse_row(f, lay, n, opts)
+            ids = _array_tasks(rec.jobid) if "_[" in rec.jobid else None
+        except RowError as exc:
+            res.reject(n, str(exc))
+            continue
+        if rec.state == "REVOKED":
+            res.skipped["revoked (ran on a sibling cluster)"] += 1
+            continue
+        job, dot, _step = rec.jobid.partition(".")
+        if dot:
+            key = (rec.cluster, job)
+            step_gpus[key] = max(step_gpus.get(key, 0), rec.gpus)
+            steps_of_missing.append((key, n))
+            continue
+        for jid in ids or (job,):
+            if jid != rec.jobid:
+                rec = replace(rec, jobid=jid)
+            group = jobs.setdefault((rec.cluster, jid), [])
+            if group and any(_same(rec, o) for o in group):
+                res.skipped["duplicate record"] += 1
+                continue
+            group.append(rec)
+    for key, _n in steps_of_missing:
+        if key in jobs:
+            res.skipped["job step (folded into its job)"] += 1
+        else:
+            res.skipped["job step whose job is not in the file"] += 1
+    for key, recs in jobs.items():
+        if len(recs) > 1:
+            recs.sort(key=_record_order)
+        gpus = recs[0].gpus if len(recs) == 1 else max(r.gpus for r in recs)
+        if step_gpus and not gpus:
+            gpus = step_gpus.get(key, 0)
+        if gpus == 0:
+            if opts.gpus_for_cpu_jobs <= 0:
+                res.skipped["no GPUs (CPU job)"] += 1
+                continue
+            gpus = opts.gpus_for_cpu_jobs
+        try:
+            h = _history(recs, gpus, opts)
+        except RowError as exc:
+            res.reject(recs[-1].line, str(exc))
+            continue
+        res.workloads += 1
+        res.events.extend(history_events(h, key[0], "slurm"))
+    res.sort_events()
+    return res
+
+
+def _same(a: _Record, b: _Record) -> bool:
+    return a.submit == b.submit and a.start == b.start and a.end == b.end and a.state == b.state
+
+
+def _record_order(r: _Record) -> tuple[datetime, datetime, int]:
+    return (r.submit, r.start or ev.LATEST, r.line)
+
+
+def import_sacct_file(path: str | Path, opts: SlurmOptions | None = None) -> ImportResult:
+    """Read a sacct --parsable2 file."""
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        return import_sacct(fh, str(path), opts)
