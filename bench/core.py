@@ -65,10 +65,10 @@ def workloads(leaves: list[str], n: int = WORKLOADS, days: float = DAYS) -> list
             gpus, work, mrt, kind = rng.choice([1, 1, 2, 4, 8]), rng.randint(120, 1800), 900, "debug"
         elif r < 0.69:  # unallocated batch: free and preemptible
             gpus, work, mrt, kind = rng.choice([1, 2, 4, 8]), rng.randint(1800, 4 * 3600), 0, "batch"
-        elif r < 0.993:  # training
-            gpus, work, mrt, kind = rng.choice([8, 8, 16, 32]), rng.randint(3600, 12 * 3600), 4 * 3600, "training"
+        elif r < 0.995:  # training
+            gpus, work, mrt, kind = rng.choice([4, 8, 8, 16]), rng.randint(1800, 6 * 3600), 2 * 3600, "training"
         else:  # large training
-            gpus, work, mrt, kind = rng.choice([64, 128, 256]), rng.randint(6 * 3600, 24 * 3600), 8 * 3600, "training"
+            gpus, work, mrt, kind = rng.choice([64, 128, 256]), rng.randint(4 * 3600, 12 * 3600), 8 * 3600, "training"
         t = t0 + rng.randrange(span)
         out.append(
             (

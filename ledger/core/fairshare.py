@@ -91,8 +91,12 @@ class FairShareOrder:
         return state
 
     def ranked(self, names: list[str], t: int) -> list[str]:
-        """Return sibling paths lowest ratio first, ties by path. O(b log b)."""
-        return [p for _, p in sorted((self.ratio(p, t), p) for p in names)]
+        """Return sibling paths lowest ratio first, ties by path. O(b log b).
+
+        Ratios are compared to 9 decimals: equal usage of equal allocations must tie (and fall
+        back to the path) even when normalising the shares left different float roundings.
+        """
+        return [p for _, p in sorted((round(self.ratio(p, t), 9), p) for p in names)]
 
     def ranking(self, t: int) -> list[str]:
         """Return every budget node in fair-share order (depth first). O(nodes log b)."""

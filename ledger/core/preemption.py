@@ -125,7 +125,7 @@ def _outranks(core: DecisionCore, waiter: Workload, victim: Workload, t: int, ra
     for p in (a[i], b[i]):
         if p not in ratios:
             ratios[p] = order.ratio(p, t)
-    if (ratios[a[i]], a[i]) > (ratios[b[i]], b[i]):
+    if (round(ratios[a[i]], 9), a[i]) > (round(ratios[b[i]], 9), b[i]):
         return False
     return _swap_holds(core, waiter, victim, t, ratios)
 
