@@ -74,11 +74,17 @@ class FairShareOrder:
     def ratio(self, path: str, t: int) -> float:
         """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation). O(log k), cached.
 
-        The cache holds for one instant and one state of the meters (``Occupancy.version``).
+        The cache holds for one instant; a change of meters drops only the nodes it touched.
         """
-        if t != self._cache_t or self.occ.version != self._cache_v:
+        if t != self._cache_t:
             self._cache.clear()
-            self._cache_t, self._cache_v = t, self.occ.version
+            self._cache_t = t
+        if self.occ.version != self._cache_v:
+            # within one instant only the nodes whose meters changed need a new ratio
+            for p in self.occ.touched:
+                self._cache.pop(p, None)
+            self.occ.touched.clear()
+            self._cache_v = self.occ.version
         r = self._cache.get(path)
         if r is None:
             alloc = self.tree.nodes[path].fraction * self.capacity * self.horizon
@@ -173,6 +179,8 @@ class FairShareOrder:
         return Pick(key, ahead + self.orphans.position(key) + 1, ORPHAN)
 
     def _descend(self, tier: int, t: int, fits: Callable[[int], bool], ahead: int) -> Pick | None:
+        # Only children holding a size that fits are ranked (none, when the cluster is full: then
+        # no ratio is computed at all); the place in the queue is counted once a pick is made.
         sizes, totals, queues = self.sizes[tier], self.totals[tier], self.queues
         names = self.tree.roots
         node: str | None = None
@@ -182,18 +190,12 @@ class FairShareOrder:
                 if own is not None and own.keys:
                     key = own.best(fits)
                     if key is not None:
-                        return Pick(key, ahead + own.position(key) + 1, tier)
-                    ahead += len(own.keys)
-            nxt = None
-            for p in self.ranked([n for n in names if totals.get(n)], t):
-                if any(fits(s) for s in sizes[p]):
-                    nxt = p
-                    break
-                ahead += totals[p]
-            if nxt is None:
+                        return Pick(key, ahead + self._position(node, tier, key, t), tier)
+            fitting = [n for n in names if totals.get(n) and any(fits(s) for s in sizes[n])]
+            if not fitting:
                 return None
-            node = nxt
-            names = self.tree.nodes[nxt].children
+            node = fitting[0] if len(fitting) == 1 else self.ranked(fitting, t)[0]
+            names = self.tree.nodes[node].children
 
     def position_of(self, w: Workload, t: int) -> int:
         """Return a waiting workload's 1-based place in the whole order. O(depth × b log b)."""
@@ -202,9 +204,14 @@ class FairShareOrder:
         if tier == ORPHAN:
             return ahead + self.orphans.position(w.key) + 1
         assert w.node is not None
+        return ahead + self._position(w.node, tier, w.key, t)
+
+    def _position(self, node: str, tier: int, key: Key, t: int) -> int:
+        """Return the 1-based place of ``key`` (queued at ``node``) within its tier. O(depth × b log b)."""
         totals = self.totals[tier]
-        chain = list(reversed(self.tree.ancestors(w.node)))
+        chain = self.tree.ancestors(node)[::-1]
         names = self.tree.roots
+        ahead = 0
         for depth, p in enumerate(chain):
             if depth > 0:
                 own = self.queues.get((chain[depth - 1], tier))
@@ -214,7 +221,7 @@ class FairShareOrder:
                     break
                 ahead += totals[q]
             names = self.tree.nodes[p].children
-        return ahead + self.queues[(w.node, tier)].position(w.key) + 1
+        return ahead + self.queues[(node, tier)].position(key) + 1
 
     def walk_allocated(
         self, t: int, wanted: Callable[[dict[int, int]], bool] = lambda sizes: True

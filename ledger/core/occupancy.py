@@ -118,6 +118,7 @@ class Occupancy:
         self.upfront = upfront
         self.nodes: dict[str, NodeUsage] = {self.CLUSTER: NodeUsage()}
         self.version = 0  # bumped at every change of a meter: lets readers cache ratios for one instant
+        self.touched: dict[str, None] = {}  # nodes changed since a reader last looked (cache invalidation)
 
     def add_node(self, path: str) -> None:
         """Start meters for a newly defined node."""
@@ -127,6 +128,8 @@ class Occupancy:
         """Add ``gpus`` (negative to remove) held by a run charged along ``chain`` (leaf..root). O(depth)."""
         self.version += 1
         w, h = self.window_us, self.half_life_us
+        for p in chain:
+            self.touched[p] = None
         for p in (*chain, self.CLUSTER):
             u = self.nodes[p]
             (u.allocated if allocated else u.unallocated).change(t, gpus, w, h)
@@ -134,6 +137,8 @@ class Occupancy:
     def prepaid_changed(self, chain: list[str], gpus: int, protected_until: int) -> None:
         """Add (or remove, with negative gpus) a protected run's prepaid entry charge. O(depth)."""
         self.version += 1
+        for p in chain:
+            self.touched[p] = None
         for p in (*chain, self.CLUSTER):
             u = self.nodes[p]
             u.prepaid_g += gpus

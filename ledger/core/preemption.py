@@ -25,7 +25,7 @@ preemptible workloads.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ledger.core.contract import Workload
@@ -179,25 +179,27 @@ def make_room(
     """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible."""
     hosts = core.hosts
     per = hosts.per_node
-    cands = []
-    for wid in core.preemptible:
-        v = core.workloads[wid]
-        if not eligible(v):
-            continue
-        if any(hosts.hosts[i].state != "healthy" for i in v.hosts):
-            continue
-        tier = 0 if not v.allocated else (1 if v.resumable else 2)
-        cands.append((tier, v.lost_if_preempted(t), v.wid, v))
-    if not cands:
-        return False
-    cands.sort(key=lambda c: c[:3])
+    # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
+    # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
+    pool = core.workloads
+    cands = sorted(
+        (0 if not v.allocated else (1 if v.resumable else 2), v.lost_if_preempted(t), v.wid, v)
+        for v in (pool[wid] for wid in core.preemptible)
+    )
+    healthy = [h.state == "healthy" for h in hosts.hosts]
+
+    def reachable() -> Iterator[Workload]:
+        for *_, v in cands:
+            if all(healthy[i] for i in v.hosts) and eligible(v):
+                yield v
+
     chosen_hosts: list[int]
     victims: list[Workload]
     if waiter.gpus <= per:
         freed: dict[int, int] = {}
         taken: list[Workload] = []
         chosen = -1
-        for *_, v in cands:
+        for v in reachable():
             taken.append(v)
             for i in v.hosts:
                 freed[i] = freed.get(i, 0) + hosts.hosts[i].workloads[v.wid]
@@ -216,7 +218,7 @@ def make_room(
         left: dict[int, int] = {}
         taken = []
         done: list[int] = []
-        for *_, v in cands:
+        for v in reachable():
             taken.append(v)
             for i in v.hosts:
                 h = hosts.hosts[i]
