@@ -186,7 +186,7 @@ def make_room(
         (0 if not v.allocated else (1 if v.resumable else 2), v.lost_if_preempted(t), v.wid, v)
         for v in (pool[wid] for wid in core.preemptible)
     )
-    healthy = [h.state == "healthy" for h in hosts.hosts]
+    healthy = hosts.healthy
 
     def reachable() -> Iterator[Workload]:
         for *_, v in cands:
