@@ -182,16 +182,18 @@ def make_room(
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
     pool = core.workloads
-    cands = sorted(
-        (0 if not v.allocated else (1 if v.resumable else 2), v.lost_if_preempted(t), v.wid, v)
-        for v in (pool[wid] for wid in core.preemptible)
-    )
+    tiers: tuple[list[Workload], list[Workload], list[Workload]] = ([], [], [])
+    for wid in core.preemptible:
+        v = pool[wid]
+        tiers[0 if not v.allocated else (1 if v.resumable else 2)].append(v)
     healthy = hosts.healthy
 
     def reachable() -> Iterator[Workload]:
-        for *_, v in cands:
-            if all(healthy[i] for i in v.hosts) and eligible(v):
-                yield v
+        # a tier is only sorted once the cheaper ones did not make enough room
+        for tier in tiers:
+            for *_, v in sorted((v.lost_if_preempted(t), v.wid, v) for v in tier):
+                if all(healthy[i] for i in v.hosts) and eligible(v):
+                    yield v
 
     chosen_hosts: list[int]
     victims: list[Workload]
