@@ -32,6 +32,7 @@ from ledger.core.contract import Workload
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick, percent
 from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
+from ledger.core.reasons import start_reason
 from ledger.events import Event
 
 if TYPE_CHECKING:
@@ -244,7 +245,7 @@ def make_room(
     freed_gpus = sum(v.held for v in victims)
     why = (
         f"preempted {len(victims)} workload(s) holding {freed_gpus} GPUs to make room; "
-        + core._start_reason(waiter, Pick(waiter.key, position, ALLOCATED), chosen_hosts, t)
+        + start_reason(core, waiter, Pick(waiter.key, position, ALLOCATED), chosen_hosts, t)
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     return True

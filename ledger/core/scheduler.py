@@ -28,12 +28,13 @@ from functools import cache
 from typing import Any
 
 from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
-from ledger.core.fairshare import ORPHAN, UNALLOCATED, FairShareOrder, Pick, percent
+from ledger.core.fairshare import FairShareOrder
 from ledger.core.knobs import Knobs, format_duration
 from ledger.core.occupancy import Occupancy
 from ledger.core.placement import Hosts
 from ledger.core.policies import FlatOrder, team_limit
 from ledger.core.preemption import preempt_for, preempt_once
+from ledger.core.reasons import start_reason
 from ledger.core.tree import BudgetTree
 from ledger.errors import InputError
 from ledger.events import (
@@ -556,38 +557,7 @@ class DecisionCore:
             w = self.workloads[pick.key[2]]
             hosts = self.hosts.choose(w.gpus)
             assert hosts is not None
-            self._start(w, hosts, t, pick.position, out, self._start_reason(w, pick, hosts, t))
-
-    def _start_reason(self, w: Workload, pick: Pick, hosts: list[int], t: int) -> str:
-        where = self._where(w, hosts)
-        if self.knobs.policy == "fifo":
-            return f"first come, first served: earliest submitted work that fits; {where}"
-        if self.knobs.policy == "priority":
-            kind = (
-                "non-preemptible"
-                if self._runs_allocated(w)
-                else ("preemptible (team at its non-preemptible GPU limit)" if w.wants_allocation else "preemptible")
-            )
-            return f"priority {w.priority}: highest-priority work that fits; runs {kind}; {where}"
-        if pick.tier == ORPHAN:
-            return f"budget path {w.budget} is not defined: runs unallocated (charged to nobody, preemptible); {where}"
-        assert w.node is not None and isinstance(self.order, FairShareOrder)
-        ratio = self.order.ratio(w.node, t)
-        if pick.tier == UNALLOCATED:
-            return (
-                f"unallocated (minimum runtime 0): charged to nobody, preemptible by any allocated request; "
-                f"free room and no allocated work that fits waits; {where}"
-            )
-        return (
-            f"{w.node} has used {percent(ratio)} of its allocation over the {self.lookback}; first in the fair-share "
-            f"order among work that fits; protected for {format_duration(w.min_runtime_s)}; {where}"
-        )
-
-    def _where(self, w: Workload, hosts: list[int]) -> str:
-        names = ", ".join(self.hosts.names(hosts))
-        if w.gpus > self.hosts.per_node:
-            return f"takes {len(hosts)} whole hosts ({names})"
-        return f"placed on {names}"
+            self._start(w, hosts, t, pick.position, out, start_reason(self, w, pick, hosts, t))
 
     # ================================================================ events out
     def _new(self, cls: type[Event], t: int, **fields: Any) -> Any:
