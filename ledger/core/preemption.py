@@ -99,6 +99,11 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
     if isinstance(core.order, FlatOrder):
         prio = waiter.priority
         return make_room(core, waiter, lambda v: v.priority < prio, t, out, core.order.position_of(waiter, t))
+    per = core.hosts.per_node
+    need = waiter.gpus if waiter.gpus <= per else hosts_needed(waiter.gpus, per) * per
+    exposed = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
+    if need > sum(k * len(b) for k, b in enumerate(core.hosts.buckets)) + core.unalloc_gpus + exposed:
+        return False  # not even every preemptible GPU would make room
     ratios: dict[str, float] = {}
 
     def eligible(v: Workload) -> bool:

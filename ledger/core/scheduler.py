@@ -317,6 +317,10 @@ class DecisionCore:
         self.hosts.set_state(i, e.state)
         why = f"host {h.name} is {e.state}" + (f" ({e.reason})" if e.reason else "")
         if e.state == "healthy":
+            for wid in h.workloads:  # pending drains are called off once every host of the run is healthy
+                w = self.workloads[wid]
+                if w.draining and all(self.hosts.healthy[j] for j in w.hosts):
+                    w.draining = False
             return True
         if e.state == "unhealthy":
             self._host_unhealthy(i, t, out, why)
