@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from ledger.core.contract import Workload
+from ledger.core.contract import WAITING, Workload
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick, percent
 from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
@@ -44,7 +44,7 @@ _US = 1_000_000
 
 
 def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
-    """Make at most one preemption (for one waiter) if the policy allows one; return whether it did."""
+    """Walk the allocated waiters once and make the preemptions the rules allow; return whether any was made."""
     if not core.preemptible or core.knobs.policy == "fifo":
         return False
     if isinstance(core.order, FlatOrder):
@@ -64,18 +64,19 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     def wanted(subtree_sizes: dict[int, int]) -> bool:
         return any(s < fail for s in subtree_sizes)
 
+    made = False
     for _node, queue, ahead, walker in order.walk_allocated(t, wanted):
         bound = free + core.unalloc_gpus + exposed_total - walker.passed_exposed
         if bound < smallest or fail <= smallest:
-            return False
+            return made
         for key, size in queue.heads():
-            if size >= fail:
+            waiter = core.workloads[key[2]]
+            if size >= fail or waiter.state != WAITING:
                 continue
             need = size if size <= per else hosts_needed(size, per) * per
             if need > bound:
                 fail = min(fail, size)
                 continue
-            waiter = core.workloads[key[2]]
             ranks_after = walker.ranks_after
 
             def eligible(
@@ -87,9 +88,17 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                 return v.node is not None and ranks_after(v.node) and _swap_holds(core, waiter, v, t, ratios)
 
             if make_room(core, waiter, eligible, t, out, ahead + queue.position(key) + 1):
-                return True
+                # Carry on along the same walk (its order fixed at the start of this instant) rather
+                # than start over: whatever now fits starts first, and every later eligibility check
+                # still uses fresh ratios (the swap rule), so nothing ranked ahead is preempted.
+                made = True
+                ratios.clear()
+                core._fill(t, out, allocated_only=True)
+                free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
+                exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
+                continue
             fail = min(fail, size)
-    return False
+    return made
 
 
 def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) -> bool:
