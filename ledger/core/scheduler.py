@@ -251,8 +251,11 @@ class DecisionCore:
         return False
 
     def _submitted(self, e: WorkloadSubmitted, t: int) -> bool:
-        if e.workload_id in self.workloads:
+        old = self.workloads.get(e.workload_id)
+        if old is not None and (old.state != DONE or old.submitted_by == e.event_id):
             return False  # a duplicate delivery
+        # (a finished workload submitted again under its id, e.g. a cancelled non-resumable one,
+        # starts afresh; its attempts keep counting)
         node = e.budget if e.budget in self.tree else None
         w = Workload(
             wid=e.workload_id,
@@ -265,7 +268,10 @@ class DecisionCore:
             priority=e.priority,
             kind=e.kind,
             submit_us=t,
+            submitted_by=e.event_id,
         )
+        if old is not None:
+            w.attempt, w.epoch = old.attempt, old.epoch + 1
         w.key = (0 if self.knobs.policy == "fifo" else -w.priority, w.submit_us, w.wid)
         self.workloads[w.wid] = w
         self.order.add(w)

@@ -98,6 +98,11 @@ def test_the_free_tier_runs_in_idle_room_and_yields_first_and_a_non_resumable_vi
     assert [(c.workload_id, c.outcome) for c in done] == [("free", "cancelled")]  # type: ignore[attr-defined]
     assert not of(out, ev.WorkloadRequeued)
     assert "free" not in core.waiting()
+    # submitted again under the same id, it queues afresh (a redelivery of the old submission would not)
+    run(core, [inputs[-2]])
+    assert "free" not in core.waiting()
+    run(core, [e.submit(6, "free", "org/a", gpus=8, min_runtime_s=0, resumable=False)])
+    assert core.waiting() == ["free"]
 
 
 def test_an_undefined_budget_runs_unallocated_and_says_why() -> None:
