@@ -23,6 +23,7 @@ from __future__ import annotations
 import heapq
 import math
 import pickle
+from collections import deque
 from collections.abc import Callable
 from functools import cache
 from typing import Any
@@ -108,6 +109,7 @@ class DecisionCore:
         self.unalloc_gpus = 0  # GPUs held by running unallocated work
         self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team
         self._clock: tuple[int, Any] = (-1, None)  # last (µs, datetime) converted for outputs
+        self.finished: deque[tuple[int, str]] = deque()  # (when, workload id) of finished workloads
         self.walk_after = 0  # µs: no full preemption walk before this (one per preemption cycle)
         self.cycle_pending = False  # a wake-up for the next preemption cycle is queued
         self.lookback = (
@@ -127,6 +129,7 @@ class DecisionCore:
         out = self.advance(t)
         t = max(t, self.now)  # a late event is applied at the core's clock: decisions never go back in time
         self.now = t
+        self._forget_finished(t)
         needs_pass = self._apply(event, t, out)
         if needs_pass:
             fresh = self.workloads.get(event.workload_id) if isinstance(event, WorkloadSubmitted) else None
@@ -290,9 +293,26 @@ class DecisionCore:
             self._account_stop(w, t)
         elif w.state == EXITING:
             self._account_stop(w, t)
-        w.state = DONE
+        self._finish(w, t)
         w.epoch += 1
         return True
+
+    def _finish(self, w: Workload, t: int) -> None:
+        w.state = DONE
+        self.finished.append((t, w.wid))
+
+    def _forget_finished(self, t: int) -> None:
+        """Drop workloads finished more than one window ago (amortised O(1)): state stays bounded.
+
+        A duplicate of their submission arriving later than that would be taken as new.
+        """
+        horizon = t - self.knobs.window_s * _US
+        finished = self.finished
+        while finished and finished[0][0] < horizon:
+            _, wid = finished.popleft()
+            w = self.workloads.get(wid)
+            if w is not None and w.state == DONE:
+                del self.workloads[wid]
 
     def _allocation(self, e: AllocationChanged, t: int, out: list[Event]) -> bool:
         reason = ""
@@ -523,7 +543,7 @@ class DecisionCore:
             out.append(self._decision("requeue", w, t, t, "resumable: requeued automatically, keeps its submit time"))
             out.append(self._new(WorkloadRequeued, t, workload_id=w.wid))
         else:
-            w.state = DONE
+            self._finish(w, t)
             out.append(
                 self._decision("complete", w, t, t, "not resumable: cancelled by the preemption, must be resubmitted")
             )
