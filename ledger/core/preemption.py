@@ -196,12 +196,17 @@ def make_room(
     per = hosts.per_node
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
+    healthy = hosts.healthy
+    if waiter.gpus <= per:
+        # cheap necessary condition, O(hosts): some healthy host reaches the size with every victim on it
+        on = core.pool_on_host
+        if not any(healthy[h.index] and h.free + on.get(h.index, 0) >= waiter.gpus for h in hosts.hosts):
+            return False
     pool = core.workloads
     tiers: tuple[list[Workload], list[Workload], list[Workload]] = ([], [], [])
     for wid in core.preemptible:
         v = pool[wid]
         tiers[0 if not v.allocated else (1 if v.resumable else 2)].append(v)
-    healthy = hosts.healthy
 
     def reachable() -> Iterator[Workload]:
         # a tier is only sorted once the cheaper ones did not make enough room

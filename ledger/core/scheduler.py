@@ -107,6 +107,7 @@ class DecisionCore:
         self.wseq = 0
         self.preemptible: dict[str, None] = {}  # running work that some waiter may preempt
         self.unalloc_gpus = 0  # GPUs held by running unallocated work
+        self.pool_on_host: dict[int, int] = {}  # host index -> GPUs of possible victims on it
         self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team
         self._clock: tuple[int, Any] = (-1, None)  # last (µs, datetime) converted for outputs
         self.finished: deque[tuple[int, str]] = deque()  # (when, workload id) of finished workloads
@@ -416,6 +417,12 @@ class DecisionCore:
             return True
         return False
 
+    def _pool_add(self, w: Workload) -> None:
+        """Make a running workload a possible victim (and count its GPUs per host). O(hosts of w)."""
+        self.preemptible[w.wid] = None
+        for i in w.hosts:
+            self.pool_on_host[i] = self.pool_on_host.get(i, 0) + self.hosts.hosts[i].workloads[w.wid]
+
     def _protection_ends(self, w: Workload) -> None:
         chain = self._chain(w)
         if w.prepaid:
@@ -425,7 +432,7 @@ class DecisionCore:
             w.exposed = True
             self.occ.exposed_changed(chain, w.held)
             if self.knobs.policy == "fairshare":
-                self.preemptible[w.wid] = None
+                self._pool_add(w)
 
     # ================================================================ runs
     def _chain(self, w: Workload) -> list[str]:
@@ -441,8 +448,11 @@ class DecisionCore:
 
     def _detach(self, w: Workload) -> None:
         """Free a run's hosts and take it out of the victim pool (its charge runs on until it exits)."""
+        if w.wid in self.preemptible:
+            del self.preemptible[w.wid]
+            for i in w.hosts:
+                self.pool_on_host[i] -= self.hosts.hosts[i].workloads[w.wid]
         self.hosts.release(w.wid, w.hosts)
-        self.preemptible.pop(w.wid, None)
         if w.exposed:
             self.occ.exposed_changed(self._chain(w), -w.held)
             w.exposed = False
@@ -471,7 +481,7 @@ class DecisionCore:
             w.protected_until = t
             self.unalloc_gpus += w.held
             if self.knobs.policy != "fifo":
-                self.preemptible[w.wid] = None
+                self._pool_add(w)
         out.append(
             self._new(
                 WorkloadStarted, t, workload_id=w.wid, nodes=self.hosts.names(w.hosts), gpus=w.held,
@@ -562,8 +572,8 @@ class DecisionCore:
         cycle = self.knobs.preempt_cycle_s * _US
         while True:
             self._fill(t, out, allocated_only=True)
-            if fresh is not None:
-                # a new submission is tried at once (O(p log p)), whatever the cycle
+            if fresh is not None and t < self.walk_after:
+                # a new submission is tried at once (O(p log p)) even between preemption cycles
                 waiter, fresh = fresh, None
                 if waiter.state == WAITING and waiter.wants_allocation and preempt_for(self, waiter, t, out):
                     continue
