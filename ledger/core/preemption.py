@@ -57,7 +57,6 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     smallest = min(sizes)
     free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
     exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
-    per = core.hosts.per_node
     fail = math.inf
     ratios: dict[str, float] = {}
 
@@ -73,8 +72,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
             waiter = core.workloads[key[2]]
             if size >= fail or waiter.state != WAITING:
                 continue
-            need = size if size <= per else hosts_needed(size, per) * per
-            if need > bound:
+            if size > bound:  # sizes are GPUs held: whole hosts for wide work
                 fail = min(fail, size)
                 continue
             ranks_after = walker.ranks_after
@@ -108,8 +106,7 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
     if isinstance(core.order, FlatOrder):
         prio = waiter.priority
         return make_room(core, waiter, lambda v: v.priority < prio, t, out, core.order.position_of(waiter, t))
-    per = core.hosts.per_node
-    need = waiter.gpus if waiter.gpus <= per else hosts_needed(waiter.gpus, per) * per
+    need = waiter.size
     exposed = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
     if need > sum(k * len(b) for k, b in enumerate(core.hosts.buckets)) + core.unalloc_gpus + exposed:
         return False  # not even every preemptible GPU would make room
@@ -165,8 +162,7 @@ def _swap_holds(core: DecisionCore, waiter: Workload, victim: Workload, t: int, 
     alloc = order.allocation_us(mine)
     if alloc <= 0:
         return False
-    per = core.hosts.per_node
-    held = waiter.gpus if waiter.gpus <= per else hosts_needed(waiter.gpus, per) * per
+    held = waiter.size
     return ratios[mine] + held * waiter.min_runtime_s * _US / alloc < ratios[theirs]
 
 
@@ -197,10 +193,10 @@ def make_room(
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
     healthy = hosts.healthy
-    if waiter.gpus <= per:
+    if waiter.size <= per:
         # cheap necessary condition, O(hosts): some healthy host reaches the size with every victim on it
         on = core.pool_on_host
-        if not any(healthy[h.index] and h.free + on.get(h.index, 0) >= waiter.gpus for h in hosts.hosts):
+        if not any(healthy[h.index] and h.free + on.get(h.index, 0) >= waiter.size for h in hosts.hosts):
             return False
     pool = core.workloads
     tiers: tuple[list[Workload], list[Workload], list[Workload]] = ([], [], [])
@@ -217,7 +213,7 @@ def make_room(
 
     chosen_hosts: list[int]
     victims: list[Workload]
-    if waiter.gpus <= per:
+    if waiter.size <= per:
         freed: dict[int, int] = {}
         taken: list[Workload] = []
         chosen = -1
@@ -225,7 +221,7 @@ def make_room(
             taken.append(v)
             for i in v.hosts:
                 freed[i] = freed.get(i, 0) + hosts.hosts[i].workloads[v.wid]
-                if hosts.hosts[i].free + freed[i] >= waiter.gpus:
+                if hosts.hosts[i].free + freed[i] >= waiter.size:
                     chosen = i
                     break
             if chosen >= 0:
@@ -235,7 +231,7 @@ def make_room(
         victims = [v for v in taken if chosen in v.hosts]
         chosen_hosts = [chosen]
     else:
-        n = hosts_needed(waiter.gpus, per)
+        n = hosts_needed(waiter.size, per)
         whole = list(hosts.buckets[per])
         left: dict[int, int] = {}
         taken = []
@@ -259,8 +255,8 @@ def make_room(
     why_victim = _victim_reason(core, waiter, t)
     for v in victims:
         core._preempt(v, t, out, "fair_share", waiter, why_victim(v), position=position)
-    if waiter.gpus <= per:
-        assert hosts.hosts[chosen_hosts[0]].free >= waiter.gpus
+    if waiter.size <= per:
+        assert hosts.hosts[chosen_hosts[0]].free >= waiter.size
     freed_gpus = sum(v.held for v in victims)
     why = (
         f"preempted {len(victims)} workload(s) holding {freed_gpus} GPUs to make room; "

@@ -42,6 +42,6 @@ def start_reason(core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], 
 
 def _where(core: DecisionCore, w: Workload, hosts: list[int]) -> str:
     names = ", ".join(core.hosts.names(hosts))
-    if w.gpus > core.hosts.per_node:
+    if w.size > core.hosts.per_node:
         return f"takes {len(hosts)} whole hosts ({names})"
     return f"placed on {names}"

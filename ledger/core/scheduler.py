@@ -32,7 +32,7 @@ from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Work
 from ledger.core.fairshare import FairShareOrder
 from ledger.core.knobs import Knobs, format_duration
 from ledger.core.occupancy import Occupancy
-from ledger.core.placement import Hosts
+from ledger.core.placement import Hosts, hosts_needed
 from ledger.core.policies import FlatOrder, team_limit
 from ledger.core.preemption import preempt_for, preempt_once
 from ledger.core.reasons import start_reason
@@ -273,6 +273,7 @@ class DecisionCore:
             kind=e.kind,
             submit_us=t,
             submitted_by=e.event_id,
+            size=self._size(e.gpus, e.nodes),
         )
         if old is not None:
             w.attempt, w.epoch = old.attempt, old.epoch + 1
@@ -280,6 +281,17 @@ class DecisionCore:
         self.workloads[w.wid] = w
         self.order.add(w)
         return True
+
+    def _size(self, gpus: int, nodes: int) -> int:
+        """Return the GPUs a workload will hold: its own count on one host, or whole hosts when wide.
+
+        Wide means more GPUs than a host has, or more than one host requested (``nodes``); it then
+        takes max(nodes, ceil(gpus / gpus_per_node)) whole hosts.
+        """
+        per = self.hosts.per_node
+        if nodes <= 1 and gpus <= per:
+            return gpus
+        return max(nodes, hosts_needed(gpus, per)) * per
 
     def _completed(self, wid: str, t: int) -> bool:
         w = self.workloads.get(wid)
@@ -495,9 +507,9 @@ class DecisionCore:
         """Decide to start ``w`` on ``hosts`` now, or after the grace period when it follows a preemption."""
         self.order.remove(w)
         w.hosts = hosts
-        w.held = w.gpus if w.gpus <= self.hosts.per_node else self.hosts.per_node * len(hosts)
+        w.held = w.size
         w.allocated = self._runs_allocated(w)
-        self.hosts.place(w.wid, hosts, w.gpus)
+        self.hosts.place(w.wid, hosts, w.size)
         out.append(self._decision("start", w, t, t + grace, why, position=pick_position))
         if grace:
             w.state = STARTING
@@ -513,7 +525,7 @@ class DecisionCore:
             return True
         assert w.node is not None
         limit = team_limit(self.tree.fraction(w.node), self.hosts.capacity, self.hosts.per_node)
-        return self.nonpreemptible.get(w.node, 0) + w.gpus <= limit
+        return self.nonpreemptible.get(w.node, 0) + w.size <= limit
 
     def _cancel_start(self, w: Workload, t: int, out: list[Event], why: str) -> None:
         self.hosts.release(w.wid, w.hosts)
@@ -595,7 +607,7 @@ class DecisionCore:
             if pick is None:
                 return
             w = self.workloads[pick.key[2]]
-            hosts = self.hosts.choose(w.gpus)
+            hosts = self.hosts.choose(w.size)
             assert hosts is not None
             self._start(w, hosts, t, pick.position, out, start_reason(self, w, pick, hosts, t))
 

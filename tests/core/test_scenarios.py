@@ -125,12 +125,18 @@ def test_wide_work_takes_whole_named_hosts_and_narrow_work_is_packed() -> None:
             e.submit(1, "small1", "org/a", gpus=2),
             e.submit(2, "small2", "org/a", gpus=4),
             e.submit(3, "wide", "org/a", gpus=12),
+            e.submit(4, "spread", "org/a", gpus=4, nodes=2),  # asks for two hosts: takes them whole
         ],
     )
     nodes = {s.workload_id: s.nodes for s in of(out, ev.WorkloadStarted)}  # type: ignore[attr-defined]
     assert nodes["small1"] == nodes["small2"] == ("lab-n000",)  # packed onto the partly used host
     assert nodes["wide"] == ("lab-n001", "lab-n002")
-    assert of(out, ev.WorkloadStarted)[-1].gpus == 16  # type: ignore[attr-defined]
+    assert of(out, ev.WorkloadStarted)[2].gpus == 16  # type: ignore[attr-defined]
+    assert "spread" not in nodes and core.waiting() == ["spread"]  # only one wholly free host is left
+    out = run(core, [e.complete(60, "wide")])
+    assert [(s.workload_id, s.nodes, s.gpus) for s in of(out, ev.WorkloadStarted)] == [  # type: ignore[attr-defined]
+        ("spread", ("lab-n001", "lab-n002"), 16)
+    ]
 
 
 def test_upfront_charge_stops_a_burst_from_sorting_ahead_on_stale_usage() -> None:
