@@ -1,0 +1,637 @@
+"""The decision core: state + event -> new state + decisions. Pure: no IO, no clock, no randomness.
+
+``DecisionCore.handle(event)`` first processes every internal wake-up at or before the
+event's time, then applies the event, then runs a scheduling pass. A pass:
+
+1. *fill*: while some waiting workload fits the free room on healthy hosts, start the first
+   such workload in the policy's order (backfill: whatever can start without preempting
+   starts; nothing waits for a workload that cannot start). One pick costs
+   O(depth × b log b + distinct sizes) under fair share (see ``fairshare``), independent of
+   the queue length; the loop ends as soon as nothing fits.
+2. *preempt*: walk the allocated waiters in order; for each node only the first waiter of each
+   size is tried (a later one of the same size cannot do better), and once a size failed every
+   larger size is skipped, so at most a handful of attempts are made; each attempt is
+   O(p log p) over the p preemptible runs. Cheap bounds (free + unallocated + past-protection
+   GPUs still eligible) skip attempts that cannot succeed. If a preemption is made, go to 1.
+
+Wake-ups (a heap, O(log w) each): end of a protected window, end of a grace period (victim
+exits, waiter starts), a drain falling due. Stale wake-ups are recognised by an epoch counter.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import pickle
+from collections import deque
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
+from ledger.core.fairshare import FairShareOrder
+from ledger.core.knobs import Knobs, format_duration
+from ledger.core.occupancy import Occupancy
+from ledger.core.placement import Hosts, hosts_needed
+from ledger.core.policies import FlatOrder, team_limit
+from ledger.core.preemption import preempt_for, preempt_once
+from ledger.core.reasons import start_reason
+from ledger.core.tree import BudgetTree
+from ledger.errors import InputError
+from ledger.events import (
+    AllocationChanged,
+    AllocationRefused,
+    BudgetNodeDefined,
+    CheckpointWritten,
+    ClusterCapacityChanged,
+    Event,
+    HostHealthChanged,
+    SchedulingDecision,
+    WorkloadCompleted,
+    WorkloadPreempted,
+    WorkloadRequeued,
+    WorkloadStarted,
+    WorkloadSubmitted,
+    from_us,
+    to_us,
+)
+
+__all__ = ["SNAPSHOT_MAGIC", "DecisionCore"]
+
+
+@cache
+def _defaults(cls: type[Event]) -> dict[str, Any]:
+    return {name: f.default for name, f in cls.model_fields.items() if not f.is_required()}
+
+
+def _build(cls: type[Event], values: dict[str, Any]) -> Event:
+    """Build an event the core made from known-good values, without re-validating (a hot path).
+
+    Equivalent to ``cls.model_construct(**values)``: every field set, defaults filled in; the
+    property tests re-validate every output with ``ledger.events.validated``.
+    """
+    data = {**_defaults(cls), **values}
+    event = cls.__new__(cls)
+    object.__setattr__(event, "__dict__", data)
+    object.__setattr__(event, "__pydantic_fields_set__", set(values))
+    object.__setattr__(event, "__pydantic_extra__", None)
+    object.__setattr__(event, "__pydantic_private__", None)
+    return event
+
+
+SNAPSHOT_MAGIC = b"GPULEDGER-CORE-1\n"
+_US = 1_000_000
+
+# wake-up kinds
+_PROTECT, _EXIT, _START, _DRAIN, _CYCLE = 0, 1, 2, 3, 4
+
+
+class DecisionCore:
+    """One cluster's scheduling state; feed it events in time order, get decisions back."""
+
+    def __init__(self, knobs: Knobs, cluster: str) -> None:
+        self.knobs = knobs
+        self.cluster = cluster
+        self.n = 0  # decisions emitted: ids are f"{cluster}/d{n}"
+        self.now = 0
+        self.tree = BudgetTree()
+        self.occ = Occupancy(knobs.window_s, knobs.half_life_s, knobs.charge == "upfront")
+        self.hosts = Hosts(cluster, knobs.gpus_per_node)
+        self.workloads: dict[str, Workload] = {}
+        self.order: FairShareOrder | FlatOrder
+        if knobs.policy == "fairshare":
+            self.order = FairShareOrder(self.tree, self.occ)
+        else:
+            self.order = FlatOrder(knobs.policy == "priority")
+        self.wakeups: list[tuple[int, int, int, str, int]] = []  # (time, seq, kind, workload id, epoch)
+        self.wseq = 0
+        self.preemptible: dict[str, None] = {}  # running work that some waiter may preempt
+        self.unalloc_gpus = 0  # GPUs held by running unallocated work
+        self.pool_on_host: dict[int, int] = {}  # host index -> GPUs of possible victims on it
+        self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team
+        self._clock: tuple[int, Any] = (-1, None)  # last (µs, datetime) converted for outputs
+        self.finished: deque[tuple[int, str]] = deque()  # (when, workload id) of finished workloads
+        self.walk_after = 0  # µs: no full preemption walk before this (one per preemption cycle)
+        self.cycle_pending = False  # a wake-up for the next preemption cycle is queued
+        self.lookback = (
+            f"{format_duration(knobs.half_life_s)} half-life"
+            if knobs.half_life_s
+            else f"{format_duration(knobs.window_s)} window"
+        )
+
+    # ================================================================ public API
+    def handle(self, event: Event) -> list[Event]:
+        """Process wake-ups due by the event's time, apply the event, decide; return the new events."""
+        if event.cluster != self.cluster:
+            raise InputError(
+                f"{event.type_name} {event.event_id}: cluster {event.cluster!r} is not this core's {self.cluster!r}"
+            )
+        t = to_us(event.time)
+        out = self.advance(t)
+        t = max(t, self.now)  # a late event is applied at the core's clock: decisions never go back in time
+        self.now = t
+        self._forget_finished(t)
+        needs_pass = self._apply(event, t, out)
+        if needs_pass:
+            fresh = self.workloads.get(event.workload_id) if isinstance(event, WorkloadSubmitted) else None
+            self._pass(t, out, fresh)
+        return out
+
+    def advance(self, until_us: int) -> list[Event]:
+        """Process every wake-up at or before ``until_us``; return the events they produce."""
+        out: list[Event] = []
+        heap = self.wakeups
+        while heap and heap[0][0] <= until_us:
+            t = heap[0][0]
+            self.now = max(self.now, t)
+            changed = False
+            while heap and heap[0][0] == t:
+                _, _, kind, wid, epoch = heapq.heappop(heap)
+                if kind == _CYCLE:
+                    self.cycle_pending = False
+                    changed = True
+                    continue
+                w = self.workloads.get(wid)
+                if w is not None and w.epoch == epoch:
+                    changed |= self._wake(kind, w, t, out)
+            if changed:
+                self._pass(t, out)
+        return out
+
+    def next_wakeup(self) -> int | None:
+        """Return the time (µs) of the next pending wake-up, or None."""
+        heap = self.wakeups
+        while heap:
+            _, _, kind, wid, epoch = heap[0]
+            w = self.workloads.get(wid)
+            if kind == _CYCLE or (w is not None and w.epoch == epoch):
+                return heap[0][0]
+            heapq.heappop(heap)  # stale: its workload moved on
+        return None
+
+    def snapshot(self) -> bytes:
+        """Return the whole state as bytes (same history -> same bytes); for trusted storage only."""
+        # One round trip first: pickle shares interned strings by identity, which a restored core
+        # no longer has; normalising makes the bytes a function of the state alone (a fixpoint).
+        raw = pickle.dumps(self.__dict__, protocol=5)
+        return SNAPSHOT_MAGIC + pickle.dumps(pickle.loads(raw), protocol=5)
+
+    @classmethod
+    def restore(cls, data: bytes) -> DecisionCore:
+        """Rebuild a core from ``snapshot()`` bytes (produced by this code, from trusted storage)."""
+        if not data.startswith(SNAPSHOT_MAGIC):
+            raise InputError("not a decision-core snapshot: bad header")
+        core = cls.__new__(cls)
+        core.__dict__.update(pickle.loads(data[len(SNAPSHOT_MAGIC) :]))  # own snapshots only (trusted)
+        return core
+
+    # ---- queries -------------------------------------------------------------------------
+    def usage(self, path: str, at_us: int | None = None) -> dict[str, Any]:
+        """Return a node's occupancy: charged and accrued allocated, unallocated GPU-seconds, ratio."""
+        if path not in self.occ.nodes:
+            raise InputError(f"budget node {path!r} is not defined")
+        t = max(self.now, at_us or 0)
+        out: dict[str, Any] = {
+            "path": path,
+            "charged_gpu_s": self.occ.charged(path, t) / _US,
+            "accrued_gpu_s": self.occ.accrued(path, t) / _US,
+            "unallocated_gpu_s": self.occ.unallocated(path, t) / _US,
+            "gpus_now": self.occ.nodes[path].allocated.rate + self.occ.nodes[path].unallocated.rate,
+        }
+        if path and isinstance(self.order, FairShareOrder):
+            out["allocation_gpu_s"] = self.order.allocation_us(path) / _US
+            out["ratio"] = self.order.ratio(path, t)
+        return out
+
+    def charged_us(self, path: str, at_us: int | None = None) -> int:
+        """Return the exact allocated GPU-microseconds charged to a node in the window (window mode)."""
+        return self.occ.charged_exact(path, max(self.now, at_us or 0))
+
+    def fair_share_order(self, at_us: int | None = None) -> list[str]:
+        """Return every budget node in fair-share order (depth first, lowest ratio first)."""
+        t = max(self.now, at_us or 0)
+        order = FairShareOrder(self.tree, self.occ)
+        order.capacity = self.hosts.capacity
+        return order.ranking(t)
+
+    def waiting(self) -> list[str]:
+        """Return the ids of waiting workloads (submit order)."""
+        return [w.wid for w in self.workloads.values() if w.state == WAITING]
+
+    def running(self) -> dict[str, tuple[str, ...]]:
+        """Return running (or starting, or exiting) workloads and their hosts."""
+        return {
+            w.wid: self.hosts.names(w.hosts) for w in self.workloads.values() if w.state in (RUNNING, STARTING, EXITING)
+        }
+
+    # ================================================================ applying inputs
+    def _apply(self, e: Event, t: int, out: list[Event]) -> bool:
+        if isinstance(e, WorkloadSubmitted):
+            return self._submitted(e, t)
+        if isinstance(e, WorkloadCompleted):
+            return self._completed(e.workload_id, t)
+        if isinstance(e, CheckpointWritten):
+            w = self.workloads.get(e.workload_id)
+            if w is not None and w.state in (RUNNING, EXITING):
+                w.last_ckpt_us = t
+            return False
+        if isinstance(e, BudgetNodeDefined):
+            self.tree.define(e.path, e.parent, e.share, e.managers, t, e.event_id)
+            for p in self.tree.nodes:
+                self.occ.add_node(p)
+            return True
+        if isinstance(e, AllocationChanged):
+            return self._allocation(e, t, out)
+        if isinstance(e, ClusterCapacityChanged):
+            retired = self.hosts.resize(e.gpus, e.gpus_per_node)
+            if isinstance(self.order, FairShareOrder):
+                self.order.capacity = self.hosts.capacity
+            for i in retired:
+                self._host_unhealthy(i, t, out, why=f"host {self.hosts.hosts[i].name} was removed from the cluster")
+            return True
+        if isinstance(e, HostHealthChanged):
+            return self._health(e, t, out)
+        # Decisions and the facts they imply are this core's own output: nothing to apply.
+        return False
+
+    def _submitted(self, e: WorkloadSubmitted, t: int) -> bool:
+        old = self.workloads.get(e.workload_id)
+        if old is not None and (old.state != DONE or old.submitted_by == e.event_id):
+            return False  # a duplicate delivery
+        # (a finished workload submitted again under its id, e.g. a cancelled non-resumable one,
+        # starts afresh; its attempts keep counting)
+        node = e.budget if e.budget in self.tree else None
+        w = Workload(
+            wid=e.workload_id,
+            budget=e.budget,
+            node=node,
+            user=e.user,
+            gpus=e.gpus,
+            min_runtime_s=min(e.min_runtime_s, self.knobs.max_min_runtime_s),
+            resumable=e.resumable,
+            priority=e.priority,
+            kind=e.kind,
+            submit_us=t,
+            submitted_by=e.event_id,
+            size=self._size(e.gpus, e.nodes),
+        )
+        if old is not None:
+            w.attempt, w.epoch = old.attempt, old.epoch + 1
+        w.key = (0 if self.knobs.policy == "fifo" else -w.priority, w.submit_us, w.wid)
+        self.workloads[w.wid] = w
+        self.order.add(w)
+        return True
+
+    def _size(self, gpus: int, nodes: int) -> int:
+        """Return the GPUs a workload will hold: its own count on one host, or whole hosts when wide.
+
+        Wide means more GPUs than a host has, or more than one host requested (``nodes``); it then
+        takes max(nodes, ceil(gpus / gpus_per_node)) whole hosts.
+        """
+        per = self.hosts.per_node
+        if nodes <= 1 and gpus <= per:
+            return gpus
+        return max(nodes, hosts_needed(gpus, per)) * per
+
+    def _completed(self, wid: str, t: int) -> bool:
+        w = self.workloads.get(wid)
+        if w is None or w.state == DONE:
+            return False
+        if w.state == WAITING:
+            self.order.remove(w)
+        elif w.state == STARTING:
+            self.hosts.release(w.wid, w.hosts)
+        elif w.state == RUNNING:
+            self._detach(w)
+            self._account_stop(w, t)
+        elif w.state == EXITING:
+            self._account_stop(w, t)
+        self._finish(w, t)
+        w.epoch += 1
+        return True
+
+    def _finish(self, w: Workload, t: int) -> None:
+        w.state = DONE
+        self.finished.append((t, w.wid))
+
+    def _forget_finished(self, t: int) -> None:
+        """Drop workloads finished more than one window ago (amortised O(1)): state stays bounded.
+
+        A duplicate of their submission arriving later than that would be taken as new.
+        """
+        horizon = t - self.knobs.window_s * _US
+        finished = self.finished
+        while finished and finished[0][0] < horizon:
+            _, wid = finished.popleft()
+            w = self.workloads.get(wid)
+            if w is not None and w.state == DONE:
+                del self.workloads[wid]
+
+    def _allocation(self, e: AllocationChanged, t: int, out: list[Event]) -> bool:
+        reason = ""
+        if e.path not in self.tree:
+            reason = f"budget node {e.path} is not defined"
+        elif self.tree.applied(e.path, e.event_id):
+            return False
+        elif not self.tree.may_change(e.path, e.set_by):
+            reason = f"{e.set_by} manages neither {e.path} nor any budget node above it"
+        if reason:
+            out.append(
+                self._new(
+                    AllocationRefused, t, path=e.path, share=e.share, set_by=e.set_by,
+                    refused_event_id=e.event_id, reason=reason,
+                )
+            )
+            return False
+        self.tree.set_share(e.path, e.share, t, e.event_id)
+        return True
+
+    def _health(self, e: HostHealthChanged, t: int, out: list[Event]) -> bool:
+        i = self.hosts.by_name.get(e.host)
+        if i is None or self.hosts.hosts[i].state == "retired":
+            return False
+        h = self.hosts.hosts[i]
+        if e.state == h.state:
+            return False
+        self.hosts.set_state(i, e.state)
+        why = f"host {h.name} is {e.state}" + (f" ({e.reason})" if e.reason else "")
+        if e.state == "healthy":
+            for wid in h.workloads:  # pending drains are called off once every host of the run is healthy
+                w = self.workloads[wid]
+                if w.draining and all(self.hosts.healthy[j] for j in w.hosts):
+                    w.draining = False
+            return True
+        if e.state == "unhealthy":
+            self._host_unhealthy(i, t, out, why)
+            return True
+        for wid in list(h.workloads):
+            w = self.workloads[wid]
+            if w.state == STARTING:
+                self._cancel_start(w, t, out, why)
+            elif w.state == RUNNING:
+                self._preempt(w, t, out, "host_failure", None, why + ": preempted at once", immediate=True)
+        for w in list(self.workloads.values()):
+            # a victim still in its grace period on the failed host stops now
+            if w.state == EXITING and i in w.hosts:
+                w.exit_reason = "host_failure"
+                self._exit(w, t, out)
+        return True
+
+    def _host_unhealthy(self, i: int, t: int, out: list[Event], why: str) -> None:
+        h = self.hosts.hosts[i]
+        for wid in list(h.workloads):
+            w = self.workloads[wid]
+            if w.state == STARTING:
+                self._cancel_start(w, t, out, why)
+            elif w.state == RUNNING:
+                self._drain(w, t, out, why)
+
+    def _drain(self, w: Workload, t: int, out: list[Event], why: str) -> None:
+        if self.knobs.policy == "priority" and w.allocated:
+            out.append(
+                self._decision(
+                    "drain", w, t, t, why + ": non-preemptible under the priority policy, it stays until it ends"
+                )
+            )
+            return
+        if w.protected_until <= t:
+            self._preempt(w, t, out, "host_drain", None, why + ": draining, past its protected window, preempted")
+            return
+        w.draining = True
+        until = w.protected_until
+        out.append(
+            self._decision(
+                "drain", w, t, until,
+                why + f": draining, it leaves when its protected window ends at {from_us(until):%Y-%m-%d %H:%M:%S} UTC",
+            )
+        )
+        self._wake_at(until, _DRAIN, w)
+
+    # ================================================================ wake-ups
+    def _wake_at(self, t: int, kind: int, w: Workload) -> None:
+        self.wseq += 1
+        heapq.heappush(self.wakeups, (t, self.wseq, kind, w.wid, w.epoch))
+
+    def _wake(self, kind: int, w: Workload, t: int, out: list[Event]) -> bool:
+        if kind == _PROTECT:
+            self._protection_ends(w)
+            return True
+        if kind == _EXIT:
+            self._exit(w, t, out)
+            return True
+        if kind == _START:
+            self._begin_run(w, t, out)
+            return False
+        if kind == _DRAIN and w.draining and w.state == RUNNING:
+            if w.prepaid or not w.exposed:
+                self._protection_ends(w)
+            self._preempt(w, t, out, "host_drain", None, "host draining: its protected window ended, preempted")
+            return True
+        return False
+
+    def _pool_add(self, w: Workload) -> None:
+        """Make a running workload a possible victim (and count its GPUs per host). O(hosts of w)."""
+        self.preemptible[w.wid] = None
+        for i in w.hosts:
+            self.pool_on_host[i] = self.pool_on_host.get(i, 0) + self.hosts.hosts[i].workloads[w.wid]
+
+    def _protection_ends(self, w: Workload) -> None:
+        chain = self._chain(w)
+        if w.prepaid:
+            self.occ.prepaid_changed(chain, -w.held, w.protected_until)
+            w.prepaid = False
+        if w.allocated and not w.exposed and self.knobs.policy != "priority":
+            w.exposed = True
+            self.occ.exposed_changed(chain, w.held)
+            if self.knobs.policy == "fairshare":
+                self._pool_add(w)
+
+    # ================================================================ runs
+    def _chain(self, w: Workload) -> list[str]:
+        return self.tree.ancestors(w.node) if w.node is not None else []
+
+    def _account_stop(self, w: Workload, t: int) -> None:
+        """Stop charging a run that ends at ``t``: O(depth)."""
+        chain = self._chain(w)
+        self.occ.run_changed(chain, t, -w.held, w.allocated)
+        if w.prepaid:
+            self.occ.prepaid_changed(chain, -w.held, w.protected_until)
+            w.prepaid = False
+
+    def _detach(self, w: Workload) -> None:
+        """Free a run's hosts and take it out of the victim pool (its charge runs on until it exits)."""
+        if w.wid in self.preemptible:
+            del self.preemptible[w.wid]
+            for i in w.hosts:
+                self.pool_on_host[i] -= self.hosts.hosts[i].workloads[w.wid]
+        self.hosts.release(w.wid, w.hosts)
+        if w.exposed:
+            self.occ.exposed_changed(self._chain(w), -w.held)
+            w.exposed = False
+        if not w.allocated:
+            self.unalloc_gpus -= w.held
+        elif self.knobs.policy == "priority" and w.node is not None:
+            self.nonpreemptible[w.node] -= w.held
+
+    def _begin_run(self, w: Workload, t: int, out: list[Event]) -> None:
+        w.state = RUNNING
+        w.epoch += 1
+        w.attempt += 1
+        w.start_us = w.last_ckpt_us = t
+        chain = self._chain(w)
+        self.occ.run_changed(chain, t, w.held, w.allocated)
+        if w.allocated:
+            w.protected_until = t + w.min_runtime_s * _US
+            if self.knobs.policy == "priority" and w.node is not None:
+                self.nonpreemptible[w.node] = self.nonpreemptible.get(w.node, 0) + w.held
+            if self.knobs.policy == "fairshare":
+                if self.occ.upfront:
+                    self.occ.prepaid_changed(chain, w.held, w.protected_until)
+                    w.prepaid = True
+                self._wake_at(w.protected_until, _PROTECT, w)
+        else:
+            w.protected_until = t
+            self.unalloc_gpus += w.held
+            if self.knobs.policy != "fifo":
+                self._pool_add(w)
+        out.append(
+            self._new(
+                WorkloadStarted, t, workload_id=w.wid, nodes=self.hosts.names(w.hosts), gpus=w.held,
+                allocated=w.allocated, protected_until=from_us(w.protected_until), attempt=w.attempt,
+            )
+        )
+
+    def _start(
+        self, w: Workload, hosts: list[int], t: int, pick_position: int, out: list[Event], why: str, grace: int = 0
+    ) -> None:
+        """Decide to start ``w`` on ``hosts`` now, or after the grace period when it follows a preemption."""
+        self.order.remove(w)
+        w.hosts = hosts
+        w.held = w.size
+        w.allocated = self._runs_allocated(w)
+        self.hosts.place(w.wid, hosts, w.size)
+        out.append(self._decision("start", w, t, t + grace, why, position=pick_position))
+        if grace:
+            w.state = STARTING
+            w.epoch += 1
+            self._wake_at(t + grace, _START, w)
+        else:
+            self._begin_run(w, t, out)
+
+    def _runs_allocated(self, w: Workload) -> bool:
+        if not w.wants_allocation:
+            return False
+        if self.knobs.policy != "priority":
+            return True
+        assert w.node is not None
+        limit = team_limit(self.tree.fraction(w.node), self.hosts.capacity, self.hosts.per_node)
+        return self.nonpreemptible.get(w.node, 0) + w.size <= limit
+
+    def _cancel_start(self, w: Workload, t: int, out: list[Event], why: str) -> None:
+        self.hosts.release(w.wid, w.hosts)
+        w.state = WAITING
+        w.epoch += 1
+        self.order.add(w)
+        out.append(self._decision("requeue", w, t, t, why + ": its start was called off, back in the queue"))
+
+    def _preempt(
+        self, w: Workload, t: int, out: list[Event], reason: str, by: Workload | None, why: str,
+        immediate: bool = False, position: int | None = None,
+    ) -> None:
+        """Decide to preempt a running workload; it exits now or when the grace period ends."""
+        self._detach(w)
+        w.state = EXITING
+        w.epoch += 1
+        w.draining = False
+        w.exit_reason = reason
+        w.exit_by = by.wid if by is not None else None
+        grace = 0 if immediate else self.knobs.grace_s * _US
+        w.exit_us = t + grace
+        out.append(self._decision("preempt", w, t, t + grace, why, for_workload=w.exit_by, position=position))
+        if grace:
+            self._wake_at(t + grace, _EXIT, w)
+        else:
+            self._exit(w, t, out)
+
+    def _exit(self, w: Workload, t: int, out: list[Event]) -> None:
+        """The victim leaves: stop its charge; requeue it, or cancel it when it cannot resume."""
+        self._account_stop(w, t)
+        w.epoch += 1
+        reason: Any = w.exit_reason
+        out.append(self._new(WorkloadPreempted, t, workload_id=w.wid, reason=reason, preempted_by=w.exit_by))
+        if w.resumable:
+            w.state = WAITING
+            self.order.add(w)
+            out.append(self._decision("requeue", w, t, t, "resumable: requeued automatically, keeps its submit time"))
+            out.append(self._new(WorkloadRequeued, t, workload_id=w.wid))
+        else:
+            self._finish(w, t)
+            out.append(
+                self._decision("complete", w, t, t, "not resumable: cancelled by the preemption, must be resubmitted")
+            )
+            out.append(self._new(WorkloadCompleted, t, workload_id=w.wid, outcome="cancelled"))
+
+    # ================================================================ the scheduling pass
+    def _fits(self) -> Callable[[int], bool]:
+        hosts = self.hosts
+        per, mx, whole = hosts.per_node, hosts.max_free(), hosts.whole_free()
+        return lambda g: g <= mx if g <= per else -(-g // per) <= whole
+
+    def _pass(self, t: int, out: list[Event], fresh: Workload | None = None) -> None:
+        # Allocated work first, preemption for it next, and only then unallocated work into what is
+        # left: free-tier work started into room an allocated waiter is about to take would be
+        # preempted at the same instant.
+        cycle = self.knobs.preempt_cycle_s * _US
+        while True:
+            self._fill(t, out, allocated_only=True)
+            if fresh is not None and t < self.walk_after:
+                # a new submission is tried at once (O(p log p)) even between preemption cycles
+                waiter, fresh = fresh, None
+                if waiter.state == WAITING and waiter.wants_allocation and preempt_for(self, waiter, t, out):
+                    continue
+            if t >= self.walk_after:
+                if preempt_once(self, t, out):
+                    continue
+                self.walk_after = t + cycle
+            elif not self.cycle_pending and self.preemptible:
+                self.cycle_pending = True
+                self.wseq += 1
+                heapq.heappush(self.wakeups, (self.walk_after, self.wseq, _CYCLE, "", 0))
+            break
+        self._fill(t, out)
+
+    def _fill(self, t: int, out: list[Event], allocated_only: bool = False) -> None:
+        order = self.order
+        while True:
+            pick = order.next_start(t, self._fits(), allocated_only)
+            if pick is None:
+                return
+            w = self.workloads[pick.key[2]]
+            hosts = self.hosts.choose(w.size)
+            assert hosts is not None
+            self._start(w, hosts, t, pick.position, out, start_reason(self, w, pick, hosts, t))
+
+    # ================================================================ events out
+    def _new(self, cls: type[Event], t: int, **fields: Any) -> Any:
+        self.n += 1
+        if self._clock[0] != t:  # many outputs of one pass share an instant: keep the last conversion
+            self._clock = (t, from_us(t))
+        eid = f"{self.cluster}/d{self.n}"
+        return _build(cls, {"event_id": eid, "cluster": self.cluster, "time": self._clock[1], **fields})
+
+    def _decision(
+        self, action: str, w: Workload, t: int, effective: int, reason: str,
+        for_workload: str | None = None, position: int | None = None,
+    ) -> SchedulingDecision:
+        ratio = None
+        if w.node is not None and isinstance(self.order, FairShareOrder) and self.hosts.capacity:
+            r = self.order.ratio(w.node, t)
+            ratio = r if math.isfinite(r) else None
+        result: SchedulingDecision = self._new(
+            SchedulingDecision, t, action=action, workload_id=w.wid, nodes=self.hosts.names(w.hosts),
+            reason=reason, for_workload=for_workload, budget_ratio=ratio, queue_position=position,
+            effective_time=from_us(effective),
+        )
+        return result
+
+
