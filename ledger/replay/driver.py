@@ -54,6 +54,7 @@ class _Execution:
     """What the simulator knows of one workload: its hints and how far it has got."""
 
     workload_id: str
+    gpus: int
     work_s: int
     interval_s: int
     restart_s: int
@@ -65,6 +66,7 @@ class _Execution:
     attempt_origin_us: int = 0  # the moment this attempt's productive work began, minus progress_s at start
     running: bool = False
     done: bool = False
+    counted_done: bool = False
 
 
 @dataclass
@@ -77,6 +79,12 @@ class ReplayStats:
     first_us: int | None = None
     last_us: int | None = None
     wall_s: float = 0.0
+    demand_gpu_us: int = 0  # ∫ GPUs of workloads submitted and not yet finished (waiting or running) dt
+
+    def demand_ratio(self, capacity_gpus: int) -> float:
+        """Return mean demand (GPUs waiting or running) over capacity across the simulated span."""
+        span = (self.last_us or 0) - (self.first_us or 0)
+        return self.demand_gpu_us / (capacity_gpus * span) if span > 0 and capacity_gpus else 0.0
 
     @property
     def simulated_s(self) -> float:
@@ -100,6 +108,7 @@ class ReplayDriver:
         self._seq = 0
         self._runs: dict[str, _Execution] = {}
         self._last_input_us = 0
+        self._active_gpus = 0
         self.stats = ReplayStats()
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -112,6 +121,7 @@ class ReplayDriver:
                     raise LedgerError(f"{event.workload_id}: the submission carries no work_s hint to simulate")
                 self._runs[event.workload_id] = _Execution(
                     event.workload_id,
+                    event.gpus,
                     event.work_s,
                     event.checkpoint_interval_s or 0,
                     event.restart_s or 0,
@@ -255,7 +265,16 @@ class ReplayDriver:
         if stats.first_us is None:
             stats.first_us = t
         if stats.last_us is None or t > stats.last_us:
+            if stats.last_us is not None:
+                stats.demand_gpu_us += self._active_gpus * (t - stats.last_us)
             stats.last_us = t
+        if isinstance(event, WorkloadSubmitted):
+            self._active_gpus += event.gpus
+        elif isinstance(event, WorkloadCompleted):
+            run = self._runs.get(event.workload_id)
+            if run is not None and not run.counted_done:
+                run.counted_done = True
+                self._active_gpus -= run.gpus
         self._out.append(event)
         if len(self._out) >= self._batch:
             self._flush()

@@ -115,9 +115,14 @@ def _int(name: str, value: object, *, minimum: int, default: int | None = None) 
         return default
     if isinstance(value, bool):
         raise _Bad(name, value, "expected a whole number")
-    try:
-        number = float(value) if not isinstance(value, int) else value
-    except (TypeError, ValueError):
+    if isinstance(value, int):
+        number: float | int = value
+    elif isinstance(value, str | float):
+        try:
+            number = float(value)
+        except ValueError:
+            raise _Bad(name, value, "expected a whole number") from None
+    else:
         raise _Bad(name, value, "expected a whole number") from None
     if isinstance(number, float) and (not math.isfinite(number) or number != int(number)):
         raise _Bad(name, value, "expected a whole number")
