@@ -289,4 +289,28 @@ def read_trace(
     return trace
 
 
-__all__ = ["COLUMNS", "RejectedRow", "Trace", "parse_row", "parse_time", "read_trace"]
+def write_trace(path: str | Path, submissions: list[WorkloadSubmitted]) -> None:
+    """Write submissions as a CSV trace (the columns above) that ``read_trace`` reads back."""
+    with Path(path).open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(COLUMNS)
+        for s in submissions:
+            w.writerow(
+                (
+                    s.workload_id,
+                    s.time.strftime("%Y-%m-%dT%H:%M:%SZ") if not s.time.microsecond else s.time.isoformat(),
+                    s.budget,
+                    s.user,
+                    s.gpus,
+                    s.min_runtime_s,
+                    "true" if s.resumable else "false",
+                    s.work_s,
+                    s.checkpoint_interval_s or 0,
+                    s.restart_s or 0,
+                    s.priority,
+                    s.kind,
+                )
+            )
+
+
+__all__ = ["COLUMNS", "RejectedRow", "Trace", "parse_row", "parse_time", "read_trace", "write_trace"]
