@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-POLICIES = ("fairshare", "priority")
+from ledger.core.knobs import Policy
+
+POLICIES: tuple[Policy, ...] = ("fairshare", "priority")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -146,7 +146,8 @@ def load_log(source: str | Path, budgets_file: str | Path | None = None) -> Repl
         budgets = load_budgets(budgets_file)
         first = min(s.time for s in subs)
         setup = list(budgets.events(first))
-        inputs = [e for e in inputs if not isinstance(e, BudgetNodeDefined | AllocationChanged | ClusterCapacityChanged)]
+        replaced = BudgetNodeDefined | AllocationChanged | ClusterCapacityChanged
+        inputs = [e for e in inputs if not isinstance(e, replaced)]
         cluster, gpus, per_node = budgets.cluster, budgets.gpus, budgets.gpus_per_node
         subs = [s.model_copy(update={"cluster": cluster}) for s in subs] if subs[0].cluster != cluster else subs
         notes.append(f"budget tree and capacity from {budgets_file}, not from the log")
