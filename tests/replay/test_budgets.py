@@ -78,7 +78,7 @@ def test_broken_yaml_is_an_input_error(tmp_path: Path) -> None:
         load_budgets(_written(tmp_path, "cluster: {name: c\n", "bad.yaml"))
 
 
-@pytest.mark.skipif(not (CONTRACT / 'budgets.yaml').exists(), reason="the shared contract files are not beside the project")
+@pytest.mark.skipif(not (CONTRACT / "budgets.yaml").exists(), reason="no shared contract beside the project")
 def test_the_contract_budgets_file_loads() -> None:
     b = parse_budgets({"cluster": {"name": "lab", "gpus": 64}, "nodes": [{"path": "lab"}]})
     assert b.leaves == ("lab",)
