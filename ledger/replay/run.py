@@ -58,12 +58,16 @@ def load_trace(trace: str | Path, budgets_file: str | Path, *, strict: bool = Fa
 
 
 def load_inputs(source: str | Path, budgets_file: str | Path | None, *, strict: bool = False) -> ReplayInputs:
-    """Load a workload trace file, or an event log / run directory (see ``ledger.replay.fromlog``)."""
+    """Load a workload trace, an ITP raw trace (``ledger.replay.itp``), or an event log / run directory."""
     path = Path(source)
     if path.is_dir():
         from ledger.replay.fromlog import load_log  # the log reader is only needed for log inputs
 
         return load_log(path, budgets_file)
+    from ledger.replay.itp import is_itp_trace, load_itp
+
+    if is_itp_trace(path):
+        return load_itp(path, budgets_file)
     if budgets_file is None:
         raise InputError(f"{source}: a workload trace needs --budgets FILE (the budget tree and cluster size)")
     return load_trace(path, budgets_file, strict=strict)
