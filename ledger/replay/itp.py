@@ -112,7 +112,8 @@ def load_itp(
     subs: list[Event] = []
     for line, job, submit, duration, width in rows:
         if width > budgets.gpus:
-            rejected.append(RejectedRow(str(path), line, "num_gpu", width, f"wider than the {budgets.gpus}-GPU cluster"))
+            reason = f"wider than the {budgets.gpus}-GPU cluster"
+            rejected.append(RejectedRow(str(path), line, "num_gpu", width, reason))
             continue
         leaf = team_of(job, leaves, seed)
         resumable = duration > 3600
