@@ -69,10 +69,11 @@ def run_one(
     return {"audit": audit, "replay": info}
 
 
-def report_rejected(rejected: list[RejectedRow], out_dir: Path | None, stream: TextIO = sys.stderr) -> None:
+def report_rejected(rejected: list[RejectedRow], out_dir: Path | None, stream: TextIO | None = None) -> None:
     """Tell the user which rows were left out (all of them into ``out_dir/rejected_rows.txt``)."""
     if not rejected:
         return
+    stream = stream or sys.stderr
     shown = rejected[:10]
     stream.write(f"{len(rejected)} row(s) rejected and left out of the replay:\n")
     for r in shown:
