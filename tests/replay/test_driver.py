@@ -34,7 +34,9 @@ def test_a_lone_training_run_checkpoints_on_schedule_and_completes_once() -> Non
 def test_a_workload_that_never_checkpoints_just_completes() -> None:
     events, _ = drive(lab(), [submit(5, "dbg", "a", 1, 300, min_runtime_s=600, resumable=False)])
     assert [e.type_name for e in of(events, "dbg") if e.type_name != "SchedulingDecision"] == [
-        "WorkloadSubmitted", "WorkloadStarted", "WorkloadCompleted"
+        "WorkloadSubmitted",
+        "WorkloadStarted",
+        "WorkloadCompleted",
     ]
     assert of(events, "dbg", "WorkloadCompleted")[0].time == at(10)
 
@@ -80,9 +82,15 @@ def _random_trace(seed: int) -> list:  # type: ignore[type-arg]
         resumable = rng.random() < 0.8
         subs.append(
             submit(
-                rng.randrange(0, 24 * 60), f"w{i:02d}", rng.choice("ab"), rng.choice((1, 2, 4, 8, 8, 16)),
-                rng.randrange(600, 8 * H), min_runtime_s=rng.choice((0, 900, H, 2 * H)), resumable=resumable,
-                interval_s=rng.choice((0, 900, 1800)) if resumable else 0, restart_s=rng.randrange(0, 600),
+                rng.randrange(0, 24 * 60),
+                f"w{i:02d}",
+                rng.choice("ab"),
+                rng.choice((1, 2, 4, 8, 8, 16)),
+                rng.randrange(600, 8 * H),
+                min_runtime_s=rng.choice((0, 900, H, 2 * H)),
+                resumable=resumable,
+                interval_s=rng.choice((0, 900, 1800)) if resumable else 0,
+                restart_s=rng.randrange(0, 600),
             )
         )
     return subs
