@@ -11,6 +11,7 @@ from typing import Any
 
 import duckdb
 
+from ledger.errors import InputError
 from queries.projection import project, sql_text
 from queries.source import open_records
 from queries.timefmt import iso
@@ -117,7 +118,8 @@ def wait_by_size(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
                 "debug": next(r for r in mine if r["size"] == "debug")}
 
     first = block("first")
-    return {**first, "requeue": block("requeue")}
+    cdf = {r["size"]: r["cdf_s"] for r in stats if r["wait_kind"] == "first" and r["jobs"]}
+    return {**first, "requeue": block("requeue"), "cdf": {"quantiles": [i / 40 for i in range(41)], "wait_s": cdf}}
 
 
 def occupancy(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -191,6 +193,8 @@ def audit(
 
     since_us = parse_iso(since) if isinstance(since, str) else since
     until_us = parse_iso(until) if isinstance(until, str) else until
+    if window_s <= 0 or window_s % 3600:
+        raise InputError(f"window {window_s} s: the fairness window must be a positive whole number of hours")
     con = connect(source)
     prepare(con, since_us, until_us, window_s)
     return collect(con)

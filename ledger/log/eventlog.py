@@ -33,12 +33,14 @@ from ledger.log.checks import SHORT_NAMES, check_batch, explain_unencodable
 from ledger.log.container import BlockEncoder, write_all
 from ledger.log.lockfile import LOCK_NAME, WriterLock
 from ledger.log.segments import (
+    DECODE_ERRORS,
     SegmentView,
+    corrupt_block,
     count_segment,
     create_segment,
-    iter_records,
     list_segments,
     load_ids,
+    open_reader,
     remove_leftovers,
     save_ids,
     scan_ids,
@@ -268,16 +270,22 @@ class EventLog:
         """Yield (event type name, Avro record dict) in append order: the fast path for projections."""
         short = SHORT_NAMES
         for view in self._views():
-            for full, record in iter_records(view):
-                yield short[full], record
+            try:
+                for full, record in open_reader(view):
+                    yield short[full], record
+            except DECODE_ERRORS as exc:
+                raise corrupt_block(view, exc) from None
 
     def __iter__(self) -> Iterator[Event]:
         """Yield the events in append order (rebuilt without re-validation: the log validated them)."""
         short = SHORT_NAMES
         build = trusted_from_record
         for view in self._views():
-            for full, record in iter_records(view):
-                yield build(short[full], record)
+            try:
+                for full, record in open_reader(view):
+                    yield build(short[full], record)
+            except DECODE_ERRORS as exc:
+                raise corrupt_block(view, exc) from None
 
     def __len__(self) -> int:
         """Return how many events the log holds (reads block headers only)."""
