@@ -244,16 +244,19 @@ class EventLog:
             writer = self._writer or self._become_writer(required=True)
             assert writer is not None
             known = writer.known_ids()
-            fresh: list[tuple[str, dict[str, Any]]] = []
-            fresh_ids: list[str] = []
-            for item in batch:
-                event_id = item[1]["event_id"]
-                if event_id not in known:
-                    known.add(event_id)  # also catches a repeat later in the same batch
-                    fresh.append(item)
-                    fresh_ids.append(event_id)
-            if not fresh:
-                return 0
+            ids = [record["event_id"] for _, record in batch]
+            if known.isdisjoint(ids) and len(set(ids)) == len(ids):
+                fresh, fresh_ids = batch, ids  # the common case, checked with set operations in C
+                known.update(ids)
+            else:
+                fresh, fresh_ids = [], []
+                for item, event_id in zip(batch, ids, strict=True):
+                    if event_id not in known:
+                        known.add(event_id)  # also catches a repeat later in the same batch
+                        fresh.append(item)
+                        fresh_ids.append(event_id)
+                if not fresh:
+                    return 0
             try:
                 writer.write(fresh, fresh_ids)
             except BaseException:
