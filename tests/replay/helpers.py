@@ -91,5 +91,5 @@ def of(events: list[Event], wid: str, *types: str) -> list[Any]:
 
 
 def segment_bytes(log_dir: Path) -> dict[str, bytes]:
-    """Return the bytes of every segment file of an embedded log (the log's data, not its lock)."""
-    return {p.name: p.read_bytes() for p in sorted(log_dir.iterdir()) if p.is_file() and "lock" not in p.name}
+    """Return the bytes of every segment file of an embedded log (its data; not the lock or id index)."""
+    return {p.name: p.read_bytes() for p in sorted(log_dir.glob("*.avro"))}
