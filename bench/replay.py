@@ -24,7 +24,8 @@ from ledger.core.knobs import Knobs
 from ledger.replay.demo_month import FULL, generate
 from ledger.replay.run import ReplayInputs, inputs_from_budgets, load_inputs, replay
 
-ITP = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "microsoft-itp" / "raw-traces" / "cluster04.csv"
+SHARED = Path(os.environ.get("GPULEDGER_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
+ITP = SHARED / "data" / "microsoft-itp" / "raw-traces" / "cluster04.csv"
 TARGET_SIM_PER_WALL = 250_000
 # BENCH_REPLAY_DAYS=3 replays only the first days of the 100,000-workload month (a quick look)
 DAYS = float(os.environ.get("BENCH_REPLAY_DAYS", "30"))
