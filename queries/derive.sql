@@ -8,6 +8,11 @@
 -- earlier than its start, a start after the workload completed, or a run that begins
 -- before an earlier run of the same workload ended is an anomaly and left out of figures.
 
+-- ISO 8601 UTC text of integer microseconds, as audit.json prints times.
+CREATE OR REPLACE TEMP MACRO iso(us) AS
+    CASE WHEN us % 1000000 = 0 THEN strftime(make_timestamp(us), '%Y-%m-%dT%H:%M:%SZ')
+         ELSE strftime(make_timestamp(us), '%Y-%m-%dT%H:%M:%S.%fZ') END;
+
 -- Workloads: the first submission of each id wins; later ones are anomalies.
 CREATE OR REPLACE TEMP TABLE workloads AS
 SELECT workload_id, budget, "user", gpus, min_runtime_s, resumable, priority, kind,
