@@ -59,7 +59,7 @@ class Mix:
 
 DEMO = Mix()
 """What ``gpuledger demo`` replays: about 8,000 workloads, submitted work about 0.85x capacity, which
-with bursts and preemption keeps demand (GPUs waiting or running) about 2-2.5x capacity."""
+with bursts and preemption keeps demand (GPUs waiting or running) about 2.2-2.8x capacity (depending on the policy)."""
 FULL = Mix(debug=52_000, batch=36_000, sweep=9_000, interactive=2_500, training=170, batch_hours=0.8, sweep_hours=0.7)
 """The same month with about 100,000 workloads (many more short jobs): ``make bench`` and ``demo --month full``."""
 
