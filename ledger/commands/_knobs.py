@@ -20,7 +20,7 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
         p.add_argument("--window", default="7d", help="lookback window(s), e.g. 3d,7d (default 7d)")
         p.add_argument("--half-life", default=None, help="exponential half-life(s) instead of a window, e.g. 7d")
         p.add_argument("--max-min-runtime", default="8h", help="protected-runtime cap(s), e.g. 1h,2h,4h,8h,16h")
-        p.add_argument("--charge", default="upfront", help="entry charge(s): upfront, accrued, or both: upfront,accrued")
+        p.add_argument("--charge", default="upfront", help="entry charge(s): upfront, accrued, or upfront,accrued")
         p.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per host (default: the budgets file)")
         p.add_argument("--grace", default="0s", help="grace period(s) before a preempted workload exits")
         return

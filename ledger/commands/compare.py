@@ -19,7 +19,9 @@ from ledger.core.knobs import Knobs, format_duration
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
-    p.add_argument("trace", metavar="TRACE", help="workload trace (CSV, JSON Lines, ITP raw trace) or event log directory")
+    p.add_argument(
+        "trace", metavar="TRACE", help="workload trace (CSV, JSON Lines, ITP raw trace) or event log directory"
+    )
     p.add_argument("--budgets", metavar="FILE", help="budgets file (YAML or JSON); required for a trace")
     p.add_argument("--out", metavar="DIR", help="keep each run directory under DIR (default: a temporary directory)")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output format")

@@ -18,7 +18,9 @@ from ledger.errors import ConfigError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
-    p.add_argument("trace", metavar="TRACE", help="workload trace (CSV, JSON Lines, ITP raw trace) or event log directory")
+    p.add_argument(
+        "trace", metavar="TRACE", help="workload trace (CSV, JSON Lines, ITP raw trace) or event log directory"
+    )
     p.add_argument("--budgets", metavar="FILE", help="budgets file (YAML or JSON); required for a trace")
     p.add_argument("--out", metavar="DIR", required=True, help="run directory to write")
     p.add_argument("--strict", action="store_true", help="refuse the whole trace if any row is bad")
