@@ -39,6 +39,8 @@ class Workload:
     priority: int
     kind: str
     submit_us: int
+    size: int = 0  # GPUs it holds when running: ``gpus``, or whole hosts when wide
+    submitted_by: str = ""  # event id of the submission (a resubmission under the same id has another)
     key: QueueKey = (0, 0, "")
     state: str = WAITING
     allocated: bool = False  # of the current (or last) run

@@ -128,34 +128,34 @@ class FairShareOrder:
         """Queue a waiting workload. O(depth + log n)."""
         tier = self.tier_of(w)
         if tier == ORPHAN:
-            self.orphans.add(w.key, w.gpus)
+            self.orphans.add(w.key, w.size)
             return
         assert w.node is not None
         q = self.queues.get((w.node, tier))
         if q is None:
             q = self.queues[(w.node, tier)] = SizedQueue()
-        q.add(w.key, w.gpus)
+        q.add(w.key, w.size)
         sizes, totals = self.sizes[tier], self.totals[tier]
         for p in self.tree.ancestors(w.node):
             d = sizes.setdefault(p, {})
-            d[w.gpus] = d.get(w.gpus, 0) + 1
+            d[w.size] = d.get(w.size, 0) + 1
             totals[p] = totals.get(p, 0) + 1
 
     def remove(self, w: Workload) -> None:
         """Take a workload out of the queue. O(depth + log n)."""
         tier = self.tier_of(w)
         if tier == ORPHAN:
-            self.orphans.remove(w.key, w.gpus)
+            self.orphans.remove(w.key, w.size)
             return
         assert w.node is not None
-        self.queues[(w.node, tier)].remove(w.key, w.gpus)
+        self.queues[(w.node, tier)].remove(w.key, w.size)
         sizes, totals = self.sizes[tier], self.totals[tier]
         for p in self.tree.ancestors(w.node):
             d = sizes[p]
-            if d[w.gpus] == 1:
-                del d[w.gpus]
+            if d[w.size] == 1:
+                del d[w.size]
             else:
-                d[w.gpus] -= 1
+                d[w.size] -= 1
             totals[p] -= 1
 
     def waiting(self) -> int:

@@ -50,11 +50,11 @@ class FlatOrder:
 
     def add(self, w: Workload) -> None:
         """Queue a waiting workload. O(log n)."""
-        self.queue.add(w.key, w.gpus)
+        self.queue.add(w.key, w.size)
 
     def remove(self, w: Workload) -> None:
         """Take a workload out of the queue. O(log n)."""
-        self.queue.remove(w.key, w.gpus)
+        self.queue.remove(w.key, w.size)
 
     def waiting(self) -> int:
         """Return how many workloads wait."""

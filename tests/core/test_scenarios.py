@@ -55,6 +55,16 @@ def test_an_unhealthy_host_drains_each_workload_when_its_protected_window_ends()
     assert of(out, ev.WorkloadRequeued)  # resumable: back in the queue
 
 
+def test_a_host_that_recovers_before_the_window_ends_keeps_its_work() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    out = run(core, [*_tree(e, 8, {"a": 1.0}), e.submit(1, "long", "org/a", gpus=8, min_runtime_s=2 * 3600)])
+    host = of(out, ev.WorkloadStarted)[0].nodes[0]  # type: ignore[attr-defined]
+    run(core, [e.host(30, host, "unhealthy"), e.host(60, host, "healthy")])
+    assert not of(core.advance(to_minutes(200)), ev.WorkloadPreempted)
+    assert "long" in core.running()
+
+
 def test_a_failed_host_preempts_even_protected_work_at_once() -> None:
     e = Events()
     core = DecisionCore(Knobs(grace_s=300), "lab")
@@ -88,6 +98,11 @@ def test_the_free_tier_runs_in_idle_room_and_yields_first_and_a_non_resumable_vi
     assert [(c.workload_id, c.outcome) for c in done] == [("free", "cancelled")]  # type: ignore[attr-defined]
     assert not of(out, ev.WorkloadRequeued)
     assert "free" not in core.waiting()
+    # submitted again under the same id, it queues afresh (a redelivery of the old submission would not)
+    run(core, [inputs[-2]])
+    assert "free" not in core.waiting()
+    run(core, [e.submit(6, "free", "org/a", gpus=8, min_runtime_s=0, resumable=False)])
+    assert core.waiting() == ["free"]
 
 
 def test_an_undefined_budget_runs_unallocated_and_says_why() -> None:
@@ -110,12 +125,18 @@ def test_wide_work_takes_whole_named_hosts_and_narrow_work_is_packed() -> None:
             e.submit(1, "small1", "org/a", gpus=2),
             e.submit(2, "small2", "org/a", gpus=4),
             e.submit(3, "wide", "org/a", gpus=12),
+            e.submit(4, "spread", "org/a", gpus=4, nodes=2),  # asks for two hosts: takes them whole
         ],
     )
     nodes = {s.workload_id: s.nodes for s in of(out, ev.WorkloadStarted)}  # type: ignore[attr-defined]
     assert nodes["small1"] == nodes["small2"] == ("lab-n000",)  # packed onto the partly used host
     assert nodes["wide"] == ("lab-n001", "lab-n002")
-    assert of(out, ev.WorkloadStarted)[-1].gpus == 16  # type: ignore[attr-defined]
+    assert of(out, ev.WorkloadStarted)[2].gpus == 16  # type: ignore[attr-defined]
+    assert "spread" not in nodes and core.waiting() == ["spread"]  # only one wholly free host is left
+    out = run(core, [e.complete(60, "wide")])
+    assert [(s.workload_id, s.nodes, s.gpus) for s in of(out, ev.WorkloadStarted)] == [  # type: ignore[attr-defined]
+        ("spread", ("lab-n001", "lab-n002"), 16)
+    ]
 
 
 def test_upfront_charge_stops_a_burst_from_sorting_ahead_on_stale_usage() -> None:
