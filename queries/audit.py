@@ -24,11 +24,14 @@ _TIME_TABLES = ("ev_submitted", "ev_started", "ev_checkpoint", "ev_preempted", "
 Source = str | Path | Iterable[Any] | duckdb.DuckDBPyConnection
 
 
-def connect(source: Source) -> duckdb.DuckDBPyConnection:
-    """Return a DuckDB connection holding the projected log of ``source`` (reused if already one)."""
+def connect(source: Source, *, decisions: bool = True) -> duckdb.DuckDBPyConnection:
+    """Return a DuckDB connection holding the projected log of ``source`` (reused if already one).
+
+    ``decisions=False`` keeps only the times of SchedulingDecision events (the audits need no more).
+    """
     if isinstance(source, duckdb.DuckDBPyConnection):
         return source
-    return project(open_records(source))
+    return project(open_records(source), decisions=decisions)
 
 
 def rows(con: duckdb.DuckDBPyConnection, query: str) -> list[dict[str, Any]]:
@@ -184,7 +187,7 @@ def audit(
     until_us = parse_iso(until) if isinstance(until, str) else until
     if window_s <= 0 or window_s % 3600:
         raise InputError(f"window {window_s} s: the fairness window must be a positive whole number of hours")
-    con = connect(source)
+    con = connect(source, decisions=False)
     prepare(con, since_us, until_us, window_s)
     return collect(con)
 

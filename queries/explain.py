@@ -113,7 +113,8 @@ def _moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, why: 
 
     own = "its budget is not a team of the tree" if mine is None else (
         f"its team {me['budget']} stood {place} of {len(order)} by usage ÷ allocation "
-        f"({'-' if mine['ratio'] is None else format(mine['ratio'], '.2f')})")
+        f"({'-' if mine['ratio'] is None else format(mine['ratio'], '.2f')} over the window, as far as the log "
+        "covers it)")
     text = f"{iso(t_us)}: {why}; {own}"
     if ahead:
         text += "; ahead of it: " + ", ".join(fmt(o) for o in ahead[:5]) + (" ..." if len(ahead) > 5 else "")

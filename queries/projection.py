@@ -101,15 +101,21 @@ def _schemas(time_type: pa.DataType) -> dict[str, pa.Schema]:
 
 _AS_DATETIME = _schemas(_TS)
 _AS_MICROS = _schemas(pa.int64())
+# Audits read only the time of SchedulingDecision events (for the period); explain reads them whole.
+_SLIM = {"SchedulingDecision": [("event_id", _STR), ("time", _TS)]}
+_SLIM_DATETIME = {name: pa.schema(fields) for name, fields in _SLIM.items()}
+_SLIM_MICROS = {name: pa.schema([(f, pa.int64() if t == _TS else t) for f, t in fields])
+                for name, fields in _SLIM.items()}
 
 
 class _Buffer:
     """Records of one event type, turned into Arrow record batches every BATCH records."""
 
-    __slots__ = ("batches", "rows", "seqs", "type_name")
+    __slots__ = ("batches", "rows", "seqs", "slim", "type_name")
 
-    def __init__(self, type_name: str) -> None:
+    def __init__(self, type_name: str, slim: bool = False) -> None:
         self.type_name = type_name
+        self.slim = slim
         self.rows: list[dict[str, Any]] = []
         self.seqs: list[int] = []
         self.batches: list[pa.RecordBatch] = []
@@ -119,7 +125,10 @@ class _Buffer:
             return
         # Readers may hand timestamps over as datetimes (logical types) or raw integer micros.
         micros = not isinstance(self.rows[0]["time"], datetime)
-        schema = (_AS_MICROS if micros else _AS_DATETIME)[self.type_name]
+        if self.slim:
+            schema = (_SLIM_MICROS if micros else _SLIM_DATETIME)[self.type_name]
+        else:
+            schema = (_AS_MICROS if micros else _AS_DATETIME)[self.type_name]
         try:
             batch = pa.RecordBatch.from_pylist(self.rows, schema=schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError) as exc:
@@ -134,25 +143,29 @@ class _Buffer:
         self.flush()
         if self.batches:
             return pa.Table.from_batches(self.batches)
-        schema = _AS_MICROS[self.type_name].append(pa.field("seq", pa.int64()))
+        schema = (_SLIM_MICROS if self.slim else _AS_MICROS)[self.type_name].append(pa.field("seq", pa.int64()))
         return schema.empty_table()
 
 
-def load_arrow(records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, pa.Table]:
-    """Return one Arrow table per event type from ``(type_name, record)`` pairs (times as integer micros)."""
+def load_arrow(records: Iterable[tuple[str, dict[str, Any]]], *, decisions: bool = True) -> dict[str, pa.Table]:
+    """Return one Arrow table per event type from ``(type_name, record)`` pairs (times as integer micros).
+
+    With ``decisions=False`` the SchedulingDecision table keeps only event ids and times (audits need
+    no more; it saves memory on large logs).
+    """
     # The buffered dicts are acyclic and short-lived; the cyclic collector would rescan them
     # over and over while they pile up, so it is paused for the load.
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load_arrow(records)
+        return _load_arrow(records, decisions)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _load_arrow(records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, pa.Table]:
-    buffers = {name: _Buffer(name) for name in _FIELDS}
+def _load_arrow(records: Iterable[tuple[str, dict[str, Any]]], decisions: bool) -> dict[str, pa.Table]:
+    buffers = {name: _Buffer(name, slim=not decisions and name in _SLIM) for name in _FIELDS}
     short: dict[str, _Buffer] = {}
     seq = 0
     for seq, (type_name, record) in enumerate(records):
@@ -170,11 +183,12 @@ def _load_arrow(records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, pa.T
 
 
 def project(
-    records: Iterable[tuple[str, dict[str, Any]]], con: duckdb.DuckDBPyConnection | None = None
+    records: Iterable[tuple[str, dict[str, Any]]], con: duckdb.DuckDBPyConnection | None = None, *,
+    decisions: bool = True,
 ) -> duckdb.DuckDBPyConnection:
     """Load ``(type_name, record)`` pairs into a DuckDB connection as views ``ev_*`` (one per event type)."""
     con = con if con is not None else duckdb.connect()
-    for table, arrow in load_arrow(records).items():
+    for table, arrow in load_arrow(records, decisions=decisions).items():
         con.register(table, arrow)  # zero-copy: DuckDB scans the Arrow table in place
     return con
 

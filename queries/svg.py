@@ -14,9 +14,7 @@ def _fmt(x: float) -> str:
         return "0"
     if abs(x) >= 1000:
         return f"{x:,.0f}"
-    if abs(x) >= 10:
-        return f"{x:.0f}"
-    return f"{x:.2g}"
+    return f"{x:.3g}"
 
 
 def _nice_max(x: float) -> float:

@@ -15,8 +15,8 @@ REPORTS = ("owed_hours", "discarded_work", "wait_by_size", "occupancy", "fairnes
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
     p.add_argument("source", metavar="SOURCE", help="run directory (from replay) or embedded event log directory")
-    p.add_argument("--report", choices=[*REPORTS, *(r.replace("_", "-") for r in REPORTS)],
-                   help="show one report only (default: all)")
+    p.add_argument("--report", choices=REPORTS, type=lambda s: s.replace("-", "_"), metavar="NAME",
+                   help=f"show one report only: {', '.join(r.replace('_', '-') for r in REPORTS)} (default: all)")
     p.add_argument("--since", metavar="ISO", help="start of the audit period (UTC if no offset; default: first event)")
     p.add_argument("--until", metavar="ISO", help="end of the audit period (default: last event)")
     p.add_argument("--format", choices=("table", "json", "csv", "html"), default="table")
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--until {args.until} is not after --since {args.since}")
     window_s = int(parse_duration(args.window))
     data = audit(args.source, since=since, until=until, window_s=window_s)
-    report = args.report.replace("-", "_") if args.report else None
+    report: str | None = args.report
     if args.format == "html":
         out = Path(args.out or "report.html")
         render_html(data, out)
