@@ -57,8 +57,14 @@ EventTime = Annotated[datetime, AfterValidator(_event_time)]
 Name = Annotated[str, Field(min_length=1)]
 Path = Annotated[str, Field(min_length=1, pattern=r"^[^/\s]+(/[^/\s]+)*$")]
 Share = Annotated[float, Field(ge=0.0), AfterValidator(_finite)]
-Seconds = Annotated[int, Field(ge=0)]
-Gpus = Annotated[int, Field(ge=1)]
+# Avro "int" is 32-bit and "long" 64-bit while Python ints are unbounded, and fastavro writes an
+# out-of-range "int" without complaint (other readers then fail): the bounds live in the types.
+INT_MAX = 2**31 - 1
+LONG_MAX = 2**63 - 1
+Int = Annotated[int, Field(ge=-(2**31), le=INT_MAX)]
+Count = Annotated[int, Field(ge=0, le=INT_MAX)]
+Gpus = Annotated[int, Field(ge=1, le=INT_MAX)]
+Seconds = Annotated[int, Field(ge=0, le=LONG_MAX)]
 # Avro decodes arrays as lists; accept them and freeze them into tuples.
 Names = Annotated[tuple[Name, ...], Field(strict=False)]
 
@@ -72,7 +78,7 @@ class Event(BaseModel):
     event_id: Name
     cluster: Name
     time: EventTime
-    schema_version: int = 1
+    schema_version: Int = 1
 
     @property
     def type_name(self) -> str:
@@ -104,16 +110,16 @@ class AllocationRefused(Event):
 
 class WorkloadSubmitted(Event):
     SCHEMA_VERSION: ClassVar[int] = 2
-    schema_version: int = 2
+    schema_version: Int = 2
 
     workload_id: Name
     budget: Path
     user: Name
     gpus: Gpus
-    nodes: Seconds = 0
+    nodes: Count = 0
     min_runtime_s: Seconds
     resumable: bool
-    priority: int = 0
+    priority: Int = 0
     kind: WorkloadKind = "batch"
     work_s: Seconds | None = None
     checkpoint_interval_s: Seconds | None = None
@@ -126,7 +132,7 @@ class WorkloadStarted(Event):
     gpus: Gpus
     allocated: bool
     protected_until: EventTime
-    attempt: Annotated[int, Field(ge=1)] = 1
+    attempt: Annotated[int, Field(ge=1, le=INT_MAX)] = 1
 
 
 class CheckpointWritten(Event):
@@ -156,7 +162,7 @@ class HostHealthChanged(Event):
 
 
 class ClusterCapacityChanged(Event):
-    gpus: Annotated[int, Field(ge=0)]
+    gpus: Count
     gpus_per_node: Gpus = 8
 
 
@@ -167,7 +173,7 @@ class SchedulingDecision(Event):
     reason: str
     for_workload: Name | None = None
     budget_ratio: Annotated[float, AfterValidator(_finite)] | None = None
-    queue_position: Annotated[int, Field(ge=1)] | None = None
+    queue_position: Annotated[int, Field(ge=1, le=INT_MAX)] | None = None
     effective_time: EventTime
 
 

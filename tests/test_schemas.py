@@ -89,3 +89,34 @@ def test_history_schemas_are_older_versions_of_current_events() -> None:
                 assert "default" in f, (
                     f"{old['name']}.{f['name']} was added without a default: old events would not read"
                 )
+
+
+
+def _limits(tp: Any) -> tuple[int | None, int | None]:
+    """Return the (ge, le) constraints found anywhere in an annotation (through Annotated and Optional)."""
+    low = high = None
+    if get_origin(tp) is typing.Annotated:
+        base, *meta = get_args(tp)
+        low, high = _limits(base)
+        for m in meta:
+            for c in getattr(m, "metadata", [m]):
+                low = getattr(c, "ge", low)
+                high = getattr(c, "le", high)
+    elif get_origin(tp) in (UnionType, typing.Union):
+        for arg in get_args(tp):
+            a_low, a_high = _limits(arg)
+            low, high = a_low if a_low is not None else low, a_high if a_high is not None else high
+    return low, high
+
+
+@pytest.mark.parametrize("name", sorted(EVENT_TYPES))
+def test_integer_fields_are_bounded_to_their_avro_type(name: str) -> None:
+    limits = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+    for field in raw_schemas()[name]["fields"]:
+        _, avro = _avro_kind(field["type"])
+        if not isinstance(avro, str) or avro not in limits:
+            continue
+        info = EVENT_TYPES[name].model_fields[field["name"]]
+        low, high = _limits(typing.Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation)
+        assert low is not None and high is not None, f"{name}.{field['name']} is not bounded"
+        assert limits[avro][0] <= low and high <= limits[avro][1], f"{name}.{field['name']} exceeds an Avro {avro}"
