@@ -59,8 +59,9 @@ class WorkerProc:
         ensure_topics_sync(self.bootstrap, worker_topics(self.partitions, self.app_id, self.prefix))
 
     def start(self) -> None:
+        flags = os.environ.get("GPULEDGER_WORKER_PYFLAGS", "").split()  # e.g. "-m cProfile -o worker.prof"
         cmd = [
-            sys.executable, *os.environ.get("GPULEDGER_WORKER_PYFLAGS", "").split(), "-m", "ledger.cli", "worker", "--bootstrap", self.bootstrap,
+            sys.executable, *flags, "-m", "ledger.cli", "worker", "--bootstrap", self.bootstrap,
             "--partitions", str(self.partitions), "--app-id", self.app_id, "--topic-prefix", self.prefix,
             "--http", f"127.0.0.1:{self.http_port}", *self.extra,
         ]
