@@ -97,6 +97,14 @@ class WorkerProc:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
 
+    def kill_after(self, seconds: float) -> None:
+        """Let the worker run for ``seconds`` (or exit by itself), then SIGKILL it."""
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=seconds)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
