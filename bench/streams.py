@@ -66,7 +66,7 @@ def throughput(bootstrap: str, tmp: Path) -> dict[str, float]:
     for i, v in enumerate(encoded):
         svc.process(v, b"busy", 0, i)
     service = len(events) / (time.perf_counter() - t0)
-    with running_worker(bootstrap, tmp, extra=[*FAST_GROUP, "--checkpoint-every", "1000"]) as worker:
+    with running_worker(bootstrap, tmp, extra=FAST_GROUP) as worker:
         produce_events(bootstrap, worker.topics.events, events)
         raw = asyncio.run(_raw_consume(bootstrap, worker.topics.events, len(events)))
         worker.start()

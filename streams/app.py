@@ -63,8 +63,8 @@ class WorkerConfig:
     topic_prefix: str = ""
     http_host: str = "127.0.0.1"
     http_port: int = 6066
-    checkpoint_every: int = 1000
-    checkpoint_interval_s: float = 0.5
+    checkpoint_every: int = 5000
+    checkpoint_interval_s: float = 5.0
     timer_interval_s: float = 0.25
     idle_clock_rate: float = 1.0
     idle_after_s: float = 1.0
