@@ -30,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--idle-after", type=float, default=1.0, help="wall seconds of silence before the timer acts")
     p.add_argument("--session-timeout", type=float, default=6.0, help="consumer group session timeout in seconds")
     p.add_argument("--rebalance-timeout", type=float, default=3.0, help="how long a rebalance waits for members")
+    p.add_argument("--fetch-max-wait", type=int, default=20, metavar="MS", help="broker fetch wait cap (default 20)")
     p.add_argument("--data-dir", type=Path, default=None, help="faust's local directory (default: a temp dir)")
     p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
     add_knob_arguments(p)
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         idle_after_s=args.idle_after,
         data_dir=args.data_dir,
         session_timeout_s=args.session_timeout,
+        fetch_max_wait_ms=args.fetch_max_wait,
         rebalance_timeout_s=args.rebalance_timeout,
         loglevel=args.log_level,
     )
