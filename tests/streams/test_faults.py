@@ -55,7 +55,12 @@ def test_a_worker_killed_twenty_times_ends_exactly_like_an_uninterrupted_run(
             worker.kill_after(rng.uniform(0.0, 1.5))  # SIGKILL: mid-batch, mid-checkpoint, anywhere
         worker.start()
         worker.wait_ready()
-        wait_for(lambda: table(worker) == expected_view, timeout_s=180, every_s=0.5)
+        try:
+            wait_for(lambda: table(worker) == expected_view, timeout_s=400, every_s=0.5)
+        finally:
+            got_view = table(worker)
+            print("records processed since the last start:", worker.metric("gpuledger_worker_records_total"))
+            print("nodes that differ:", {k: (v, got_view.get(k)) for k, v in expected_view.items() if got_view.get(k) != v})
         records = read_topic(kafka_bootstrap, worker.topics.decisions, want=len(expected_outputs), idle_s=2)
         got = decoded(records)
         assert len({e.event_id for e in got}) == len(got), "an output was emitted twice"
