@@ -60,7 +60,8 @@ def test_a_worker_killed_twenty_times_ends_exactly_like_an_uninterrupted_run(
         finally:
             got_view = table(worker)
             print("records processed since the last start:", worker.metric("gpuledger_worker_records_total"))
-            print("nodes that differ:", {k: (v, got_view.get(k)) for k, v in expected_view.items() if got_view.get(k) != v})
+            differ = {k: (v, got_view.get(k)) for k, v in expected_view.items() if got_view.get(k) != v}
+            print("nodes that differ:", differ)
         records = read_topic(kafka_bootstrap, worker.topics.decisions, want=len(expected_outputs), idle_s=2)
         got = decoded(records)
         assert len({e.event_id for e in got}) == len(got), "an output was emitted twice"
