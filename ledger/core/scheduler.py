@@ -24,14 +24,16 @@ import heapq
 import math
 import pickle
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
-from ledger.core.fairshare import ALLOCATED, ORPHAN, UNALLOCATED, FairShareOrder, Pick
+from ledger.core.fairshare import ORPHAN, UNALLOCATED, FairShareOrder, Pick, percent
 from ledger.core.knobs import Knobs, format_duration
 from ledger.core.occupancy import Occupancy
-from ledger.core.placement import Hosts, hosts_needed
+from ledger.core.placement import Hosts
 from ledger.core.policies import FlatOrder, team_limit
+from ledger.core.preemption import preempt_for, preempt_once
 from ledger.core.tree import BudgetTree
 from ledger.errors import InputError
 from ledger.events import (
@@ -54,11 +56,32 @@ from ledger.events import (
 
 __all__ = ["SNAPSHOT_MAGIC", "DecisionCore"]
 
+
+@cache
+def _defaults(cls: type[Event]) -> dict[str, Any]:
+    return {name: f.default for name, f in cls.model_fields.items() if not f.is_required()}
+
+
+def _build(cls: type[Event], values: dict[str, Any]) -> Event:
+    """Build an event the core made from known-good values, without re-validating (a hot path).
+
+    Equivalent to ``cls.model_construct(**values)``: every field set, defaults filled in; the
+    property tests re-validate every output with ``ledger.events.validated``.
+    """
+    data = {**_defaults(cls), **values}
+    event = cls.__new__(cls)
+    object.__setattr__(event, "__dict__", data)
+    object.__setattr__(event, "__pydantic_fields_set__", set(values))
+    object.__setattr__(event, "__pydantic_extra__", None)
+    object.__setattr__(event, "__pydantic_private__", None)
+    return event
+
+
 SNAPSHOT_MAGIC = b"GPULEDGER-CORE-1\n"
 _US = 1_000_000
 
 # wake-up kinds
-_PROTECT, _EXIT, _START, _DRAIN = 0, 1, 2, 3
+_PROTECT, _EXIT, _START, _DRAIN, _CYCLE = 0, 1, 2, 3, 4
 
 
 class DecisionCore:
@@ -83,6 +106,9 @@ class DecisionCore:
         self.preemptible: dict[str, None] = {}  # running work that some waiter may preempt
         self.unalloc_gpus = 0  # GPUs held by running unallocated work
         self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team
+        self._clock: tuple[int, Any] = (-1, None)  # last (µs, datetime) converted for outputs
+        self.walk_after = 0  # µs: no full preemption walk before this (one per preemption cycle)
+        self.cycle_pending = False  # a wake-up for the next preemption cycle is queued
         self.lookback = (
             f"{format_duration(knobs.half_life_s)} half-life"
             if knobs.half_life_s
@@ -102,7 +128,8 @@ class DecisionCore:
         self.now = t
         needs_pass = self._apply(event, t, out)
         if needs_pass:
-            self._pass(t, out)
+            fresh = self.workloads.get(event.workload_id) if isinstance(event, WorkloadSubmitted) else None
+            self._pass(t, out, fresh)
         return out
 
     def advance(self, until_us: int) -> list[Event]:
@@ -115,6 +142,10 @@ class DecisionCore:
             changed = False
             while heap and heap[0][0] == t:
                 _, _, kind, wid, epoch = heapq.heappop(heap)
+                if kind == _CYCLE:
+                    self.cycle_pending = False
+                    changed = True
+                    continue
                 w = self.workloads.get(wid)
                 if w is not None and w.epoch == epoch:
                     changed |= self._wake(kind, w, t, out)
@@ -126,9 +157,9 @@ class DecisionCore:
         """Return the time (µs) of the next pending wake-up, or None."""
         heap = self.wakeups
         while heap:
-            _, _, _, wid, epoch = heap[0]
+            _, _, kind, wid, epoch = heap[0]
             w = self.workloads.get(wid)
-            if w is not None and w.epoch == epoch:
+            if kind == _CYCLE or (w is not None and w.epoch == epoch):
                 return heap[0][0]
             heapq.heappop(heap)  # stale: its workload moved on
         return None
@@ -493,16 +524,33 @@ class DecisionCore:
         per, mx, whole = hosts.per_node, hosts.max_free(), hosts.whole_free()
         return lambda g: g <= mx if g <= per else -(-g // per) <= whole
 
-    def _pass(self, t: int, out: list[Event]) -> None:
+    def _pass(self, t: int, out: list[Event], fresh: Workload | None = None) -> None:
+        # Allocated work first, preemption for it next, and only then unallocated work into what is
+        # left: free-tier work started into room an allocated waiter is about to take would be
+        # preempted at the same instant.
+        cycle = self.knobs.preempt_cycle_s * _US
         while True:
-            self._fill(t, out)
-            if not self._preempt_once(t, out):
-                return
+            self._fill(t, out, allocated_only=True)
+            if fresh is not None:
+                # a new submission is tried at once (O(p log p)), whatever the cycle
+                waiter, fresh = fresh, None
+                if waiter.state == WAITING and waiter.wants_allocation and preempt_for(self, waiter, t, out):
+                    continue
+            if t >= self.walk_after:
+                if preempt_once(self, t, out):
+                    continue
+                self.walk_after = t + cycle
+            elif not self.cycle_pending and self.preemptible:
+                self.cycle_pending = True
+                self.wseq += 1
+                heapq.heappush(self.wakeups, (self.walk_after, self.wseq, _CYCLE, "", 0))
+            break
+        self._fill(t, out)
 
-    def _fill(self, t: int, out: list[Event]) -> None:
+    def _fill(self, t: int, out: list[Event], allocated_only: bool = False) -> None:
         order = self.order
         while True:
-            pick = order.next_start(t, self._fits())
+            pick = order.next_start(t, self._fits(), allocated_only)
             if pick is None:
                 return
             w = self.workloads[pick.key[2]]
@@ -531,7 +579,7 @@ class DecisionCore:
                 f"free room and no allocated work that fits waits; {where}"
             )
         return (
-            f"{w.node} has used {_pct(ratio)} of its allocation over the {self.lookback}; first in the fair-share "
+            f"{w.node} has used {percent(ratio)} of its allocation over the {self.lookback}; first in the fair-share "
             f"order among work that fits; protected for {format_duration(w.min_runtime_s)}; {where}"
         )
 
@@ -541,162 +589,13 @@ class DecisionCore:
             return f"takes {len(hosts)} whole hosts ({names})"
         return f"placed on {names}"
 
-    # ---- preemption ------------------------------------------------------------------------
-    def _preempt_once(self, t: int, out: list[Event]) -> bool:
-        if not self.preemptible or self.knobs.policy == "fifo":
-            return False
-        if isinstance(self.order, FlatOrder):
-            return self._preempt_for_priority(t, out)
-        order = self.order
-        totals = order.totals[ALLOCATED]
-        sizes = [s for r in self.tree.roots if totals.get(r) for s in order.sizes[ALLOCATED][r]]
-        if not sizes:
-            return False
-        smallest = min(sizes)
-        free = sum(k * len(b) for k, b in enumerate(self.hosts.buckets))
-        exposed_total = sum(self.occ.nodes[r].exposed for r in self.tree.roots)
-        fail = math.inf
-        for _node, queue, ahead, walker in order.walk_allocated(t):
-            bound = free + self.unalloc_gpus + exposed_total - walker.passed_exposed
-            if bound < smallest or fail <= smallest:
-                return False
-            for key, size in queue.heads():
-                if size >= fail:
-                    continue
-                per = self.hosts.per_node
-                need = size if size <= per else hosts_needed(size, per) * per
-                if need > bound:
-                    fail = min(fail, size)
-                    continue
-                waiter = self.workloads[key[2]]
-                ranks_after = walker.ranks_after
-
-                def eligible(v: Workload, ranks_after: Callable[[str], bool] = ranks_after) -> bool:
-                    # unallocated work yields to any allocated request; allocated work only to a higher-ranked one
-                    return not v.allocated or (v.node is not None and ranks_after(v.node))
-
-                if self._make_room(waiter, eligible, t, out, ahead + queue.position(key) + 1):
-                    return True
-                fail = min(fail, size)
-        return False
-
-    def _preempt_for_priority(self, t: int, out: list[Event]) -> bool:
-        assert isinstance(self.order, FlatOrder)
-        fail = math.inf
-        for key, size in self.order.queue.heads():
-            if size >= fail:
-                continue
-            waiter = self.workloads[key[2]]
-            position = self.order.queue.position(key) + 1
-
-            def outranked(v: Workload, prio: int = waiter.priority) -> bool:
-                return v.priority < prio
-
-            if self._make_room(waiter, outranked, t, out, position):
-                return True
-            fail = min(fail, size)
-        return False
-
-    def _make_room(
-        self, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event], position: int
-    ) -> bool:
-        """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible."""
-        hosts = self.hosts
-        per = hosts.per_node
-        cands = []
-        for wid in self.preemptible:
-            v = self.workloads[wid]
-            if not eligible(v):
-                continue
-            if any(hosts.hosts[i].state != "healthy" for i in v.hosts):
-                continue
-            tier = 0 if not v.allocated else (1 if v.resumable else 2)
-            cands.append((tier, v.lost_if_preempted(t), v.wid, v))
-        if not cands:
-            return False
-        cands.sort(key=lambda c: c[:3])
-        chosen_hosts: list[int]
-        victims: list[Workload]
-        if waiter.gpus <= per:
-            freed: dict[int, int] = {}
-            taken: list[Workload] = []
-            chosen = -1
-            for *_, v in cands:
-                taken.append(v)
-                for i in v.hosts:
-                    freed[i] = freed.get(i, 0) + hosts.hosts[i].workloads[v.wid]
-                    if hosts.hosts[i].free + freed[i] >= waiter.gpus:
-                        chosen = i
-                        break
-                if chosen >= 0:
-                    break
-            if chosen < 0:
-                return False
-            victims = [v for v in taken if chosen in v.hosts]
-            chosen_hosts = [chosen]
-        else:
-            n = hosts_needed(waiter.gpus, per)
-            whole = list(hosts.buckets[per])
-            left: dict[int, int] = {}
-            taken = []
-            done: list[int] = []
-            for *_, v in cands:
-                taken.append(v)
-                for i in v.hosts:
-                    h = hosts.hosts[i]
-                    if h.gpus != per:
-                        continue
-                    left[i] = left.get(i, len(h.workloads)) - 1
-                    if left[i] == 0:
-                        done.append(i)
-                if len(whole) + len(done) >= n:
-                    break
-            if len(whole) + len(done) < n:
-                return False
-            chosen_hosts = sorted(whole + done[: n - len(whole)])
-            targets = set(chosen_hosts)  # membership only; never iterated
-            victims = [v for v in taken if any(i in targets for i in v.hosts)]
-        why_victim = self._victim_reason(waiter, t)
-        for v in victims:
-            self._preempt(v, t, out, "fair_share", waiter, why_victim(v), position=position)
-        if waiter.gpus <= per:
-            assert hosts.hosts[chosen_hosts[0]].free >= waiter.gpus
-        freed_gpus = sum(v.held for v in victims)
-        why = (
-            f"preempted {len(victims)} workload(s) holding {freed_gpus} GPUs to make room; "
-            + self._start_reason(waiter, Pick(waiter.key, position, ALLOCATED), chosen_hosts, t)
-        )
-        self._start(waiter, chosen_hosts, t, position, out, why, grace=self.knobs.grace_s * _US)
-        return True
-
-    def _victim_reason(self, waiter: Workload, t: int) -> Callable[[Workload], str]:
-        if self.knobs.policy == "priority":
-            return lambda v: (
-                f"preemptible work of priority {v.priority}: {waiter.wid} of priority {waiter.priority} needs the room"
-            )
-        assert isinstance(self.order, FairShareOrder)
-        wr = self.order.ratio(waiter.node, t) if waiter.node else 0.0
-
-        def why(v: Workload) -> str:
-            if not v.allocated:
-                return (
-                    f"unallocated work is preemptible by any allocated request: "
-                    f"{waiter.wid} ({waiter.node}) needs the room"
-                )
-            vr = self.order.ratio(v.node, t) if isinstance(self.order, FairShareOrder) and v.node else 0.0
-            return (
-                f"past its protected window and {v.node} ({_pct(vr)} of its allocation used) ranks after "
-                f"{waiter.node} ({_pct(wr)}) in the fair-share order: {waiter.wid} needs the room; "
-                f"it discards {v.lost_if_preempted(t) // _US} GPU-seconds since its last checkpoint"
-            )
-
-        return why
-
     # ================================================================ events out
     def _new(self, cls: type[Event], t: int, **fields: Any) -> Any:
         self.n += 1
+        if self._clock[0] != t:  # many outputs of one pass share an instant: keep the last conversion
+            self._clock = (t, from_us(t))
         eid = f"{self.cluster}/d{self.n}"
-        return cls.model_construct(event_id=eid, cluster=self.cluster, time=from_us(t), **fields)
+        return _build(cls, {"event_id": eid, "cluster": self.cluster, "time": self._clock[1], **fields})
 
     def _decision(
         self, action: str, w: Workload, t: int, effective: int, reason: str,
@@ -712,9 +611,5 @@ class DecisionCore:
             effective_time=from_us(effective),
         )
         return result
-
-
-def _pct(ratio: float) -> str:
-    return "no allocation" if not math.isfinite(ratio) else f"{ratio:.0%}"
 
 
