@@ -187,7 +187,11 @@ def naive_usage_cost(core: DecisionCore, events: int = 20_000) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the month under fair share, then under the baselines; print a table."""
+    """Run the month under fair share, then under the baselines; print a table.
+
+    Arguments (optional): the number of workloads (default 100,000; fewer keep the month's
+    density over fewer days), then the policies to run.
+    """
     args = sys.argv[1:] if argv is None else argv
     n = int(args[0]) if args else WORKLOADS
     days = DAYS * n / WORKLOADS  # a smaller run keeps the month's density of arrivals
@@ -197,7 +201,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{n} workloads, {len(leaves)} researchers, {GPUS} GPUs, {days:g} days, demand {demand:.1f}x capacity")
     print(f"{'policy':<10} {'events':>8} {'starts':>7} {'preempt':>8} {'us/event':>9} {'core s':>7} {'wall s':>7}"
           f" {'order us':>9}")
-    for policy in ("fairshare", "priority", "fifo"):
+    for policy in args[1:] or ("fairshare", "priority", "fifo"):
         r = simulate(Knobs(policy=policy), subs)  # type: ignore[arg-type]
         print(
             f"{policy:<10} {int(r['inputs'] + r['wakeups']):>8} {int(r['starts']):>7} {int(r['preemptions']):>8}"

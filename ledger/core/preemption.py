@@ -28,10 +28,11 @@ import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from ledger.core.contract import Workload
+from ledger.core.contract import WAITING, Workload
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick, percent
 from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
+from ledger.core.reasons import start_reason
 from ledger.events import Event
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ _US = 1_000_000
 
 
 def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
-    """Make at most one preemption (for one waiter) if the policy allows one; return whether it did."""
+    """Walk the allocated waiters once and make the preemptions the rules allow; return whether any was made."""
     if not core.preemptible or core.knobs.policy == "fifo":
         return False
     if isinstance(core.order, FlatOrder):
@@ -63,18 +64,19 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     def wanted(subtree_sizes: dict[int, int]) -> bool:
         return any(s < fail for s in subtree_sizes)
 
+    made = False
     for _node, queue, ahead, walker in order.walk_allocated(t, wanted):
         bound = free + core.unalloc_gpus + exposed_total - walker.passed_exposed
         if bound < smallest or fail <= smallest:
-            return False
+            return made
         for key, size in queue.heads():
-            if size >= fail:
+            waiter = core.workloads[key[2]]
+            if size >= fail or waiter.state != WAITING:
                 continue
             need = size if size <= per else hosts_needed(size, per) * per
             if need > bound:
                 fail = min(fail, size)
                 continue
-            waiter = core.workloads[key[2]]
             ranks_after = walker.ranks_after
 
             def eligible(
@@ -86,9 +88,17 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                 return v.node is not None and ranks_after(v.node) and _swap_holds(core, waiter, v, t, ratios)
 
             if make_room(core, waiter, eligible, t, out, ahead + queue.position(key) + 1):
-                return True
+                # Carry on along the same walk (its order fixed at the start of this instant) rather
+                # than start over: whatever now fits starts first, and every later eligibility check
+                # still uses fresh ratios (the swap rule), so nothing ranked ahead is preempted.
+                made = True
+                ratios.clear()
+                core._fill(t, out, allocated_only=True)
+                free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
+                exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
+                continue
             fail = min(fail, size)
-    return False
+    return made
 
 
 def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) -> bool:
@@ -98,6 +108,11 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
     if isinstance(core.order, FlatOrder):
         prio = waiter.priority
         return make_room(core, waiter, lambda v: v.priority < prio, t, out, core.order.position_of(waiter, t))
+    per = core.hosts.per_node
+    need = waiter.gpus if waiter.gpus <= per else hosts_needed(waiter.gpus, per) * per
+    exposed = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
+    if need > sum(k * len(b) for k, b in enumerate(core.hosts.buckets)) + core.unalloc_gpus + exposed:
+        return False  # not even every preemptible GPU would make room
     ratios: dict[str, float] = {}
 
     def eligible(v: Workload) -> bool:
@@ -181,17 +196,24 @@ def make_room(
     per = hosts.per_node
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
-    pool = core.workloads
-    cands = sorted(
-        (0 if not v.allocated else (1 if v.resumable else 2), v.lost_if_preempted(t), v.wid, v)
-        for v in (pool[wid] for wid in core.preemptible)
-    )
     healthy = hosts.healthy
+    if waiter.gpus <= per:
+        # cheap necessary condition, O(hosts): some healthy host reaches the size with every victim on it
+        on = core.pool_on_host
+        if not any(healthy[h.index] and h.free + on.get(h.index, 0) >= waiter.gpus for h in hosts.hosts):
+            return False
+    pool = core.workloads
+    tiers: tuple[list[Workload], list[Workload], list[Workload]] = ([], [], [])
+    for wid in core.preemptible:
+        v = pool[wid]
+        tiers[0 if not v.allocated else (1 if v.resumable else 2)].append(v)
 
     def reachable() -> Iterator[Workload]:
-        for *_, v in cands:
-            if all(healthy[i] for i in v.hosts) and eligible(v):
-                yield v
+        # a tier is only sorted once the cheaper ones did not make enough room
+        for tier in tiers:
+            for *_, v in sorted((v.lost_if_preempted(t), v.wid, v) for v in tier):
+                if all(healthy[i] for i in v.hosts) and eligible(v):
+                    yield v
 
     chosen_hosts: list[int]
     victims: list[Workload]
@@ -242,7 +264,7 @@ def make_room(
     freed_gpus = sum(v.held for v in victims)
     why = (
         f"preempted {len(victims)} workload(s) holding {freed_gpus} GPUs to make room; "
-        + core._start_reason(waiter, Pick(waiter.key, position, ALLOCATED), chosen_hosts, t)
+        + start_reason(core, waiter, Pick(waiter.key, position, ALLOCATED), chosen_hosts, t)
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     return True

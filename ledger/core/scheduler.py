@@ -23,17 +23,19 @@ from __future__ import annotations
 import heapq
 import math
 import pickle
+from collections import deque
 from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
-from ledger.core.fairshare import ORPHAN, UNALLOCATED, FairShareOrder, Pick, percent
+from ledger.core.fairshare import FairShareOrder
 from ledger.core.knobs import Knobs, format_duration
 from ledger.core.occupancy import Occupancy
 from ledger.core.placement import Hosts
 from ledger.core.policies import FlatOrder, team_limit
 from ledger.core.preemption import preempt_for, preempt_once
+from ledger.core.reasons import start_reason
 from ledger.core.tree import BudgetTree
 from ledger.errors import InputError
 from ledger.events import (
@@ -105,8 +107,10 @@ class DecisionCore:
         self.wseq = 0
         self.preemptible: dict[str, None] = {}  # running work that some waiter may preempt
         self.unalloc_gpus = 0  # GPUs held by running unallocated work
+        self.pool_on_host: dict[int, int] = {}  # host index -> GPUs of possible victims on it
         self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team
         self._clock: tuple[int, Any] = (-1, None)  # last (µs, datetime) converted for outputs
+        self.finished: deque[tuple[int, str]] = deque()  # (when, workload id) of finished workloads
         self.walk_after = 0  # µs: no full preemption walk before this (one per preemption cycle)
         self.cycle_pending = False  # a wake-up for the next preemption cycle is queued
         self.lookback = (
@@ -126,6 +130,7 @@ class DecisionCore:
         out = self.advance(t)
         t = max(t, self.now)  # a late event is applied at the core's clock: decisions never go back in time
         self.now = t
+        self._forget_finished(t)
         needs_pass = self._apply(event, t, out)
         if needs_pass:
             fresh = self.workloads.get(event.workload_id) if isinstance(event, WorkloadSubmitted) else None
@@ -250,8 +255,11 @@ class DecisionCore:
         return False
 
     def _submitted(self, e: WorkloadSubmitted, t: int) -> bool:
-        if e.workload_id in self.workloads:
+        old = self.workloads.get(e.workload_id)
+        if old is not None and (old.state != DONE or old.submitted_by == e.event_id):
             return False  # a duplicate delivery
+        # (a finished workload submitted again under its id, e.g. a cancelled non-resumable one,
+        # starts afresh; its attempts keep counting)
         node = e.budget if e.budget in self.tree else None
         w = Workload(
             wid=e.workload_id,
@@ -264,7 +272,10 @@ class DecisionCore:
             priority=e.priority,
             kind=e.kind,
             submit_us=t,
+            submitted_by=e.event_id,
         )
+        if old is not None:
+            w.attempt, w.epoch = old.attempt, old.epoch + 1
         w.key = (0 if self.knobs.policy == "fifo" else -w.priority, w.submit_us, w.wid)
         self.workloads[w.wid] = w
         self.order.add(w)
@@ -283,9 +294,26 @@ class DecisionCore:
             self._account_stop(w, t)
         elif w.state == EXITING:
             self._account_stop(w, t)
-        w.state = DONE
+        self._finish(w, t)
         w.epoch += 1
         return True
+
+    def _finish(self, w: Workload, t: int) -> None:
+        w.state = DONE
+        self.finished.append((t, w.wid))
+
+    def _forget_finished(self, t: int) -> None:
+        """Drop workloads finished more than one window ago (amortised O(1)): state stays bounded.
+
+        A duplicate of their submission arriving later than that would be taken as new.
+        """
+        horizon = t - self.knobs.window_s * _US
+        finished = self.finished
+        while finished and finished[0][0] < horizon:
+            _, wid = finished.popleft()
+            w = self.workloads.get(wid)
+            if w is not None and w.state == DONE:
+                del self.workloads[wid]
 
     def _allocation(self, e: AllocationChanged, t: int, out: list[Event]) -> bool:
         reason = ""
@@ -316,6 +344,10 @@ class DecisionCore:
         self.hosts.set_state(i, e.state)
         why = f"host {h.name} is {e.state}" + (f" ({e.reason})" if e.reason else "")
         if e.state == "healthy":
+            for wid in h.workloads:  # pending drains are called off once every host of the run is healthy
+                w = self.workloads[wid]
+                if w.draining and all(self.hosts.healthy[j] for j in w.hosts):
+                    w.draining = False
             return True
         if e.state == "unhealthy":
             self._host_unhealthy(i, t, out, why)
@@ -385,6 +417,12 @@ class DecisionCore:
             return True
         return False
 
+    def _pool_add(self, w: Workload) -> None:
+        """Make a running workload a possible victim (and count its GPUs per host). O(hosts of w)."""
+        self.preemptible[w.wid] = None
+        for i in w.hosts:
+            self.pool_on_host[i] = self.pool_on_host.get(i, 0) + self.hosts.hosts[i].workloads[w.wid]
+
     def _protection_ends(self, w: Workload) -> None:
         chain = self._chain(w)
         if w.prepaid:
@@ -394,7 +432,7 @@ class DecisionCore:
             w.exposed = True
             self.occ.exposed_changed(chain, w.held)
             if self.knobs.policy == "fairshare":
-                self.preemptible[w.wid] = None
+                self._pool_add(w)
 
     # ================================================================ runs
     def _chain(self, w: Workload) -> list[str]:
@@ -410,8 +448,11 @@ class DecisionCore:
 
     def _detach(self, w: Workload) -> None:
         """Free a run's hosts and take it out of the victim pool (its charge runs on until it exits)."""
+        if w.wid in self.preemptible:
+            del self.preemptible[w.wid]
+            for i in w.hosts:
+                self.pool_on_host[i] -= self.hosts.hosts[i].workloads[w.wid]
         self.hosts.release(w.wid, w.hosts)
-        self.preemptible.pop(w.wid, None)
         if w.exposed:
             self.occ.exposed_changed(self._chain(w), -w.held)
             w.exposed = False
@@ -440,7 +481,7 @@ class DecisionCore:
             w.protected_until = t
             self.unalloc_gpus += w.held
             if self.knobs.policy != "fifo":
-                self.preemptible[w.wid] = None
+                self._pool_add(w)
         out.append(
             self._new(
                 WorkloadStarted, t, workload_id=w.wid, nodes=self.hosts.names(w.hosts), gpus=w.held,
@@ -512,7 +553,7 @@ class DecisionCore:
             out.append(self._decision("requeue", w, t, t, "resumable: requeued automatically, keeps its submit time"))
             out.append(self._new(WorkloadRequeued, t, workload_id=w.wid))
         else:
-            w.state = DONE
+            self._finish(w, t)
             out.append(
                 self._decision("complete", w, t, t, "not resumable: cancelled by the preemption, must be resubmitted")
             )
@@ -531,8 +572,8 @@ class DecisionCore:
         cycle = self.knobs.preempt_cycle_s * _US
         while True:
             self._fill(t, out, allocated_only=True)
-            if fresh is not None:
-                # a new submission is tried at once (O(p log p)), whatever the cycle
+            if fresh is not None and t < self.walk_after:
+                # a new submission is tried at once (O(p log p)) even between preemption cycles
                 waiter, fresh = fresh, None
                 if waiter.state == WAITING and waiter.wants_allocation and preempt_for(self, waiter, t, out):
                     continue
@@ -556,38 +597,7 @@ class DecisionCore:
             w = self.workloads[pick.key[2]]
             hosts = self.hosts.choose(w.gpus)
             assert hosts is not None
-            self._start(w, hosts, t, pick.position, out, self._start_reason(w, pick, hosts, t))
-
-    def _start_reason(self, w: Workload, pick: Pick, hosts: list[int], t: int) -> str:
-        where = self._where(w, hosts)
-        if self.knobs.policy == "fifo":
-            return f"first come, first served: earliest submitted work that fits; {where}"
-        if self.knobs.policy == "priority":
-            kind = (
-                "non-preemptible"
-                if self._runs_allocated(w)
-                else ("preemptible (team at its non-preemptible GPU limit)" if w.wants_allocation else "preemptible")
-            )
-            return f"priority {w.priority}: highest-priority work that fits; runs {kind}; {where}"
-        if pick.tier == ORPHAN:
-            return f"budget path {w.budget} is not defined: runs unallocated (charged to nobody, preemptible); {where}"
-        assert w.node is not None and isinstance(self.order, FairShareOrder)
-        ratio = self.order.ratio(w.node, t)
-        if pick.tier == UNALLOCATED:
-            return (
-                f"unallocated (minimum runtime 0): charged to nobody, preemptible by any allocated request; "
-                f"free room and no allocated work that fits waits; {where}"
-            )
-        return (
-            f"{w.node} has used {percent(ratio)} of its allocation over the {self.lookback}; first in the fair-share "
-            f"order among work that fits; protected for {format_duration(w.min_runtime_s)}; {where}"
-        )
-
-    def _where(self, w: Workload, hosts: list[int]) -> str:
-        names = ", ".join(self.hosts.names(hosts))
-        if w.gpus > self.hosts.per_node:
-            return f"takes {len(hosts)} whole hosts ({names})"
-        return f"placed on {names}"
+            self._start(w, hosts, t, pick.position, out, start_reason(self, w, pick, hosts, t))
 
     # ================================================================ events out
     def _new(self, cls: type[Event], t: int, **fields: Any) -> Any:

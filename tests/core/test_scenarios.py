@@ -55,6 +55,16 @@ def test_an_unhealthy_host_drains_each_workload_when_its_protected_window_ends()
     assert of(out, ev.WorkloadRequeued)  # resumable: back in the queue
 
 
+def test_a_host_that_recovers_before_the_window_ends_keeps_its_work() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    out = run(core, [*_tree(e, 8, {"a": 1.0}), e.submit(1, "long", "org/a", gpus=8, min_runtime_s=2 * 3600)])
+    host = of(out, ev.WorkloadStarted)[0].nodes[0]  # type: ignore[attr-defined]
+    run(core, [e.host(30, host, "unhealthy"), e.host(60, host, "healthy")])
+    assert not of(core.advance(to_minutes(200)), ev.WorkloadPreempted)
+    assert "long" in core.running()
+
+
 def test_a_failed_host_preempts_even_protected_work_at_once() -> None:
     e = Events()
     core = DecisionCore(Knobs(grace_s=300), "lab")
@@ -88,6 +98,11 @@ def test_the_free_tier_runs_in_idle_room_and_yields_first_and_a_non_resumable_vi
     assert [(c.workload_id, c.outcome) for c in done] == [("free", "cancelled")]  # type: ignore[attr-defined]
     assert not of(out, ev.WorkloadRequeued)
     assert "free" not in core.waiting()
+    # submitted again under the same id, it queues afresh (a redelivery of the old submission would not)
+    run(core, [inputs[-2]])
+    assert "free" not in core.waiting()
+    run(core, [e.submit(6, "free", "org/a", gpus=8, min_runtime_s=0, resumable=False)])
+    assert core.waiting() == ["free"]
 
 
 def test_an_undefined_budget_runs_unallocated_and_says_why() -> None:
