@@ -20,7 +20,7 @@ from typing import Any
 from ledger.codec import decode
 from ledger.events import Event
 from streams.publisher import event_record
-from streams.testbroker import free_port
+from streams.testbroker import die_with_parent, free_port
 from streams.topics import TopicNames, ensure_topics_sync, worker_topics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,7 +66,9 @@ class WorkerProc:
             "--http", f"127.0.0.1:{self.http_port}", *self.extra,
         ]
         log: Any = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent
+        )
         if log is not subprocess.DEVNULL:
             log.close()
 
