@@ -81,12 +81,15 @@ def test_a_broker_that_hangs_while_publish_runs_loses_nothing_and_counts_nothing
         pytest.skip("needs a broker this session started (it is frozen and thawed)")
     topic = topic_for_test(kafka.bootstrap)
     events = lab_month().inputs[:6000]
-    done = threading.Event()
+    done, halfway, frozen = threading.Event(), threading.Event(), threading.Event()
     results = []
 
     def publish() -> None:
         with Publisher(kafka.bootstrap, tmp_path / "spool", topic=topic, request_timeout_s=1.5) as pub:
             for i in range(0, len(events), 200):
+                if i >= len(events) // 2 and not halfway.is_set():
+                    halfway.set()
+                    frozen.wait(timeout=10)
                 results.append(pub.publish(events[i : i + 200]))
                 time.sleep(0.01)
             results.append(pub.flush(wait_s=60))
@@ -94,8 +97,9 @@ def test_a_broker_that_hangs_while_publish_runs_loses_nothing_and_counts_nothing
 
     thread = threading.Thread(target=publish)
     thread.start()
-    time.sleep(0.3)
+    assert halfway.wait(timeout=30)
     kafka.tansu.freeze()  # the broker stops answering mid-stream
+    frozen.set()
     time.sleep(3)
     kafka.tansu.thaw()
     thread.join(timeout=90)
