@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import itertools
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from typing import Any
 from ledger.codec import decode
 from ledger.events import Event
 from streams.publisher import event_record
+from streams.sources import is_core_output
 from streams.testbroker import die_with_parent, free_port
 from streams.topics import TopicNames, ensure_topics_sync, worker_topics
 
@@ -35,7 +35,7 @@ def namespace() -> tuple[str, str]:
 
 def is_output(event: Event) -> bool:
     """Return whether an event was emitted by the decision core (ids ``{cluster}/d{n}``)."""
-    return re.fullmatch(rf"{re.escape(event.cluster)}/d\d+", event.event_id) is not None
+    return is_core_output(event)
 
 
 @dataclass

@@ -19,7 +19,7 @@ from streams.service import DecisionService
 from streams.testbroker import BrokerHandle, TansuBroker, free_port
 from streams.topics import ensure_topics_sync
 from tests.factories import Events
-from tests.streams.harness import ROOT, namespace, read_topic
+from tests.streams.harness import ROOT, is_output, namespace, read_topic
 from tests.streams.scenarios import lab_month
 
 pytestmark = pytest.mark.kafka
@@ -173,3 +173,25 @@ def test_a_bad_line_in_the_source_is_named_and_nothing_is_spooled(tmp_path: Path
     assert run.returncode == 2
     assert f"{source}:2".encode() in run.stderr and b"gpus" in run.stderr
     assert not (tmp_path / "spool" / "spool.log").exists()
+
+
+def test_publish_a_replayed_run_directory_inputs_only(kafka_bootstrap: str, tmp_path: Path) -> None:
+    """A run directory holds inputs and the core's outputs; --inputs-only sends what a worker must decide from."""
+    from ledger.log import open_log
+    from ledger.replay.demo_month import generate
+    from ledger.replay.run import inputs_from_budgets, replay
+
+    month = generate(3, scale=0.002, researchers=10)
+    replay(inputs_from_budgets(month.budgets, list(month.submissions)), Knobs(), tmp_path / "run")
+    ledger = list(open_log(tmp_path / "run"))
+    topic = topic_for_test(kafka_bootstrap)
+    run = subprocess.run(
+        [sys.executable, "-m", "ledger.cli", "publish", str(tmp_path / "run"), "--inputs-only", "--topic", topic,
+         "--bootstrap", kafka_bootstrap, "--spool", str(tmp_path / "spool")],
+        cwd=ROOT, capture_output=True, text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    inputs = [e for e in ledger if not is_output(e)]
+    assert 0 < len(inputs) < len(ledger)
+    records = read_topic(kafka_bootstrap, topic, want=len(inputs))
+    assert [decode(m.value) for m in records] == inputs
