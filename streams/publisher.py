@@ -1,0 +1,219 @@
+"""Publish events to Kafka without ever losing one: spool first (fsynced), then send in order with acks=all.
+
+Every batch is written to the local spool before it is sent (a write-ahead outbox), and a
+record leaves the spool only after the broker acknowledged it and every record before it. A
+broker that is down, slow or restarting therefore costs nothing but time: the records wait in
+the spool and are resent in order by the next ``publish``/``flush``. A record may reach the
+topic twice (its acknowledgement was lost); consumers drop the copy by ``event_id``.
+
+The producer is not idempotent on purpose: some Kafka-protocol brokers refuse
+``InitProducerId``, and ``event_id`` already makes delivery effectively once.
+
+``AsyncPublisher`` is the asyncio API; ``Publisher`` wraps it for synchronous callers (it owns
+a private event loop in a daemon thread, so it also works inside a program that runs its own loop).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import Awaitable, Coroutine, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ledger.codec import encode
+from ledger.events import Event
+from streams.spool import Spool
+from streams.topics import EVENTS
+
+__all__ = ["AsyncPublisher", "PublishResult", "Publisher", "event_record"]
+
+T = TypeVar("T")
+_BATCH = 2000  # records per send round; the spool cursor moves after each acknowledged round
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    """What a publish or flush achieved: records the broker acknowledged, and records still spooled."""
+
+    sent: int
+    spooled: int
+    error: str | None = None  # why the last send attempt failed, when records remain
+
+
+def event_record(event: Event) -> tuple[bytes, bytes]:
+    """Return (key, value) for an event: key = cluster, value = Avro single-object encoding."""
+    return event.cluster.encode("utf-8"), encode(event)
+
+
+class AsyncPublisher:
+    """Spool-backed Kafka publisher for asyncio code."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        spool_dir: str | Path,
+        *,
+        topic: str = EVENTS,
+        request_timeout_s: float = 10.0,
+    ):
+        self.bootstrap = bootstrap
+        self.topic = topic
+        self.spool = Spool(spool_dir)
+        self.request_timeout_s = request_timeout_s
+        self._producer: Any = None
+        self.last_error: str | None = None
+
+    async def _ensure_producer(self) -> Any:
+        if self._producer is None:
+            from aiokafka import AIOKafkaProducer
+
+            ms = int(self.request_timeout_s * 1000)
+            producer = AIOKafkaProducer(
+                bootstrap_servers=self.bootstrap,
+                acks="all",
+                enable_idempotence=False,
+                request_timeout_ms=ms,
+                linger_ms=2,
+                max_batch_size=256 * 1024,
+                retry_backoff_ms=200,
+            )
+            try:
+                await asyncio.wait_for(producer.start(), self.request_timeout_s)
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await producer.stop()
+                raise
+            self._producer = producer
+        return self._producer
+
+    async def _drop_producer(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(producer.stop(), self.request_timeout_s)
+
+    def enqueue(self, events: Iterable[Event]) -> int:
+        """Spool events durably (fsync) without sending; return how many; raise BrokerError if the spool fails."""
+        return self.spool.append(event_record(e) for e in events)
+
+    async def publish(self, events: Iterable[Event]) -> PublishResult:
+        """Spool the events, then send everything spooled, in order; never raises for an unreachable broker."""
+        self.enqueue(events)
+        return await self.flush()
+
+    async def flush(self, wait_s: float = 0.0) -> PublishResult:
+        """Send spooled records in order; retry for up to ``wait_s`` seconds while the broker is unreachable."""
+        deadline = time.monotonic() + wait_s
+        sent = 0
+        backoff = 0.2
+        while True:
+            sent += await self._send_pending()
+            if self.spool.empty or time.monotonic() >= deadline:
+                break
+            await asyncio.sleep(min(backoff, max(0.0, deadline - time.monotonic())))
+            backoff = min(backoff * 2, 2.0)
+        remaining = len(self.spool)
+        return PublishResult(sent, remaining, self.last_error if remaining else None)
+
+    async def _send_pending(self) -> int:
+        """Send spooled records round by round; return how many were acknowledged before any failure."""
+        sent = 0
+        while not self.spool.empty:
+            batch = list(self.spool.pending(_BATCH))
+            try:
+                producer = await self._ensure_producer()
+                futures = [await producer.send(self.topic, value, key=key) for _, key, value in batch]
+            except Exception as exc:  # connection refused, metadata timeout, ...: keep everything spooled
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                await self._drop_producer()
+                return sent
+            acked_to = None
+            failure: BaseException | None = None
+            for (end, _key, _value), fut in zip(batch, futures, strict=True):
+                try:
+                    await fut
+                except Exception as exc:
+                    failure = exc
+                    break
+                acked_to = end
+                sent += 1
+            if acked_to is not None:
+                self.spool.ack(acked_to)
+            if failure is not None:
+                # Later records of the round may still arrive; they stay spooled and are resent (dropped by event_id).
+                self.last_error = f"{type(failure).__name__}: {failure}"
+                for fut in futures:
+                    fut.cancel()
+                await self._drop_producer()
+                return sent
+        self.last_error = None
+        return sent
+
+    async def close(self) -> None:
+        """Stop the producer (spooled records stay on disk for the next publisher)."""
+        await self._drop_producer()
+
+
+class Publisher:
+    """Synchronous publisher for scripts and adapters: ``publish(events)``, ``flush(wait_s)``, ``close()``.
+
+    >>> with Publisher("127.0.0.1:9092", "spool/") as pub:   # doctest: +SKIP
+    ...     pub.publish(events)
+    """
+
+    def __init__(
+        self,
+        bootstrap: str,
+        spool_dir: str | Path = ".gpuledger-spool",
+        *,
+        topic: str = EVENTS,
+        request_timeout_s: float = 10.0,
+    ):
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="gpuledger-publisher", daemon=True)
+        self._thread.start()
+        self._inner = AsyncPublisher(bootstrap, spool_dir, topic=topic, request_timeout_s=request_timeout_s)
+
+    def _run(self, coro: Coroutine[Any, Any, T] | Awaitable[T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
+
+    @property
+    def spool_dir(self) -> Path:
+        """Return the spool directory."""
+        return self._inner.spool.path
+
+    def pending(self) -> int:
+        """Return how many records wait in the spool."""
+        return len(self._inner.spool)
+
+    def enqueue(self, events: Iterable[Event]) -> int:
+        """Spool events durably without sending them yet."""
+        return self._inner.enqueue(events)
+
+    def publish(self, events: Iterable[Event]) -> PublishResult:
+        """Spool the events and send everything spooled, in order."""
+        return self._run(self._inner.publish(list(events)))
+
+    def flush(self, wait_s: float = 0.0) -> PublishResult:
+        """Send spooled records, retrying for up to ``wait_s`` seconds while the broker is unreachable."""
+        return self._run(self._inner.flush(wait_s))
+
+    def close(self) -> None:
+        """Stop the producer and the private loop; spooled records stay on disk."""
+        if self._loop.is_closed():
+            return
+        with contextlib.suppress(Exception):
+            self._run(self._inner.close())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    def __enter__(self) -> Publisher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,72 @@
+"""Topic names and their explicit creation (never rely on broker auto-creation: partition counts matter)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from ledger.errors import BrokerError
+
+__all__ = [
+    "DEADLETTER",
+    "DECISIONS",
+    "EVENTS",
+    "WORKER_APP_ID",
+    "changelog_topics",
+    "ensure_topics",
+    "ensure_topics_sync",
+    "worker_topics",
+]
+
+EVENTS = "gpuledger.events"  # input facts, keyed by cluster (one cluster's events stay ordered in one partition)
+DECISIONS = "gpuledger.decisions"  # the decision core's outputs, keyed by cluster
+DEADLETTER = "gpuledger.deadletter"  # records that failed to decode or validate, with the reason in headers
+WORKER_APP_ID = "gpuledger-worker"
+TABLES = ("clusters",)  # faust tables of the worker; each has a changelog topic
+
+
+def changelog_topics(app_id: str = WORKER_APP_ID) -> list[str]:
+    """Return the changelog topic names faust derives for the worker's tables."""
+    return [f"{app_id}-{table}-changelog" for table in TABLES]
+
+
+def worker_topics(partitions: int, app_id: str = WORKER_APP_ID) -> dict[str, int]:
+    """Return every topic the worker reads or writes with the partition count it must have.
+
+    faust co-partitions tables with their source topic, so changelogs get the events topic's count;
+    its leader-election topic has one partition.
+    """
+    topics = {EVENTS: partitions, DECISIONS: partitions, DEADLETTER: 1, f"{app_id}-__assignor-__leader": 1}
+    topics.update({name: partitions for name in changelog_topics(app_id)})
+    return topics
+
+
+async def ensure_topics(bootstrap: str, topics: dict[str, int], timeout_s: float = 15.0) -> None:
+    """Create missing topics with the given partition counts; raise BrokerError if one exists with another count."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.errors import KafkaError, TopicAlreadyExistsError
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000))
+    try:
+        await asyncio.wait_for(admin.start(), timeout_s)
+        existing = set(await admin.list_topics())
+        missing = [NewTopic(name, n, 1) for name, n in topics.items() if name not in existing]
+        if missing:
+            with contextlib.suppress(TopicAlreadyExistsError):  # a concurrent creator won the race
+                await admin.create_topics(missing)
+        described = await admin.describe_topics(list(topics))
+    except (KafkaError, OSError, TimeoutError) as exc:
+        raise BrokerError(f"cannot create topics on {bootstrap}: {type(exc).__name__}: {exc}") from None
+    finally:
+        with contextlib.suppress(Exception):
+            await admin.close()
+    for entry in described:
+        want = topics.get(entry["topic"])
+        have = len(entry.get("partitions") or [])
+        if want is not None and have != want:
+            raise BrokerError(f"topic {entry['topic']} has {have} partition(s) on {bootstrap}, expected {want}")
+
+
+def ensure_topics_sync(bootstrap: str, topics: dict[str, int], timeout_s: float = 15.0) -> None:
+    """Run ``ensure_topics`` from synchronous code."""
+    asyncio.run(ensure_topics(bootstrap, topics, timeout_s))
