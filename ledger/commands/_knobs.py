@@ -5,12 +5,25 @@ from __future__ import annotations
 import argparse
 
 from ledger.core.knobs import CHARGES, POLICIES, Knobs, Policy, parse_duration
+from ledger.errors import ConfigError
 
 
 def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = False) -> None:
-    """Register --policy, --window, --half-life, --max-min-runtime, --charge, --gpus-per-node, --grace."""
+    """Register --policy, --window, --half-life, --max-min-runtime, --charge, --gpus-per-node, --grace.
+
+    With ``many_policies`` (compare), --policy repeats and every knob takes a comma list of values.
+    """
     if many_policies:
-        p.add_argument("--policy", action="append", choices=POLICIES, help="a policy to compare (repeat the flag)")
+        p.add_argument(
+            "--policy", action="append", help=f"a policy to compare: {', '.join(POLICIES)} (repeat, or comma list)"
+        )
+        p.add_argument("--window", default="7d", help="lookback window(s), e.g. 3d,7d (default 7d)")
+        p.add_argument("--half-life", default=None, help="exponential half-life(s) instead of a window, e.g. 7d")
+        p.add_argument("--max-min-runtime", default="8h", help="protected-runtime cap(s), e.g. 1h,2h,4h,8h,16h")
+        p.add_argument("--charge", default="upfront", help="entry charge(s): upfront, accrued or both")
+        p.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per host (default: the budgets file)")
+        p.add_argument("--grace", default="0s", help="grace period(s) before a preempted workload exits")
+        return
     else:
         p.add_argument("--policy", choices=POLICIES, default="fairshare", help="scheduling policy (default fairshare)")
     p.add_argument("--window", default="7d", help="fair-share lookback window (default 7d)")
@@ -32,3 +45,41 @@ def knobs_from_args(args: argparse.Namespace, policy: Policy | None = None, gpus
         gpus_per_node=args.gpus_per_node or gpus_per_node,
         grace_s=parse_duration(args.grace),
     )
+
+
+def _split(text: str | None) -> list[str | None]:
+    if text is None:
+        return [None]
+    return [part.strip() for part in str(text).split(",") if part.strip()] or [None]
+
+
+def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
+    """Return every combination the flags list: each knob may be a comma list (``--max-min-runtime 2h,4h,8h``).
+
+    Policies come from repeated ``--policy`` flags (or comma lists); the order is policies, then windows,
+    half-lives, caps, charges and graces, each in the order given.
+    """
+    policies: list[str] = []
+    for p in getattr(args, "policy", None) or ["fairshare"]:
+        policies.extend(x for x in _split(p) if x)
+    grid: list[Knobs] = []
+    for policy in policies:
+        if policy not in POLICIES:
+            raise ConfigError(f"policy {policy!r}: expected one of {', '.join(POLICIES)}")
+        for window in _split(args.window):
+            for half_life in _split(args.half_life):
+                for cap in _split(args.max_min_runtime):
+                    for charge in _split(args.charge):
+                        for grace in _split(args.grace):
+                            grid.append(
+                                Knobs(
+                                    policy=policy,
+                                    window_s=parse_duration(window or "7d"),
+                                    half_life_s=parse_duration(half_life) if half_life else None,
+                                    max_min_runtime_s=parse_duration(cap or "8h"),
+                                    charge=charge or "upfront",  # type: ignore[arg-type]
+                                    gpus_per_node=args.gpus_per_node or gpus_per_node,
+                                    grace_s=parse_duration(grace or "0s"),
+                                )
+                            )
+    return grid

@@ -1,16 +1,78 @@
-"""Replay one trace under several policies or knob settings and show the audits side by side."""
+"""Replay one trace under several policies or knob settings and show the audits side by side.
+
+Each knob takes a comma list and --policy repeats; every combination is replayed, e.g.
+``gpuledger compare trace.csv --budgets b.yaml --max-min-runtime 1h,2h,4h,8h,16h`` gives the
+slice-length trade-off: the largest jobs' mean and p90 wait against the discarded GPU-hours.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
 
-from ledger.errors import LedgerError
+from ledger.commands._knobs import add_knob_arguments, knob_grid
+from ledger.core.knobs import Knobs, format_duration
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
+    p.add_argument("trace", metavar="TRACE", help="workload trace (CSV or JSON Lines), or an event log directory")
+    p.add_argument("--budgets", metavar="FILE", help="budgets file (YAML or JSON); required for a trace")
+    p.add_argument("--out", metavar="DIR", help="keep each run directory under DIR (default: a temporary directory)")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output format")
+    p.add_argument("--strict", action="store_true", help="refuse the whole trace if any row is bad")
+    p.add_argument("--until", metavar="WHEN", help="stop the clock here: ISO time, or a duration after the first input")
+    p.add_argument("--quiet", action="store_true", help="no progress bars (for scripts)")
+    add_knob_arguments(p, many_policies=True)
+
+
+def column_labels(grid: list[Knobs]) -> list[str]:
+    """Return short column names that show only the knobs that differ between the settings."""
+    if len(grid) == 1:
+        return [grid[0].policy]
+    parts: list[list[str]] = [[] for _ in grid]
+    fields = (
+        ("policy", lambda k: k.policy),
+        (
+            "window",
+            lambda k: (
+                f"half-life {format_duration(k.half_life_s)}"
+                if k.half_life_s
+                else f"window {format_duration(k.window_s)}"
+            ),
+        ),
+        ("cap", lambda k: f"cap {format_duration(k.max_min_runtime_s)}"),
+        ("charge", lambda k: k.charge),
+        ("grace", lambda k: f"grace {format_duration(k.grace_s)}"),
+    )
+    for _, show in fields:
+        values = [show(k) for k in grid]
+        if len(set(values)) > 1:
+            for i, v in enumerate(values):
+                parts[i].append(v)
+    return [" ".join(p) or f"run {i + 1}" for i, p in enumerate(parts)]
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    raise LedgerError("not built yet (issue 4)")
+    from ledger.commands._runs import report_rejected, run_one
+    from ledger.commands.replay import until_time
+    from ledger.replay.run import load_inputs
+    from ledger.replay.sidebyside import table
+
+    inputs = load_inputs(args.trace, args.budgets, strict=args.strict)
+    report_rejected(inputs.rejected, Path(args.out) if args.out else None)
+    grid = knob_grid(args, gpus_per_node=inputs.gpus_per_node)
+    labels = column_labels(grid)
+    until = until_time(args.until, min(e.time for e in inputs.inputs))
+    with tempfile.TemporaryDirectory(prefix="gpuledger-compare-") as tmp:
+        base = Path(args.out) if args.out else Path(tmp)
+        results: list[dict[str, Any]] = []
+        for i, (knobs, label) in enumerate(zip(grid, labels, strict=True)):
+            slug = f"{i + 1:02d}-" + "".join(c if c.isalnum() else "-" for c in label).strip("-")
+            results.append(run_one(inputs, knobs, base / slug, quiet=args.quiet, label=label, until=until))
+    sys.stdout.write(table(labels, results, args.format))
+    return 0

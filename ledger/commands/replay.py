@@ -1,16 +1,69 @@
-"""Replay a workload trace or event log through the decision core; write the event log and audit.json."""
+"""Replay a workload trace or event log through the decision core; write the event log and audit.json.
+
+TRACE is a CSV (with header) or JSON Lines workload trace, or an event log / run directory.
+The run directory DIR gets events/ (the embedded event log of everything that happened),
+audit.json, replay.json (counts), and rejected_rows.txt when some trace rows were bad.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
 
-from ledger.errors import LedgerError
+from ledger.commands._knobs import add_knob_arguments, knobs_from_args
+from ledger.errors import ConfigError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
+    p.add_argument("trace", metavar="TRACE", help="workload trace (CSV or JSON Lines), or an event log directory")
+    p.add_argument("--budgets", metavar="FILE", help="budgets file (YAML or JSON); required for a trace")
+    p.add_argument("--out", metavar="DIR", required=True, help="run directory to write")
+    p.add_argument("--strict", action="store_true", help="refuse the whole trace if any row is bad")
+    p.add_argument("--until", metavar="WHEN", help="stop the clock here: ISO time, or a duration after the first input")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary (for scripts)")
+    add_knob_arguments(p)
+
+
+def until_time(text: str | None, first: datetime) -> datetime | None:
+    """Return the stop time --until names: an ISO 8601 time, or a duration (e.g. 30d) after ``first``."""
+    if not text:
+        return None
+    from ledger.core.knobs import parse_duration
+    from ledger.replay.trace import parse_time
+
+    try:
+        return first + timedelta(seconds=parse_duration(text))
+    except ConfigError:
+        pass
+    try:
+        return parse_time(text)
+    except ValueError:
+        raise ConfigError(f"--until {text!r}: expected an ISO 8601 time or a duration such as 30d") from None
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    raise LedgerError("not built yet (issue 4)")
+    from ledger.commands._runs import report_rejected, run_one
+    from ledger.replay.run import load_inputs
+    from ledger.replay.sidebyside import table
+
+    out = Path(args.out)
+    inputs = load_inputs(args.trace, args.budgets, strict=args.strict)
+    report_rejected(inputs.rejected, out)
+    knobs = knobs_from_args(args, gpus_per_node=inputs.gpus_per_node)
+    first = min(e.time for e in inputs.inputs)
+    result = run_one(inputs, knobs, out, quiet=args.quiet, until=until_time(args.until, first))
+    if not args.quiet:
+        info = result["replay"]
+        print(
+            f"replayed {args.trace} under {info['knobs']}: {info['events']:,} events over "
+            f"{info['simulated_days']:.1f} simulated days in {info['wall_s']:.1f} s"
+        )
+        for note in info["notes"]:
+            print(f"  {note}")
+        print(f"wrote {out / 'events'} and {out / 'audit.json'}\n")
+        sys.stdout.write(table([knobs.policy], [result]))
+    return 0

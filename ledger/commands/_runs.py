@@ -1,0 +1,89 @@
+"""What ``replay``, ``compare`` and ``demo`` share: replay into a run directory, audit it, report rejects."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TextIO
+
+from ledger.core.knobs import Knobs
+from ledger.errors import LedgerError
+from ledger.replay.progress import ProgressBar
+from ledger.replay.run import ReplayInputs, replay
+from ledger.replay.trace import RejectedRow
+
+
+def write_audit(run_dir: Path) -> dict[str, Any]:
+    """Audit a run directory with the SQL audits and write ``audit.json``; return the audit."""
+    try:
+        import queries
+    except ImportError as exc:  # pragma: no cover - the package ships with gpuledger
+        raise LedgerError(f"the audits package is not installed ({exc})") from None
+    audit_run = getattr(queries, "audit_run", None)
+    if audit_run is None:
+        raise LedgerError("the audits package has no audit_run(run_dir); cannot write audit.json")
+    audit: dict[str, Any] = audit_run(run_dir)
+    path = run_dir / "audit.json"
+    if not path.exists():  # the audits may write it themselves; write it if they did not
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(audit, indent=2, sort_keys=True) + "\n")
+        tmp.replace(path)
+    return audit
+
+
+def run_one(
+    inputs: ReplayInputs,
+    knobs: Knobs,
+    out_dir: Path,
+    *,
+    quiet: bool,
+    label: str | None = None,
+    until: datetime | None = None,
+) -> dict[str, Any]:
+    """Replay ``inputs`` into ``out_dir``, audit it, and return {"audit": ..., "replay": ...}."""
+    bar = None if quiet else ProgressBar(label or knobs.label())
+    try:
+        stats = replay(inputs, knobs, out_dir, progress=bar, until=until)
+    finally:
+        if bar is not None:
+            bar.close()
+    info: dict[str, Any] = {
+        "source": inputs.source,
+        "knobs": knobs.label(),
+        "cluster": inputs.cluster,
+        "capacity_gpus": inputs.gpus,
+        "events": stats.events,
+        "events_by_type": dict(sorted(stats.by_type.items())),
+        "clock_jumps": stats.moments,
+        "simulated_days": round(stats.simulated_s / 86_400, 3),
+        "demand_ratio": round(stats.demand_ratio(inputs.gpus), 4),
+        "rejected_rows": len(inputs.rejected),
+        "notes": inputs.notes,
+    }
+    (out_dir / "replay.json").write_text(json.dumps(info, indent=2) + "\n")
+    (out_dir / "audit.json").unlink(missing_ok=True)
+    audit = write_audit(out_dir)
+    info["wall_s"] = round(stats.wall_s, 3)  # not written: the run directory stays byte-identical
+    return {"audit": audit, "replay": info}
+
+
+def report_rejected(rejected: list[RejectedRow], out_dir: Path | None, stream: TextIO | None = None) -> None:
+    """Tell the user which rows were left out (all of them into ``out_dir/rejected_rows.txt``)."""
+    if not rejected:
+        return
+    stream = stream or sys.stderr
+    shown = rejected[:10]
+    stream.write(f"{len(rejected)} row(s) rejected and left out of the replay:\n")
+    for r in shown:
+        stream.write(f"  {r}\n")
+    if len(rejected) > len(shown):
+        stream.write(f"  ... and {len(rejected) - len(shown)} more")
+        stream.write(f" (all in {out_dir / 'rejected_rows.txt'})\n" if out_dir else "\n")
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "rejected_rows.txt").write_text("".join(f"{r}\n" for r in rejected))
+
+
+__all__ = ["report_rejected", "run_one", "write_audit"]

@@ -1,0 +1,67 @@
+"""The scheduling contract of one workload: protected minimum runtime, resumability, its state.
+
+Rules (see README "Decision core"):
+
+* minimum runtime is capped at ``knobs.max_min_runtime_s``; the protected window is
+  ``[start, start + capped minimum runtime)`` and is charged to the workload's budget;
+* minimum runtime 0, or a budget path that was never defined, makes the work *unallocated*:
+  charged to nobody, never protected, preemptible by any allocated request, and never able
+  to preempt anyone itself;
+* a resumable victim is requeued at once and keeps its place (its submit time) in its queue;
+* a non-resumable victim (only ever chosen after every resumable one) is not requeued: it ends
+  with ``WorkloadPreempted`` then ``WorkloadCompleted(outcome="cancelled")`` and must be
+  submitted again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["DONE", "EXITING", "RUNNING", "STARTING", "WAITING", "QueueKey", "Workload"]
+
+WAITING, STARTING, RUNNING, EXITING, DONE = "waiting", "starting", "running", "exiting", "done"
+
+# (-priority or 0, submit time µs, workload id): sorts best first
+QueueKey = tuple[int, int, str]
+
+
+@dataclass(slots=True)
+class Workload:
+    """A submitted workload and where it stands."""
+
+    wid: str
+    budget: str  # the path as submitted
+    node: str | None  # the defined budget node it is charged to (None: path never defined)
+    user: str
+    gpus: int
+    min_runtime_s: int  # already capped
+    resumable: bool
+    priority: int
+    kind: str
+    submit_us: int
+    key: QueueKey = (0, 0, "")
+    state: str = WAITING
+    allocated: bool = False  # of the current (or last) run
+    hosts: list[int] = field(default_factory=list)
+    held: int = 0  # GPUs held by the current run (whole hosts when wide)
+    start_us: int = 0
+    protected_until: int = 0
+    last_ckpt_us: int = 0  # last checkpoint of the current run (start if none)
+    attempt: int = 0
+    exposed: bool = False  # allocated run past its protected window (counted in Occupancy.exposed)
+    prepaid: bool = False  # upfront entry charge still outstanding
+    exit_us: int = 0  # when an exiting run leaves (grace)
+    exit_reason: str = ""
+    exit_by: str | None = None
+    draining: bool = False  # a drain wake-up is pending
+    epoch: int = 0  # bumped at every state change; a wake-up is stale when its epoch differs
+
+    @property
+    def wants_allocation(self) -> bool:
+        """Return whether this workload asks for protected, charged time (and may preempt)."""
+        return self.min_runtime_s > 0 and self.node is not None
+
+    def lost_if_preempted(self, now_us: int) -> int:
+        """Return GPU-µs a preemption now discards: since the last checkpoint (since start if not resumable)."""
+        since = self.last_ckpt_us if self.resumable else self.start_us
+        return self.held * max(0, now_us - since)

@@ -1,0 +1,255 @@
+"""Hierarchical fair-share order: siblings ranked by usage ÷ allocation in the window, depth first.
+
+* ratio(node) = allocated GPU time charged to the node in the window ÷ the GPU time its
+  allocation is worth in the window (normalised shares multiplied down the tree × cluster
+  capacity × window). Lowest first: the most under-served. Ties: by path. A node whose
+  share is 0 has an infinite ratio (it only gets what nobody else wants).
+* Global order: depth-first walk over siblings in ratio order (as Slurm's Fair Tree). Work
+  charged directly to an internal node (not to a leaf) is served first within that node.
+* Inside one node: the workload's priority (higher first), then submit time, then id.
+  Priority never crosses team lines: it is only compared inside one node's queue.
+* Three tiers, one after the other: allocated requests, then unallocated requests (minimum
+  runtime 0) in the same tree order, then requests whose budget path was never defined (by
+  submit time).
+
+Costs. Each node keeps, per tier, a count of waiting workloads by size for its whole subtree
+(O(depth) to maintain per add/remove). ``next_start`` descends from the roots: at each level it
+ranks the children that have waiting work (O(b log b) for b siblings, each ratio O(log k)) and
+enters the best-ranked child holding a size that fits; it never backtracks, because the counts
+say in advance whether a subtree holds something that fits. One pick is
+O(depth × b log b + distinct sizes) — independent of queue length. A full ordering of every
+node (``ranking``) is O(nodes log b).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ledger.core.contract import Workload
+from ledger.core.occupancy import Occupancy
+from ledger.core.queues import Key, SizedQueue
+from ledger.core.tree import BudgetTree
+
+__all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "Walker"]
+
+ALLOCATED, UNALLOCATED, ORPHAN = 0, 1, 2
+
+
+@dataclass(slots=True)
+class Pick:
+    """A workload chosen to start, with its 1-based place in the order and its budget's ratio."""
+
+    key: Key
+    position: int
+    tier: int
+
+
+class FairShareOrder:
+    """Waiting workloads per budget node and tier, ranked by the fair-share walk."""
+
+    def __init__(self, tree: BudgetTree, occupancy: Occupancy) -> None:
+        self.tree = tree
+        self.occ = occupancy
+        self.capacity = 0
+        self.queues: dict[tuple[str, int], SizedQueue] = {}  # (node path, tier) -> own waiting work
+        self.sizes: list[dict[str, dict[int, int]]] = [{}, {}]  # tier -> node -> {size: count in subtree}
+        self.totals: list[dict[str, int]] = [{}, {}]  # tier -> node -> count in subtree
+        self.orphans = SizedQueue()
+
+    # ---- ratios ---------------------------------------------------------------------------
+    def allocation_us(self, path: str) -> float:
+        """Return the GPU-microseconds a node's allocation is worth over the window (or half-life)."""
+        return self.tree.fraction(path) * self.capacity * self.occ.horizon_us()
+
+    def ratio(self, path: str, t: int) -> float:
+        """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation but used some)."""
+        alloc = self.tree.fraction(path) * self.capacity * self.occ.horizon_us()
+        used = self.occ.charged(path, t)
+        if alloc <= 0:
+            return math.inf
+        return float(used / alloc)
+
+    def ranked(self, names: list[str], t: int) -> list[str]:
+        """Return sibling paths lowest ratio first, ties by path. O(b log b)."""
+        return [p for _, p in sorted((self.ratio(p, t), p) for p in names)]
+
+    def ranking(self, t: int) -> list[str]:
+        """Return every budget node in fair-share order (depth first). O(nodes log b)."""
+        out: list[str] = []
+
+        def walk(names: list[str]) -> None:
+            for p in self.ranked(names, t):
+                out.append(p)
+                walk(self.tree.nodes[p].children)
+
+        walk(self.tree.roots)
+        return out
+
+    # ---- queue bookkeeping ------------------------------------------------------------------
+    @staticmethod
+    def tier_of(w: Workload) -> int:
+        """Return the tier a waiting workload queues in."""
+        if w.node is None:
+            return ORPHAN
+        return ALLOCATED if w.min_runtime_s > 0 else UNALLOCATED
+
+    def add(self, w: Workload) -> None:
+        """Queue a waiting workload. O(depth + log n)."""
+        tier = self.tier_of(w)
+        if tier == ORPHAN:
+            self.orphans.add(w.key, w.gpus)
+            return
+        assert w.node is not None
+        q = self.queues.get((w.node, tier))
+        if q is None:
+            q = self.queues[(w.node, tier)] = SizedQueue()
+        q.add(w.key, w.gpus)
+        sizes, totals = self.sizes[tier], self.totals[tier]
+        for p in self.tree.ancestors(w.node):
+            d = sizes.setdefault(p, {})
+            d[w.gpus] = d.get(w.gpus, 0) + 1
+            totals[p] = totals.get(p, 0) + 1
+
+    def remove(self, w: Workload) -> None:
+        """Take a workload out of the queue. O(depth + log n)."""
+        tier = self.tier_of(w)
+        if tier == ORPHAN:
+            self.orphans.remove(w.key, w.gpus)
+            return
+        assert w.node is not None
+        self.queues[(w.node, tier)].remove(w.key, w.gpus)
+        sizes, totals = self.sizes[tier], self.totals[tier]
+        for p in self.tree.ancestors(w.node):
+            d = sizes[p]
+            if d[w.gpus] == 1:
+                del d[w.gpus]
+            else:
+                d[w.gpus] -= 1
+            totals[p] -= 1
+
+    def waiting(self) -> int:
+        """Return how many workloads wait in all tiers."""
+        return sum(self.totals[0].get(r, 0) + self.totals[1].get(r, 0) for r in self.tree.roots) + len(self.orphans)
+
+    # ---- picking ------------------------------------------------------------------------------
+    def next_start(self, t: int, fits: Callable[[int], bool]) -> Pick | None:
+        """Return the first waiting workload in the order that fits the free room, or None."""
+        ahead = 0
+        for tier in (ALLOCATED, UNALLOCATED):
+            pick = self._descend(tier, t, fits, ahead)
+            if pick is not None:
+                return pick
+            ahead += sum(self.totals[tier].get(r, 0) for r in self.tree.roots)
+        key = self.orphans.best(fits)
+        if key is None:
+            return None
+        return Pick(key, ahead + self.orphans.position(key) + 1, ORPHAN)
+
+    def _descend(self, tier: int, t: int, fits: Callable[[int], bool], ahead: int) -> Pick | None:
+        sizes, totals, queues = self.sizes[tier], self.totals[tier], self.queues
+        names = self.tree.roots
+        node: str | None = None
+        while True:
+            if node is not None:
+                own = queues.get((node, tier))
+                if own is not None and own.keys:
+                    key = own.best(fits)
+                    if key is not None:
+                        return Pick(key, ahead + own.position(key) + 1, tier)
+                    ahead += len(own.keys)
+            nxt = None
+            for p in self.ranked([n for n in names if totals.get(n)], t):
+                if any(fits(s) for s in sizes[p]):
+                    nxt = p
+                    break
+                ahead += totals[p]
+            if nxt is None:
+                return None
+            node = nxt
+            names = self.tree.nodes[nxt].children
+
+    def position_of(self, w: Workload, t: int) -> int:
+        """Return a waiting workload's 1-based place in the whole order. O(depth × b log b)."""
+        tier = self.tier_of(w)
+        ahead = sum(self.totals[x].get(r, 0) for x in range(min(tier, 2)) for r in self.tree.roots)
+        if tier == ORPHAN:
+            return ahead + self.orphans.position(w.key) + 1
+        assert w.node is not None
+        totals = self.totals[tier]
+        chain = list(reversed(self.tree.ancestors(w.node)))
+        names = self.tree.roots
+        for depth, p in enumerate(chain):
+            if depth > 0:
+                own = self.queues.get((chain[depth - 1], tier))
+                ahead += len(own.keys) if own is not None else 0
+            for q in self.ranked([n for n in names if totals.get(n)], t):
+                if q == p:
+                    break
+                ahead += totals[q]
+            names = self.tree.nodes[p].children
+        return ahead + self.queues[(w.node, tier)].position(w.key) + 1
+
+    def walk_allocated(self, t: int) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
+        """Yield (node, its allocated queue, waiting ahead, walker) in fair-share order, for preemption.
+
+        The walker tells which running work ranks after the yielded node: only that may be
+        preempted for the yielded node's waiters. Subtrees without allocated waiters are
+        passed over whole (O(1) each), so a walk is O(visited nodes × b log b).
+        """
+        walker = Walker(self.tree, self.occ)
+        totals = self.totals[ALLOCATED]
+        ahead = 0
+
+        def visit(names: list[str]) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
+            nonlocal ahead
+            for p in self.ranked(names, t):
+                if not totals.get(p):
+                    walker.pass_subtree(p)
+                    continue
+                own = self.queues.get((p, ALLOCATED))
+                walker.passed_own[p] = None
+                if own is not None and own.keys:
+                    yield p, own, ahead, walker
+                    ahead += len(own.keys)
+                yield from visit(self.tree.nodes[p].children)
+                walker.close(p)
+
+        yield from visit(self.tree.roots)
+
+
+class Walker:
+    """What a preemption walk has passed: work ranked at or above the current waiter's node."""
+
+    __slots__ = ("occ", "passed_exposed", "passed_own", "passed_sub", "tree")
+
+    def __init__(self, tree: BudgetTree, occ: Occupancy) -> None:
+        self.tree = tree
+        self.occ = occ
+        self.passed_sub: dict[str, None] = {}
+        self.passed_own: dict[str, None] = {}
+        self.passed_exposed = 0  # past-protection GPUs in passed subtrees: no longer preemptible
+
+    def pass_subtree(self, path: str) -> None:
+        """Mark a whole subtree as ranked before what comes next."""
+        self.passed_sub[path] = None
+        self.passed_exposed += self.occ.nodes[path].exposed
+
+    def close(self, path: str) -> None:
+        """Mark a node as passed after its children were (adds only its own exposed GPUs)."""
+        self.passed_sub[path] = None
+        nodes = self.occ.nodes
+        self.passed_exposed += nodes[path].exposed - sum(nodes[c].exposed for c in self.tree.nodes[path].children)
+
+    def ranks_after(self, node: str) -> bool:
+        """Return whether work charged to ``node`` ranks after the current waiter. O(depth)."""
+        if node in self.passed_own:
+            return False
+        p: str | None = node
+        nodes = self.tree.nodes
+        while p is not None:
+            if p in self.passed_sub:
+                return False
+            p = nodes[p].parent
+        return True

@@ -1,0 +1,159 @@
+"""Hosts and placement: which hosts have room, packing narrow work, whole hosts for wide work.
+
+Healthy hosts are kept in buckets by free GPUs (0..gpus_per_node), each bucket a sorted list
+of host indexes, so the questions a scheduling pass asks are cheap:
+
+* does a workload of g GPUs fit? narrow (g <= gpus_per_node): the largest non-empty
+  bucket >= g, O(gpus_per_node); wide: enough hosts in the "all free" bucket, O(1);
+* where does it go? narrow: best fit, the fullest host that still has room (smallest bucket
+  >= g, lowest index) — packing limits fragmentation; wide: the lowest-indexed wholly free hosts;
+* placing or freeing a workload moves each of its hosts between buckets, O(hosts × log n).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from dataclasses import dataclass, field
+
+__all__ = ["Host", "Hosts", "hosts_needed"]
+
+
+def hosts_needed(gpus: int, per_node: int) -> int:
+    """Return how many whole hosts a wide workload takes (1 for a narrow one)."""
+    return max(1, -(-gpus // per_node))
+
+
+@dataclass(slots=True)
+class Host:
+    """One host: capacity, GPUs in use, health and the workloads on it (id -> GPUs)."""
+
+    name: str
+    index: int
+    gpus: int
+    used: int = 0
+    state: str = "healthy"  # healthy | unhealthy (draining) | failed | retired
+    workloads: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def free(self) -> int:
+        """GPUs not in use."""
+        return self.gpus - self.used
+
+
+class Hosts:
+    """All hosts of the cluster, with free-GPU buckets over the schedulable (healthy) ones."""
+
+    def __init__(self, cluster: str, per_node: int) -> None:
+        self.cluster = cluster
+        self.per_node = per_node
+        self.hosts: list[Host] = []
+        self.by_name: dict[str, int] = {}
+        self.buckets: list[list[int]] = [[] for _ in range(per_node + 1)]
+        self.capacity = 0  # GPUs on hosts that are not retired
+
+    # ---- shape of the cluster ------------------------------------------------------------
+    def resize(self, gpus: int, per_node: int) -> list[int]:
+        """Set total capacity; add hosts, or retire the highest-indexed ones; return retired indexes."""
+        if not self.hosts and per_node != self.per_node:
+            self.per_node = per_node
+            self.buckets = [[] for _ in range(per_node + 1)]
+        per_node = self.per_node
+        want = -(-gpus // per_node) if gpus else 0
+        sizes = [per_node] * (gpus // per_node) + ([gpus % per_node] if gpus % per_node else [])
+        retired: list[int] = []
+        for i, size in enumerate(sizes):
+            if i < len(self.hosts):
+                h = self.hosts[i]
+                if h.state == "retired":
+                    h.state = "healthy"
+                    self._bucket_add(h)
+                continue
+            h = Host(f"{self.cluster}-n{i:03d}", i, size)
+            self.hosts.append(h)
+            self.by_name[h.name] = i
+            self._bucket_add(h)
+        for h in self.hosts[want:]:
+            if h.state != "retired":
+                self._bucket_remove(h)
+                h.state = "retired"
+                retired.append(h.index)
+        self.capacity = sum(h.gpus for h in self.hosts if h.state != "retired")
+        return retired
+
+    def set_state(self, index: int, state: str) -> None:
+        """Change a host's health; only healthy hosts take new work."""
+        h = self.hosts[index]
+        if h.state == "healthy":
+            self._bucket_remove(h)
+        h.state = state
+        if state == "healthy":
+            self._bucket_add(h)
+
+    # ---- questions ------------------------------------------------------------------------
+    def max_free(self) -> int:
+        """Return the most free GPUs on one schedulable host. O(gpus_per_node)."""
+        for k in range(self.per_node, 0, -1):
+            if self.buckets[k]:
+                return k
+        return 0
+
+    def whole_free(self) -> int:
+        """Return how many schedulable hosts are wholly free. O(1)."""
+        return len(self.buckets[self.per_node])
+
+    def fits(self, gpus: int) -> bool:
+        """Return whether a workload of ``gpus`` can be placed now. O(gpus_per_node)."""
+        if gpus <= self.per_node:
+            return self.max_free() >= gpus
+        return self.whole_free() >= hosts_needed(gpus, self.per_node)
+
+    def choose(self, gpus: int) -> list[int] | None:
+        """Return host indexes for a workload (best fit for narrow, lowest whole hosts for wide), or None."""
+        if gpus <= self.per_node:
+            for k in range(gpus, self.per_node + 1):
+                if self.buckets[k]:
+                    return [self.buckets[k][0]]
+            return None
+        n = hosts_needed(gpus, self.per_node)
+        whole = self.buckets[self.per_node]
+        return list(whole[:n]) if len(whole) >= n else None
+
+    def share_on(self, gpus: int, n_hosts: int) -> list[int]:
+        """Return how many GPUs a workload holds on each of its hosts (whole hosts when wide)."""
+        return [gpus] if gpus <= self.per_node else [self.per_node] * n_hosts
+
+    # ---- changes --------------------------------------------------------------------------
+    def place(self, wid: str, indexes: list[int], gpus: int) -> None:
+        """Put a workload on hosts. O(hosts × log n)."""
+        for i, g in zip(indexes, self.share_on(gpus, len(indexes)), strict=True):
+            h = self.hosts[i]
+            healthy = h.state == "healthy"
+            if healthy:
+                self._bucket_remove(h)
+            h.used += g
+            h.workloads[wid] = g
+            if healthy:
+                self._bucket_add(h)
+
+    def release(self, wid: str, indexes: list[int]) -> None:
+        """Take a workload off its hosts. O(hosts × log n)."""
+        for i in indexes:
+            h = self.hosts[i]
+            g = h.workloads.pop(wid, 0)
+            healthy = h.state == "healthy"
+            if healthy:
+                self._bucket_remove(h)
+            h.used -= g
+            if healthy:
+                self._bucket_add(h)
+
+    def names(self, indexes: list[int]) -> tuple[str, ...]:
+        """Return host names for indexes."""
+        return tuple(self.hosts[i].name for i in indexes)
+
+    def _bucket_add(self, h: Host) -> None:
+        insort(self.buckets[h.free], h.index)
+
+    def _bucket_remove(self, h: Host) -> None:
+        b = self.buckets[h.free]
+        del b[bisect_left(b, h.index)]

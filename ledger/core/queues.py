@@ -1,0 +1,58 @@
+"""Sorted queues of waiting workloads, indexed by size so "the best one that fits" is cheap.
+
+A queue keeps its keys sorted (best first) twice: all together (for a workload's place in the
+queue, O(log n) by bisection) and split by GPU count (a handful of distinct sizes). The best
+waiting workload that fits the free room is the smallest head among the sizes that fit:
+O(distinct sizes). Adding or removing is O(log n) search plus a list shift.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from collections.abc import Callable
+
+__all__ = ["Key", "SizedQueue"]
+
+Key = tuple[int, int, str]  # (-priority or 0, submit time µs, workload id)
+
+
+class SizedQueue:
+    """Waiting workloads of one group, best first; each key ends with the workload id."""
+
+    __slots__ = ("by_size", "keys")
+
+    def __init__(self) -> None:
+        self.keys: list[Key] = []
+        self.by_size: dict[int, list[Key]] = {}
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def add(self, key: Key, size: int) -> None:
+        """Insert a waiting workload."""
+        insort(self.keys, key)
+        insort(self.by_size.setdefault(size, []), key)
+
+    def remove(self, key: Key, size: int) -> None:
+        """Remove a waiting workload (it must be present)."""
+        del self.keys[bisect_left(self.keys, key)]
+        lst = self.by_size[size]
+        del lst[bisect_left(lst, key)]
+        if not lst:
+            del self.by_size[size]
+
+    def best(self, fits: Callable[[int], bool]) -> Key | None:
+        """Return the best key whose size fits, or None. O(distinct sizes)."""
+        best: Key | None = None
+        for size, lst in self.by_size.items():
+            if (best is None or lst[0] < best) and fits(size):
+                best = lst[0]
+        return best
+
+    def position(self, key: Key) -> int:
+        """Return how many keys sort before ``key``. O(log n)."""
+        return bisect_left(self.keys, key)
+
+    def heads(self) -> list[tuple[Key, int]]:
+        """Return the first key of every size with its size, best first. O(sizes log sizes)."""
+        return sorted((lst[0], size) for size, lst in self.by_size.items())

@@ -1,0 +1,720 @@
+"""The decision core: state + event -> new state + decisions. Pure: no IO, no clock, no randomness.
+
+``DecisionCore.handle(event)`` first processes every internal wake-up at or before the
+event's time, then applies the event, then runs a scheduling pass. A pass:
+
+1. *fill*: while some waiting workload fits the free room on healthy hosts, start the first
+   such workload in the policy's order (backfill: whatever can start without preempting
+   starts; nothing waits for a workload that cannot start). One pick costs
+   O(depth × b log b + distinct sizes) under fair share (see ``fairshare``), independent of
+   the queue length; the loop ends as soon as nothing fits.
+2. *preempt*: walk the allocated waiters in order; for each node only the first waiter of each
+   size is tried (a later one of the same size cannot do better), and once a size failed every
+   larger size is skipped, so at most a handful of attempts are made; each attempt is
+   O(p log p) over the p preemptible runs. Cheap bounds (free + unallocated + past-protection
+   GPUs still eligible) skip attempts that cannot succeed. If a preemption is made, go to 1.
+
+Wake-ups (a heap, O(log w) each): end of a protected window, end of a grace period (victim
+exits, waiter starts), a drain falling due. Stale wake-ups are recognised by an epoch counter.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import pickle
+from collections.abc import Callable
+from typing import Any
+
+from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
+from ledger.core.fairshare import ALLOCATED, ORPHAN, UNALLOCATED, FairShareOrder, Pick
+from ledger.core.knobs import Knobs, format_duration
+from ledger.core.occupancy import Occupancy
+from ledger.core.placement import Hosts, hosts_needed
+from ledger.core.policies import FlatOrder, team_limit
+from ledger.core.tree import BudgetTree
+from ledger.errors import InputError
+from ledger.events import (
+    AllocationChanged,
+    AllocationRefused,
+    BudgetNodeDefined,
+    CheckpointWritten,
+    ClusterCapacityChanged,
+    Event,
+    HostHealthChanged,
+    SchedulingDecision,
+    WorkloadCompleted,
+    WorkloadPreempted,
+    WorkloadRequeued,
+    WorkloadStarted,
+    WorkloadSubmitted,
+    from_us,
+    to_us,
+)
+
+__all__ = ["SNAPSHOT_MAGIC", "DecisionCore"]
+
+SNAPSHOT_MAGIC = b"GPULEDGER-CORE-1\n"
+_US = 1_000_000
+
+# wake-up kinds
+_PROTECT, _EXIT, _START, _DRAIN = 0, 1, 2, 3
+
+
+class DecisionCore:
+    """One cluster's scheduling state; feed it events in time order, get decisions back."""
+
+    def __init__(self, knobs: Knobs, cluster: str) -> None:
+        self.knobs = knobs
+        self.cluster = cluster
+        self.n = 0  # decisions emitted: ids are f"{cluster}/d{n}"
+        self.now = 0
+        self.tree = BudgetTree()
+        self.occ = Occupancy(knobs.window_s, knobs.half_life_s, knobs.charge == "upfront")
+        self.hosts = Hosts(cluster, knobs.gpus_per_node)
+        self.workloads: dict[str, Workload] = {}
+        self.order: FairShareOrder | FlatOrder
+        if knobs.policy == "fairshare":
+            self.order = FairShareOrder(self.tree, self.occ)
+        else:
+            self.order = FlatOrder(knobs.policy == "priority")
+        self.wakeups: list[tuple[int, int, int, str, int]] = []  # (time, seq, kind, workload id, epoch)
+        self.wseq = 0
+        self.preemptible: dict[str, None] = {}  # running work that some waiter may preempt
+        self.unalloc_gpus = 0  # GPUs held by running unallocated work
+        self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team
+        self.lookback = (
+            f"{format_duration(knobs.half_life_s)} half-life"
+            if knobs.half_life_s
+            else f"{format_duration(knobs.window_s)} window"
+        )
+
+    # ================================================================ public API
+    def handle(self, event: Event) -> list[Event]:
+        """Process wake-ups due by the event's time, apply the event, decide; return the new events."""
+        if event.cluster != self.cluster:
+            raise InputError(
+                f"{event.type_name} {event.event_id}: cluster {event.cluster!r} is not this core's {self.cluster!r}"
+            )
+        t = to_us(event.time)
+        out = self.advance(t)
+        t = max(t, self.now)  # a late event is applied at the core's clock: decisions never go back in time
+        self.now = t
+        needs_pass = self._apply(event, t, out)
+        if needs_pass:
+            self._pass(t, out)
+        return out
+
+    def advance(self, until_us: int) -> list[Event]:
+        """Process every wake-up at or before ``until_us``; return the events they produce."""
+        out: list[Event] = []
+        heap = self.wakeups
+        while heap and heap[0][0] <= until_us:
+            t = heap[0][0]
+            self.now = max(self.now, t)
+            changed = False
+            while heap and heap[0][0] == t:
+                _, _, kind, wid, epoch = heapq.heappop(heap)
+                w = self.workloads.get(wid)
+                if w is not None and w.epoch == epoch:
+                    changed |= self._wake(kind, w, t, out)
+            if changed:
+                self._pass(t, out)
+        return out
+
+    def next_wakeup(self) -> int | None:
+        """Return the time (µs) of the next pending wake-up, or None."""
+        heap = self.wakeups
+        while heap:
+            _, _, _, wid, epoch = heap[0]
+            w = self.workloads.get(wid)
+            if w is not None and w.epoch == epoch:
+                return heap[0][0]
+            heapq.heappop(heap)  # stale: its workload moved on
+        return None
+
+    def snapshot(self) -> bytes:
+        """Return the whole state as bytes (same history -> same bytes); for trusted storage only."""
+        # One round trip first: pickle shares interned strings by identity, which a restored core
+        # no longer has; normalising makes the bytes a function of the state alone (a fixpoint).
+        raw = pickle.dumps(self.__dict__, protocol=5)
+        return SNAPSHOT_MAGIC + pickle.dumps(pickle.loads(raw), protocol=5)
+
+    @classmethod
+    def restore(cls, data: bytes) -> DecisionCore:
+        """Rebuild a core from ``snapshot()`` bytes (produced by this code, from trusted storage)."""
+        if not data.startswith(SNAPSHOT_MAGIC):
+            raise InputError("not a decision-core snapshot: bad header")
+        core = cls.__new__(cls)
+        core.__dict__.update(pickle.loads(data[len(SNAPSHOT_MAGIC) :]))  # own snapshots only (trusted)
+        return core
+
+    # ---- queries -------------------------------------------------------------------------
+    def usage(self, path: str, at_us: int | None = None) -> dict[str, Any]:
+        """Return a node's occupancy: charged and accrued allocated, unallocated GPU-seconds, ratio."""
+        if path not in self.occ.nodes:
+            raise InputError(f"budget node {path!r} is not defined")
+        t = max(self.now, at_us or 0)
+        out: dict[str, Any] = {
+            "path": path,
+            "charged_gpu_s": self.occ.charged(path, t) / _US,
+            "accrued_gpu_s": self.occ.accrued(path, t) / _US,
+            "unallocated_gpu_s": self.occ.unallocated(path, t) / _US,
+            "gpus_now": self.occ.nodes[path].allocated.rate + self.occ.nodes[path].unallocated.rate,
+        }
+        if path and isinstance(self.order, FairShareOrder):
+            out["allocation_gpu_s"] = self.order.allocation_us(path) / _US
+            out["ratio"] = self.order.ratio(path, t)
+        return out
+
+    def charged_us(self, path: str, at_us: int | None = None) -> int:
+        """Return the exact allocated GPU-microseconds charged to a node in the window (window mode)."""
+        return self.occ.charged_exact(path, max(self.now, at_us or 0))
+
+    def fair_share_order(self, at_us: int | None = None) -> list[str]:
+        """Return every budget node in fair-share order (depth first, lowest ratio first)."""
+        t = max(self.now, at_us or 0)
+        order = FairShareOrder(self.tree, self.occ)
+        order.capacity = self.hosts.capacity
+        return order.ranking(t)
+
+    def waiting(self) -> list[str]:
+        """Return the ids of waiting workloads (submit order)."""
+        return [w.wid for w in self.workloads.values() if w.state == WAITING]
+
+    def running(self) -> dict[str, tuple[str, ...]]:
+        """Return running (or starting, or exiting) workloads and their hosts."""
+        return {
+            w.wid: self.hosts.names(w.hosts) for w in self.workloads.values() if w.state in (RUNNING, STARTING, EXITING)
+        }
+
+    # ================================================================ applying inputs
+    def _apply(self, e: Event, t: int, out: list[Event]) -> bool:
+        if isinstance(e, WorkloadSubmitted):
+            return self._submitted(e, t)
+        if isinstance(e, WorkloadCompleted):
+            return self._completed(e.workload_id, t)
+        if isinstance(e, CheckpointWritten):
+            w = self.workloads.get(e.workload_id)
+            if w is not None and w.state in (RUNNING, EXITING):
+                w.last_ckpt_us = t
+            return False
+        if isinstance(e, BudgetNodeDefined):
+            self.tree.define(e.path, e.parent, e.share, e.managers, t, e.event_id)
+            for p in self.tree.nodes:
+                self.occ.add_node(p)
+            return True
+        if isinstance(e, AllocationChanged):
+            return self._allocation(e, t, out)
+        if isinstance(e, ClusterCapacityChanged):
+            retired = self.hosts.resize(e.gpus, e.gpus_per_node)
+            if isinstance(self.order, FairShareOrder):
+                self.order.capacity = self.hosts.capacity
+            for i in retired:
+                self._host_unhealthy(i, t, out, why=f"host {self.hosts.hosts[i].name} was removed from the cluster")
+            return True
+        if isinstance(e, HostHealthChanged):
+            return self._health(e, t, out)
+        # Decisions and the facts they imply are this core's own output: nothing to apply.
+        return False
+
+    def _submitted(self, e: WorkloadSubmitted, t: int) -> bool:
+        if e.workload_id in self.workloads:
+            return False  # a duplicate delivery
+        node = e.budget if e.budget in self.tree else None
+        w = Workload(
+            wid=e.workload_id,
+            budget=e.budget,
+            node=node,
+            user=e.user,
+            gpus=e.gpus,
+            min_runtime_s=min(e.min_runtime_s, self.knobs.max_min_runtime_s),
+            resumable=e.resumable,
+            priority=e.priority,
+            kind=e.kind,
+            submit_us=t,
+        )
+        w.key = (0 if self.knobs.policy == "fifo" else -w.priority, w.submit_us, w.wid)
+        self.workloads[w.wid] = w
+        self.order.add(w)
+        return True
+
+    def _completed(self, wid: str, t: int) -> bool:
+        w = self.workloads.get(wid)
+        if w is None or w.state == DONE:
+            return False
+        if w.state == WAITING:
+            self.order.remove(w)
+        elif w.state == STARTING:
+            self.hosts.release(w.wid, w.hosts)
+        elif w.state == RUNNING:
+            self._detach(w)
+            self._account_stop(w, t)
+        elif w.state == EXITING:
+            self._account_stop(w, t)
+        w.state = DONE
+        w.epoch += 1
+        return True
+
+    def _allocation(self, e: AllocationChanged, t: int, out: list[Event]) -> bool:
+        reason = ""
+        if e.path not in self.tree:
+            reason = f"budget node {e.path} is not defined"
+        elif self.tree.applied(e.path, e.event_id):
+            return False
+        elif not self.tree.may_change(e.path, e.set_by):
+            reason = f"{e.set_by} manages neither {e.path} nor any budget node above it"
+        if reason:
+            out.append(
+                self._new(
+                    AllocationRefused, t, path=e.path, share=e.share, set_by=e.set_by,
+                    refused_event_id=e.event_id, reason=reason,
+                )
+            )
+            return False
+        self.tree.set_share(e.path, e.share, t, e.event_id)
+        return True
+
+    def _health(self, e: HostHealthChanged, t: int, out: list[Event]) -> bool:
+        i = self.hosts.by_name.get(e.host)
+        if i is None or self.hosts.hosts[i].state == "retired":
+            return False
+        h = self.hosts.hosts[i]
+        if e.state == h.state:
+            return False
+        self.hosts.set_state(i, e.state)
+        why = f"host {h.name} is {e.state}" + (f" ({e.reason})" if e.reason else "")
+        if e.state == "healthy":
+            return True
+        if e.state == "unhealthy":
+            self._host_unhealthy(i, t, out, why)
+            return True
+        for wid in list(h.workloads):
+            w = self.workloads[wid]
+            if w.state == STARTING:
+                self._cancel_start(w, t, out, why)
+            elif w.state == RUNNING:
+                self._preempt(w, t, out, "host_failure", None, why + ": preempted at once", immediate=True)
+        for w in list(self.workloads.values()):
+            # a victim still in its grace period on the failed host stops now
+            if w.state == EXITING and i in w.hosts:
+                w.exit_reason = "host_failure"
+                self._exit(w, t, out)
+        return True
+
+    def _host_unhealthy(self, i: int, t: int, out: list[Event], why: str) -> None:
+        h = self.hosts.hosts[i]
+        for wid in list(h.workloads):
+            w = self.workloads[wid]
+            if w.state == STARTING:
+                self._cancel_start(w, t, out, why)
+            elif w.state == RUNNING:
+                self._drain(w, t, out, why)
+
+    def _drain(self, w: Workload, t: int, out: list[Event], why: str) -> None:
+        if self.knobs.policy == "priority" and w.allocated:
+            out.append(
+                self._decision(
+                    "drain", w, t, t, why + ": non-preemptible under the priority policy, it stays until it ends"
+                )
+            )
+            return
+        if w.protected_until <= t:
+            self._preempt(w, t, out, "host_drain", None, why + ": draining, past its protected window, preempted")
+            return
+        w.draining = True
+        until = w.protected_until
+        out.append(
+            self._decision(
+                "drain", w, t, until,
+                why + f": draining, it leaves when its protected window ends at {from_us(until):%Y-%m-%d %H:%M:%S} UTC",
+            )
+        )
+        self._wake_at(until, _DRAIN, w)
+
+    # ================================================================ wake-ups
+    def _wake_at(self, t: int, kind: int, w: Workload) -> None:
+        self.wseq += 1
+        heapq.heappush(self.wakeups, (t, self.wseq, kind, w.wid, w.epoch))
+
+    def _wake(self, kind: int, w: Workload, t: int, out: list[Event]) -> bool:
+        if kind == _PROTECT:
+            self._protection_ends(w)
+            return True
+        if kind == _EXIT:
+            self._exit(w, t, out)
+            return True
+        if kind == _START:
+            self._begin_run(w, t, out)
+            return False
+        if kind == _DRAIN and w.draining and w.state == RUNNING:
+            if w.prepaid or not w.exposed:
+                self._protection_ends(w)
+            self._preempt(w, t, out, "host_drain", None, "host draining: its protected window ended, preempted")
+            return True
+        return False
+
+    def _protection_ends(self, w: Workload) -> None:
+        chain = self._chain(w)
+        if w.prepaid:
+            self.occ.prepaid_changed(chain, -w.held, w.protected_until)
+            w.prepaid = False
+        if w.allocated and not w.exposed and self.knobs.policy != "priority":
+            w.exposed = True
+            self.occ.exposed_changed(chain, w.held)
+            if self.knobs.policy == "fairshare":
+                self.preemptible[w.wid] = None
+
+    # ================================================================ runs
+    def _chain(self, w: Workload) -> list[str]:
+        return self.tree.ancestors(w.node) if w.node is not None else []
+
+    def _account_stop(self, w: Workload, t: int) -> None:
+        """Stop charging a run that ends at ``t``: O(depth)."""
+        chain = self._chain(w)
+        self.occ.run_changed(chain, t, -w.held, w.allocated)
+        if w.prepaid:
+            self.occ.prepaid_changed(chain, -w.held, w.protected_until)
+            w.prepaid = False
+
+    def _detach(self, w: Workload) -> None:
+        """Free a run's hosts and take it out of the victim pool (its charge runs on until it exits)."""
+        self.hosts.release(w.wid, w.hosts)
+        self.preemptible.pop(w.wid, None)
+        if w.exposed:
+            self.occ.exposed_changed(self._chain(w), -w.held)
+            w.exposed = False
+        if not w.allocated:
+            self.unalloc_gpus -= w.held
+        elif self.knobs.policy == "priority" and w.node is not None:
+            self.nonpreemptible[w.node] -= w.held
+
+    def _begin_run(self, w: Workload, t: int, out: list[Event]) -> None:
+        w.state = RUNNING
+        w.epoch += 1
+        w.attempt += 1
+        w.start_us = w.last_ckpt_us = t
+        chain = self._chain(w)
+        self.occ.run_changed(chain, t, w.held, w.allocated)
+        if w.allocated:
+            w.protected_until = t + w.min_runtime_s * _US
+            if self.knobs.policy == "priority" and w.node is not None:
+                self.nonpreemptible[w.node] = self.nonpreemptible.get(w.node, 0) + w.held
+            if self.knobs.policy == "fairshare":
+                if self.occ.upfront:
+                    self.occ.prepaid_changed(chain, w.held, w.protected_until)
+                    w.prepaid = True
+                self._wake_at(w.protected_until, _PROTECT, w)
+        else:
+            w.protected_until = t
+            self.unalloc_gpus += w.held
+            if self.knobs.policy != "fifo":
+                self.preemptible[w.wid] = None
+        out.append(
+            self._new(
+                WorkloadStarted, t, workload_id=w.wid, nodes=self.hosts.names(w.hosts), gpus=w.held,
+                allocated=w.allocated, protected_until=from_us(w.protected_until), attempt=w.attempt,
+            )
+        )
+
+    def _start(
+        self, w: Workload, hosts: list[int], t: int, pick_position: int, out: list[Event], why: str, grace: int = 0
+    ) -> None:
+        """Decide to start ``w`` on ``hosts`` now, or after the grace period when it follows a preemption."""
+        self.order.remove(w)
+        w.hosts = hosts
+        w.held = w.gpus if w.gpus <= self.hosts.per_node else self.hosts.per_node * len(hosts)
+        w.allocated = self._runs_allocated(w)
+        self.hosts.place(w.wid, hosts, w.gpus)
+        out.append(self._decision("start", w, t, t + grace, why, position=pick_position))
+        if grace:
+            w.state = STARTING
+            w.epoch += 1
+            self._wake_at(t + grace, _START, w)
+        else:
+            self._begin_run(w, t, out)
+
+    def _runs_allocated(self, w: Workload) -> bool:
+        if not w.wants_allocation:
+            return False
+        if self.knobs.policy != "priority":
+            return True
+        assert w.node is not None
+        limit = team_limit(self.tree.fraction(w.node), self.hosts.capacity, self.hosts.per_node)
+        return self.nonpreemptible.get(w.node, 0) + w.gpus <= limit
+
+    def _cancel_start(self, w: Workload, t: int, out: list[Event], why: str) -> None:
+        self.hosts.release(w.wid, w.hosts)
+        w.state = WAITING
+        w.epoch += 1
+        self.order.add(w)
+        out.append(self._decision("requeue", w, t, t, why + ": its start was called off, back in the queue"))
+
+    def _preempt(
+        self, w: Workload, t: int, out: list[Event], reason: str, by: Workload | None, why: str,
+        immediate: bool = False, position: int | None = None,
+    ) -> None:
+        """Decide to preempt a running workload; it exits now or when the grace period ends."""
+        self._detach(w)
+        w.state = EXITING
+        w.epoch += 1
+        w.draining = False
+        w.exit_reason = reason
+        w.exit_by = by.wid if by is not None else None
+        grace = 0 if immediate else self.knobs.grace_s * _US
+        w.exit_us = t + grace
+        out.append(self._decision("preempt", w, t, t + grace, why, for_workload=w.exit_by, position=position))
+        if grace:
+            self._wake_at(t + grace, _EXIT, w)
+        else:
+            self._exit(w, t, out)
+
+    def _exit(self, w: Workload, t: int, out: list[Event]) -> None:
+        """The victim leaves: stop its charge; requeue it, or cancel it when it cannot resume."""
+        self._account_stop(w, t)
+        w.epoch += 1
+        reason: Any = w.exit_reason
+        out.append(self._new(WorkloadPreempted, t, workload_id=w.wid, reason=reason, preempted_by=w.exit_by))
+        if w.resumable:
+            w.state = WAITING
+            self.order.add(w)
+            out.append(self._decision("requeue", w, t, t, "resumable: requeued automatically, keeps its submit time"))
+            out.append(self._new(WorkloadRequeued, t, workload_id=w.wid))
+        else:
+            w.state = DONE
+            out.append(
+                self._decision("complete", w, t, t, "not resumable: cancelled by the preemption, must be resubmitted")
+            )
+            out.append(self._new(WorkloadCompleted, t, workload_id=w.wid, outcome="cancelled"))
+
+    # ================================================================ the scheduling pass
+    def _fits(self) -> Callable[[int], bool]:
+        hosts = self.hosts
+        per, mx, whole = hosts.per_node, hosts.max_free(), hosts.whole_free()
+        return lambda g: g <= mx if g <= per else -(-g // per) <= whole
+
+    def _pass(self, t: int, out: list[Event]) -> None:
+        while True:
+            self._fill(t, out)
+            if not self._preempt_once(t, out):
+                return
+
+    def _fill(self, t: int, out: list[Event]) -> None:
+        order = self.order
+        while True:
+            pick = order.next_start(t, self._fits())
+            if pick is None:
+                return
+            w = self.workloads[pick.key[2]]
+            hosts = self.hosts.choose(w.gpus)
+            assert hosts is not None
+            self._start(w, hosts, t, pick.position, out, self._start_reason(w, pick, hosts, t))
+
+    def _start_reason(self, w: Workload, pick: Pick, hosts: list[int], t: int) -> str:
+        where = self._where(w, hosts)
+        if self.knobs.policy == "fifo":
+            return f"first come, first served: earliest submitted work that fits; {where}"
+        if self.knobs.policy == "priority":
+            kind = (
+                "non-preemptible"
+                if self._runs_allocated(w)
+                else ("preemptible (team at its non-preemptible GPU limit)" if w.wants_allocation else "preemptible")
+            )
+            return f"priority {w.priority}: highest-priority work that fits; runs {kind}; {where}"
+        if pick.tier == ORPHAN:
+            return f"budget path {w.budget} is not defined: runs unallocated (charged to nobody, preemptible); {where}"
+        assert w.node is not None and isinstance(self.order, FairShareOrder)
+        ratio = self.order.ratio(w.node, t)
+        if pick.tier == UNALLOCATED:
+            return (
+                f"unallocated (minimum runtime 0): charged to nobody, preemptible by any allocated request; "
+                f"free room and no allocated work that fits waits; {where}"
+            )
+        return (
+            f"{w.node} has used {_pct(ratio)} of its allocation over the {self.lookback}; first in the fair-share "
+            f"order among work that fits; protected for {format_duration(w.min_runtime_s)}; {where}"
+        )
+
+    def _where(self, w: Workload, hosts: list[int]) -> str:
+        names = ", ".join(self.hosts.names(hosts))
+        if w.gpus > self.hosts.per_node:
+            return f"takes {len(hosts)} whole hosts ({names})"
+        return f"placed on {names}"
+
+    # ---- preemption ------------------------------------------------------------------------
+    def _preempt_once(self, t: int, out: list[Event]) -> bool:
+        if not self.preemptible or self.knobs.policy == "fifo":
+            return False
+        if isinstance(self.order, FlatOrder):
+            return self._preempt_for_priority(t, out)
+        order = self.order
+        totals = order.totals[ALLOCATED]
+        sizes = [s for r in self.tree.roots if totals.get(r) for s in order.sizes[ALLOCATED][r]]
+        if not sizes:
+            return False
+        smallest = min(sizes)
+        free = sum(k * len(b) for k, b in enumerate(self.hosts.buckets))
+        exposed_total = sum(self.occ.nodes[r].exposed for r in self.tree.roots)
+        fail = math.inf
+        for _node, queue, ahead, walker in order.walk_allocated(t):
+            bound = free + self.unalloc_gpus + exposed_total - walker.passed_exposed
+            if bound < smallest or fail <= smallest:
+                return False
+            for key, size in queue.heads():
+                if size >= fail:
+                    continue
+                per = self.hosts.per_node
+                need = size if size <= per else hosts_needed(size, per) * per
+                if need > bound:
+                    fail = min(fail, size)
+                    continue
+                waiter = self.workloads[key[2]]
+                ranks_after = walker.ranks_after
+
+                def eligible(v: Workload, ranks_after: Callable[[str], bool] = ranks_after) -> bool:
+                    # unallocated work yields to any allocated request; allocated work only to a higher-ranked one
+                    return not v.allocated or (v.node is not None and ranks_after(v.node))
+
+                if self._make_room(waiter, eligible, t, out, ahead + queue.position(key) + 1):
+                    return True
+                fail = min(fail, size)
+        return False
+
+    def _preempt_for_priority(self, t: int, out: list[Event]) -> bool:
+        assert isinstance(self.order, FlatOrder)
+        fail = math.inf
+        for key, size in self.order.queue.heads():
+            if size >= fail:
+                continue
+            waiter = self.workloads[key[2]]
+            position = self.order.queue.position(key) + 1
+
+            def outranked(v: Workload, prio: int = waiter.priority) -> bool:
+                return v.priority < prio
+
+            if self._make_room(waiter, outranked, t, out, position):
+                return True
+            fail = min(fail, size)
+        return False
+
+    def _make_room(
+        self, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event], position: int
+    ) -> bool:
+        """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible."""
+        hosts = self.hosts
+        per = hosts.per_node
+        cands = []
+        for wid in self.preemptible:
+            v = self.workloads[wid]
+            if not eligible(v):
+                continue
+            if any(hosts.hosts[i].state != "healthy" for i in v.hosts):
+                continue
+            tier = 0 if not v.allocated else (1 if v.resumable else 2)
+            cands.append((tier, v.lost_if_preempted(t), v.wid, v))
+        if not cands:
+            return False
+        cands.sort(key=lambda c: c[:3])
+        chosen_hosts: list[int]
+        victims: list[Workload]
+        if waiter.gpus <= per:
+            freed: dict[int, int] = {}
+            taken: list[Workload] = []
+            chosen = -1
+            for *_, v in cands:
+                taken.append(v)
+                for i in v.hosts:
+                    freed[i] = freed.get(i, 0) + hosts.hosts[i].workloads[v.wid]
+                    if hosts.hosts[i].free + freed[i] >= waiter.gpus:
+                        chosen = i
+                        break
+                if chosen >= 0:
+                    break
+            if chosen < 0:
+                return False
+            victims = [v for v in taken if chosen in v.hosts]
+            chosen_hosts = [chosen]
+        else:
+            n = hosts_needed(waiter.gpus, per)
+            whole = list(hosts.buckets[per])
+            left: dict[int, int] = {}
+            taken = []
+            done: list[int] = []
+            for *_, v in cands:
+                taken.append(v)
+                for i in v.hosts:
+                    h = hosts.hosts[i]
+                    if h.gpus != per:
+                        continue
+                    left[i] = left.get(i, len(h.workloads)) - 1
+                    if left[i] == 0:
+                        done.append(i)
+                if len(whole) + len(done) >= n:
+                    break
+            if len(whole) + len(done) < n:
+                return False
+            chosen_hosts = sorted(whole + done[: n - len(whole)])
+            targets = set(chosen_hosts)  # membership only; never iterated
+            victims = [v for v in taken if any(i in targets for i in v.hosts)]
+        why_victim = self._victim_reason(waiter, t)
+        for v in victims:
+            self._preempt(v, t, out, "fair_share", waiter, why_victim(v), position=position)
+        if waiter.gpus <= per:
+            assert hosts.hosts[chosen_hosts[0]].free >= waiter.gpus
+        freed_gpus = sum(v.held for v in victims)
+        why = (
+            f"preempted {len(victims)} workload(s) holding {freed_gpus} GPUs to make room; "
+            + self._start_reason(waiter, Pick(waiter.key, position, ALLOCATED), chosen_hosts, t)
+        )
+        self._start(waiter, chosen_hosts, t, position, out, why, grace=self.knobs.grace_s * _US)
+        return True
+
+    def _victim_reason(self, waiter: Workload, t: int) -> Callable[[Workload], str]:
+        if self.knobs.policy == "priority":
+            return lambda v: (
+                f"preemptible work of priority {v.priority}: {waiter.wid} of priority {waiter.priority} needs the room"
+            )
+        assert isinstance(self.order, FairShareOrder)
+        wr = self.order.ratio(waiter.node, t) if waiter.node else 0.0
+
+        def why(v: Workload) -> str:
+            if not v.allocated:
+                return (
+                    f"unallocated work is preemptible by any allocated request: "
+                    f"{waiter.wid} ({waiter.node}) needs the room"
+                )
+            vr = self.order.ratio(v.node, t) if isinstance(self.order, FairShareOrder) and v.node else 0.0
+            return (
+                f"past its protected window and {v.node} ({_pct(vr)} of its allocation used) ranks after "
+                f"{waiter.node} ({_pct(wr)}) in the fair-share order: {waiter.wid} needs the room; "
+                f"it discards {v.lost_if_preempted(t) // _US} GPU-seconds since its last checkpoint"
+            )
+
+        return why
+
+    # ================================================================ events out
+    def _new(self, cls: type[Event], t: int, **fields: Any) -> Any:
+        self.n += 1
+        eid = f"{self.cluster}/d{self.n}"
+        return cls.model_construct(event_id=eid, cluster=self.cluster, time=from_us(t), **fields)
+
+    def _decision(
+        self, action: str, w: Workload, t: int, effective: int, reason: str,
+        for_workload: str | None = None, position: int | None = None,
+    ) -> SchedulingDecision:
+        ratio = None
+        if w.node is not None and isinstance(self.order, FairShareOrder) and self.hosts.capacity:
+            r = self.order.ratio(w.node, t)
+            ratio = r if math.isfinite(r) else None
+        result: SchedulingDecision = self._new(
+            SchedulingDecision, t, action=action, workload_id=w.wid, nodes=self.hosts.names(w.hosts),
+            reason=reason, for_workload=for_workload, budget_ratio=ratio, queue_position=position,
+            effective_time=from_us(effective),
+        )
+        return result
+
+
+def _pct(ratio: float) -> str:
+    return "no allocation" if not math.isfinite(ratio) else f"{ratio:.0%}"
+
+

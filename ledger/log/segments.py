@@ -1,0 +1,214 @@
+"""Segment files of a log directory: naming, atomic creation, a checked view of one, its records and ids.
+
+``00000001.avro``, ``00000002.avro``, ... are Avro object container files read in number order.
+A sealed segment (one with a successor) may also have ``00000001.ids``: its event_ids, so that
+a writer reopening the log need not decode every sealed record just to learn which ids exist.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import mmap
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import fastavro
+from fastavro.types import Schema
+
+from ledger.codec import union_schema
+from ledger.errors import LogCorruptError, LogError
+from ledger.log.container import (
+    Header,
+    Walk,
+    damage_is_torn_tail,
+    new_header,
+    read_header,
+    schema_key,
+    walk_blocks,
+)
+
+__all__ = [
+    "SegmentView",
+    "count_segment",
+    "create_segment",
+    "current_schema_key",
+    "fsync_dir",
+    "iter_records",
+    "list_segments",
+    "load_ids",
+    "remove_leftovers",
+    "save_ids",
+    "scan_ids",
+    "segment_path",
+    "view_segment",
+]
+
+_SEGMENT = re.compile(r"^(\d{8})\.avro$")
+_TMP_SUFFIX = ".tmp"
+
+
+def segment_path(directory: Path, number: int) -> Path:
+    """Return the path of segment ``number`` in a log directory."""
+    return directory / f"{number:08d}.avro"
+
+
+def list_segments(directory: Path) -> list[tuple[int, Path]]:
+    """Return (number, path) of every segment, in append order."""
+    try:
+        names = os.listdir(directory)
+    except OSError as exc:
+        raise LogError(f"{directory}: cannot list the event log ({exc.strerror})") from None
+    found = [(int(m.group(1)), directory / name) for name in names if (m := _SEGMENT.match(name))]
+    return sorted(found)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Make a directory's entries (new or renamed files) durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _durable_replace(path: Path, data: bytes) -> None:
+    """Write data to a temporary file, fsync it, rename it over path, fsync the directory."""
+    tmp = path.with_name(path.name + _TMP_SUFFIX)
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def remove_leftovers(directory: Path) -> None:
+    """Delete temporary files a crash left behind (they were never renamed into place, so hold nothing)."""
+    for name in os.listdir(directory):
+        if name.endswith(_TMP_SUFFIX):
+            os.unlink(directory / name)
+
+
+def create_segment(directory: Path, number: int, sync: bytes) -> Path:
+    """Create segment ``number`` holding only a header; atomic, so a segment never has a torn header."""
+    path = segment_path(directory, number)
+    if path.exists():
+        raise LogError(f"{path}: segment already exists; is another writer using this log?")
+    _durable_replace(path, new_header(union_schema(), sync))
+    return path
+
+
+@lru_cache(maxsize=1)
+def current_schema_key() -> str:
+    """Return the canonical form of the union schema this version of gpuledger writes."""
+    # Compare with what a header written now would hold, so both sides went through the same writer.
+    return schema_key(read_header(new_header(union_schema(), bytes(16)), "a new segment").schema)
+
+
+@dataclass(frozen=True)
+class SegmentView:
+    """A segment's bytes up to the end of its last complete block, with what its blocks hold."""
+
+    path: Path
+    data: bytes
+    header: Header
+    valid_end: int
+    count: int
+    torn_bytes: int  # bytes after valid_end: an unfinished (or crashed) append, never acknowledged
+
+    @property
+    def current_schema(self) -> bool:
+        """Tell whether the segment was written with this version's schema (no resolution needed)."""
+        return schema_key(self.header.schema) == current_schema_key()
+
+
+def _check(path: Path, data: bytes | mmap.mmap, last: bool) -> tuple[Header, Walk]:
+    header = read_header(data, str(path))
+    walk = walk_blocks(data, header)
+    if walk.damage is not None and not (last and damage_is_torn_tail(data, header, walk)):
+        kind = "segment" if last else "sealed segment"
+        raise LogCorruptError(
+            f"{path}: {walk.damage}, in a {kind} with complete batches after it or beside it; "
+            f"{walk.count} event(s) before byte {walk.valid_end} are intact; refusing to cut acknowledged data"
+        )
+    return header, walk
+
+
+def view_segment(path: Path, *, last: bool) -> SegmentView:
+    """Read and check one segment; a torn tail is allowed only on the last segment and is left out."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise LogError(f"{path}: cannot read segment ({exc.strerror})") from None
+    header, walk = _check(path, data, last)
+    return SegmentView(path, data, header, walk.valid_end, walk.count, len(data) - walk.valid_end)
+
+
+def count_segment(path: Path, *, last: bool) -> int:
+    """Return how many events a segment holds, touching only block headers (through a memory map)."""
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                raise LogCorruptError(f"{path}: empty file, not a segment")
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                return _check(path, data, last)[1].count
+    except OSError as exc:
+        raise LogError(f"{path}: cannot read segment ({exc.strerror})") from None
+
+
+def _reader(view: SegmentView, *, names: bool) -> Any:
+    body = view.data if view.torn_bytes == 0 else view.data[: view.valid_end]
+    # Resolution (an older writer's schema) is slower, so it is used only for segments that need it.
+    reader_schema: Schema | None = None if view.current_schema else union_schema()
+    try:
+        return fastavro.reader(io.BytesIO(body), reader_schema=reader_schema, return_record_name=names)
+    except Exception as exc:
+        raise LogError(f"{view.path}: cannot read with this version's schemas ({type(exc).__name__}: {exc})") from None
+
+
+def iter_records(view: SegmentView) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Yield (full record name, record) of every complete batch in a segment, in append order."""
+    try:
+        yield from _reader(view, names=True)
+    except (ValueError, EOFError, KeyError, IndexError, TypeError, OverflowError) as exc:
+        # The blocks were framed correctly, so bytes inside one are damaged (Avro null codec has no checksum).
+        raise LogCorruptError(f"{view.path}: a block does not decode ({type(exc).__name__}: {exc})") from None
+
+
+def scan_ids(view: SegmentView) -> list[str]:
+    """Return the event_ids of a segment, in order, by decoding its records."""
+    try:
+        return [record["event_id"] for record in _reader(view, names=False)]
+    except (ValueError, EOFError, KeyError, IndexError, TypeError, OverflowError) as exc:
+        raise LogCorruptError(f"{view.path}: a block does not decode ({type(exc).__name__}: {exc})") from None
+
+
+def _ids_path(segment: Path) -> Path:
+    return segment.with_suffix(".ids")
+
+
+def load_ids(segment: Path, size: int) -> list[str] | None:
+    """Return a sealed segment's event_ids from its .ids file, or None if missing or not for these bytes."""
+    try:
+        with open(_ids_path(segment), encoding="utf-8") as fh:
+            saved = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(saved, dict) or saved.get("bytes") != size:
+        return None
+    ids = saved.get("ids")
+    if not isinstance(ids, list) or len(ids) != saved.get("count"):
+        return None
+    return ids
+
+
+def save_ids(segment: Path, size: int, ids: list[str]) -> None:
+    """Write a sealed segment's event_ids beside it (durably; a later open trusts it only for these bytes)."""
+    payload = {"segment": segment.name, "bytes": size, "count": len(ids), "ids": ids}
+    _durable_replace(_ids_path(segment), json.dumps(payload, ensure_ascii=False).encode("utf-8"))

@@ -1,0 +1,255 @@
+"""Generate a seeded, reproducible month of a 1,024-GPU research cluster for ``gpuledger demo``.
+
+The shape follows the published accounts of budget-driven GPU scheduling: 128 hosts of 8 GPUs,
+a budget tree of programs, projects and about 150 researchers (root/program/project/researcher),
+demand two to three times capacity, teams whose work comes in bursts, many short debug runs
+(minimum runtime 15 minutes or less, 1–8 GPUs), long resumable training runs with checkpoints
+(some 64–512 GPUs wide), unallocated sweeps (minimum runtime 0), and some non-resumable and
+interactive work. Priority is inflated as in the old system: most work asks for the top level.
+
+Everything comes from one ``random.Random(seed)``, so the same seed gives the same month.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from ledger.events import WorkloadKind, WorkloadSubmitted
+from ledger.replay._build import trusted
+from ledger.replay.budgets import BudgetNode, Budgets
+
+START = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
+DAYS = 30
+HOUR = 3600
+_PRIORITIES = (2, 2, 2, 2, 2, 2, 2, 1, 1, 0)
+
+# program: (share, {project: share}) — shares are relative weights among siblings
+PROGRAMS: dict[str, tuple[float, dict[str, float]]] = {
+    "language": (0.35, {"pretrain": 0.5, "posttrain": 0.3, "evals": 0.2}),
+    "vision": (0.20, {"vlm": 0.6, "detect": 0.4}),
+    "robotics": (0.20, {"sim-rl": 0.6, "manipulation": 0.4}),
+    "science": (0.15, {"agents": 0.5, "materials": 0.3, "climate": 0.2}),
+    "platform": (0.10, {"infra": 0.4, "safety": 0.3, "data": 0.3}),
+}
+
+
+@dataclass(frozen=True)
+class Mix:
+    """How many workloads of each kind a month holds (before bursts reshape when they arrive)."""
+
+    debug: int = 52_000
+    batch: int = 36_000
+    sweep: int = 9_000  # unallocated: minimum runtime 0
+    interactive: int = 2_500
+    training: int = 260
+    backlog_training: int = 24  # already queued when the month starts
+
+    def scaled(self, factor: float) -> Mix:
+        """Return the same mix with every count multiplied by ``factor`` (at least 1 each)."""
+        return Mix(*(max(1, round(getattr(self, f) * factor)) for f in self.__dataclass_fields__))
+
+
+@dataclass
+class DemoMonth:
+    """A generated month: the budgets and the submissions in time order."""
+
+    budgets: Budgets
+    submissions: list[WorkloadSubmitted]
+    start: datetime
+    end: datetime
+
+
+def _tree(rng: random.Random, cluster: str, researchers: int) -> tuple[Budgets, dict[str, list[str]]]:
+    nodes = [BudgetNode("lab", 1.0, ("director",))]
+    per_project: dict[str, list[str]] = {}
+    projects = [(prog, proj) for prog, (_, ps) in PROGRAMS.items() for proj in ps]
+    # researchers per project in proportion to the project's share of the cluster, at least 3
+    weights = {(g, p): PROGRAMS[g][0] * PROGRAMS[g][1][p] for g, p in projects}
+    counts = {k: max(3, round(researchers * w)) for k, w in weights.items()}
+    n = 0
+    for prog, (share, projs) in PROGRAMS.items():
+        nodes.append(BudgetNode(f"lab/{prog}", share, (f"{prog}-pi",)))
+        for proj, pshare in projs.items():
+            path = f"lab/{prog}/{proj}"
+            nodes.append(BudgetNode(path, pshare, (f"{proj}-lead",)))
+            leaves = []
+            for _ in range(counts[(prog, proj)]):
+                n += 1
+                leaf = f"{path}/r{n:03d}"
+                # a lead researcher sets uneven shares inside the project
+                nodes.append(BudgetNode(leaf, round(rng.choice((0.5, 1.0, 1.0, 1.5, 2.0)), 2), ()))
+                leaves.append(leaf)
+            per_project[path] = leaves
+    return Budgets(cluster, 1024, 8, tuple(nodes)), per_project
+
+
+def _bursts(rng: random.Random, span_s: int) -> list[tuple[int, float]]:
+    """Return (until_s, intensity) periods: a team alternates quiet spells and bursts of 1–4 days."""
+    periods, t = [], 0
+    busy = rng.random() < 0.5
+    while t < span_s:
+        length = int(rng.uniform(1.0, 4.0) * 86_400) if busy else int(rng.uniform(0.5, 3.0) * 86_400)
+        t += length
+        periods.append((t, rng.uniform(1.6, 2.6) if busy else rng.uniform(0.1, 0.4)))
+        busy = not busy
+    return periods
+
+
+def _intensity(periods: list[tuple[int, float]], t: int) -> float:
+    for until, level in periods:
+        if t < until:
+            return level
+    return periods[-1][1]
+
+
+def _diurnal(t: int) -> float:
+    # people launch debug and interactive work in working hours (UTC-8 .. UTC+1 spread), less at weekends
+    hour = (t // HOUR) % 24
+    day = (t // 86_400) % 7
+    level = 0.35 + 0.65 * max(0.0, math.sin(math.pi * (hour - 6) / 14))  # busiest around 13:00 UTC
+    return level * (0.45 if day >= 5 else 1.0)
+
+
+def _times(rng: random.Random, count: int, span_s: int, weight: Callable[[int], float]) -> list[int]:
+    """Draw ``count`` arrival times whose density follows ``weight`` (evaluated hour by hour)."""
+    hours = span_s // HOUR
+    cum = list(itertools.accumulate(weight(h * HOUR + HOUR // 2) for h in range(hours)))
+    return [h * HOUR + rng.randrange(HOUR) for h in rng.choices(range(hours), cum_weights=cum, k=count)]
+
+
+def generate(seed: int = 7, *, scale: float = 1.0, researchers: int = 150, cluster: str = "demo") -> DemoMonth:
+    """Return the demo month for ``seed``; ``scale`` multiplies every workload count (tests use small ones)."""
+    rng = random.Random(seed)
+    budgets, per_project = _tree(rng, cluster, researchers)
+    mix = Mix().scaled(scale) if scale != 1.0 else Mix()
+    span = DAYS * 86_400
+    projects = sorted(per_project)
+    pweight = {p: len(per_project[p]) for p in projects}
+    total_weight = sum(pweight.values())
+    bursts = {p: _bursts(rng, span) for p in projects}
+    rows: list[tuple[int, str, dict[str, object]]] = []
+
+    def add(t: int, project: str, kind: WorkloadKind, fields: dict[str, object]) -> None:
+        rows.append((t, project, {"kind": kind, **fields}))
+
+    for project in projects:
+        share = pweight[project] / total_weight
+        b = bursts[project]
+
+        def bursty(t: int, b: list[tuple[int, float]] = b) -> float:
+            return _intensity(b, t)
+
+        def working(t: int, b: list[tuple[int, float]] = b) -> float:
+            return _intensity(b, t) * _diurnal(t)
+
+        for t in _times(rng, round(mix.debug * share), span, working):
+            add(t, project, "debug", _debug(rng))
+        for t in _times(rng, round(mix.batch * share), span, bursty):
+            add(t, project, "batch", _batch(rng))
+        for t in _times(rng, round(mix.sweep * share), span, bursty):
+            add(t, project, "batch", _sweep(rng))
+        for t in _times(rng, round(mix.interactive * share), span, working):
+            add(t, project, "interactive", _interactive(rng))
+        for t in _times(rng, round(mix.training * share), span, bursty):
+            add(t, project, "training", _training(rng))
+    for _ in range(mix.backlog_training):
+        project = rng.choices(projects, weights=[pweight[p] for p in projects])[0]
+        add(rng.randrange(0, 2 * HOUR), project, "training", _training(rng))
+
+    rows.sort(key=lambda r: r[0])
+    subs: list[WorkloadSubmitted] = []
+    counters: dict[str, int] = {}
+    for t, project, f in rows:
+        leaf = rng.choice(per_project[project])
+        kind = str(f.pop("kind"))
+        counters[kind] = counters.get(kind, 0) + 1
+        wid = f"{kind[:3]}-{counters[kind]:06d}"
+        # priority inflation: most work asks for the top level, as under the old scheduler
+        priority = _PRIORITIES[rng.randrange(10)]
+        fields = {
+            "event_id": f"{cluster}/sub/{wid}",
+            "cluster": cluster,
+            "time": START + timedelta(seconds=t),
+            "schema_version": 2,
+            "workload_id": wid,
+            "budget": leaf,
+            "user": leaf.rsplit("/", 1)[1],
+            "gpus": f["gpus"],
+            "nodes": 0,
+            "min_runtime_s": f["min_runtime_s"],
+            "resumable": f["resumable"],
+            "priority": priority,
+            "kind": kind,
+            "work_s": f["work_s"],
+            "checkpoint_interval_s": f["checkpoint_interval_s"],
+            "restart_s": f["restart_s"],
+        }
+        subs.append(trusted(WorkloadSubmitted, fields))
+    return DemoMonth(budgets, subs, START, START + timedelta(days=DAYS))
+
+
+def _debug(rng: random.Random) -> dict[str, object]:
+    return {
+        "gpus": rng.choice((1, 1, 1, 2, 4, 8, 8)),
+        "min_runtime_s": rng.choice((300, 600, 900)),
+        "resumable": False,
+        "work_s": rng.randint(60, 900),
+        "checkpoint_interval_s": 0,
+        "restart_s": 0,
+    }
+
+
+def _batch(rng: random.Random) -> dict[str, object]:
+    resumable = rng.random() < 0.85
+    return {
+        "gpus": rng.choice((1, 1, 2, 4, 4, 8, 8, 16)),
+        "min_runtime_s": rng.choice((1800, 3600, 3600, 7200)),
+        "resumable": resumable,
+        "work_s": int(rng.lognormvariate(math.log(1.2 * HOUR), 0.7)) + 600,
+        "checkpoint_interval_s": rng.choice((900, 1800, 1800)) if resumable else 0,
+        "restart_s": rng.randint(60, 300) if resumable else 0,
+    }
+
+
+def _sweep(rng: random.Random) -> dict[str, object]:
+    return {
+        "gpus": rng.choice((1, 1, 2, 4, 8)),
+        "min_runtime_s": 0,
+        "resumable": True,
+        "work_s": int(rng.lognormvariate(math.log(1.0 * HOUR), 0.6)) + 300,
+        "checkpoint_interval_s": rng.choice((600, 900, 1800)),
+        "restart_s": rng.randint(30, 180),
+    }
+
+
+def _interactive(rng: random.Random) -> dict[str, object]:
+    return {
+        "gpus": rng.choice((1, 1, 2, 4)),
+        "min_runtime_s": rng.choice((4 * HOUR, 8 * HOUR, 12 * HOUR)),
+        "resumable": False,
+        "work_s": rng.randint(2 * HOUR, 10 * HOUR),
+        "checkpoint_interval_s": 0,
+        "restart_s": 0,
+    }
+
+
+def _training(rng: random.Random) -> dict[str, object]:
+    gpus = rng.choices((8, 16, 32, 64, 128, 256, 512), weights=(20, 25, 20, 15, 10, 6, 4))[0]
+    resumable = rng.random() < 0.9
+    return {
+        "gpus": gpus,
+        # researchers would like a day of protection; the max-min-runtime cap decides what they get
+        "min_runtime_s": rng.choice((4 * HOUR, 8 * HOUR, 24 * HOUR, 24 * HOUR)),
+        "resumable": resumable,
+        "work_s": int(rng.uniform(6, 48) * HOUR),
+        "checkpoint_interval_s": rng.choice((1800, 1800, 3600)) if resumable else 0,
+        "restart_s": rng.randint(300, 1200) if resumable else 0,
+    }
+
+
+__all__ = ["DAYS", "START", "DemoMonth", "Mix", "generate"]

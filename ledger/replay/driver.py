@@ -1,0 +1,288 @@
+"""The replay driver: a simulated clock that jumps from one moment that matters to the next.
+
+The moments are the next input (a submission, an allocation or host change), the next simulated
+fact of a running workload (its next checkpoint or its completion), and the decision core's own
+``next_wakeup()`` (a protected window ending, a grace period running out). The clock never ticks:
+nothing can change between two of those moments, so nothing is computed there.
+
+Order at one instant: the core's wake-up at time t comes before any input at t (as
+``DecisionCore.handle`` does itself); among inputs at t, simulated checkpoints and completions come
+before trace inputs, each group in the order it was scheduled.
+
+Execution is simulated from the submission's hints: a started workload pays ``restart_s`` on every
+attempt after its first, then writes a checkpoint every ``checkpoint_interval_s`` of productive time
+and completes once ``work_s`` of productive work is done. A preemption cancels what was pending; a
+resumable workload resumes from its last checkpoint (0 if it never wrote one).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time as wallclock
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ledger.errors import LedgerError
+from ledger.events import (
+    CheckpointWritten,
+    Event,
+    WorkloadCompleted,
+    WorkloadPreempted,
+    WorkloadStarted,
+    WorkloadSubmitted,
+    from_us,
+    to_us,
+)
+from ledger.replay._build import trusted
+
+_US = 1_000_000
+_SIM, _INPUT = 0, 1  # at one instant, simulated facts come before trace inputs
+_CHECKPOINT, _COMPLETE, _EVENT = 0, 1, 2
+
+
+class Core(Protocol):
+    """What the driver needs from ``ledger.core.DecisionCore``."""
+
+    def handle(self, event: Event) -> list[Event]: ...
+    def advance(self, until_us: int) -> list[Event]: ...
+    def next_wakeup(self) -> int | None: ...
+
+
+@dataclass(slots=True)
+class _Execution:
+    """What the simulator knows of one workload: its hints and how far it has got."""
+
+    workload_id: str
+    gpus: int
+    work_s: int
+    interval_s: int
+    restart_s: int
+    resumable: bool
+    progress_s: int = 0  # productive seconds saved by the last checkpoint
+    starts: int = 0
+    generation: int = 0  # bumped on every start and stop; pending entries of older generations are void
+    checkpoints: int = 0  # checkpoints written so far (for their ids)
+    attempt_origin_us: int = 0  # the moment this attempt's productive work began, minus progress_s at start
+    running: bool = False
+    done: bool = False
+    counted_done: bool = False
+
+
+@dataclass
+class ReplayStats:
+    """Counts and times of one replay."""
+
+    events: int = 0
+    by_type: dict[str, int] = field(default_factory=dict)
+    moments: int = 0  # clock jumps: distinct steps of the loop
+    first_us: int | None = None
+    last_us: int | None = None
+    wall_s: float = 0.0
+    demand_gpu_us: int = 0  # ∫ GPUs of workloads submitted and not yet finished (waiting or running) dt
+
+    def demand_ratio(self, capacity_gpus: int) -> float:
+        """Return mean demand (GPUs waiting or running) over capacity across the simulated span."""
+        span = (self.last_us or 0) - (self.first_us or 0)
+        return self.demand_gpu_us / (capacity_gpus * span) if span > 0 and capacity_gpus else 0.0
+
+    @property
+    def simulated_s(self) -> float:
+        """Return the simulated span in seconds."""
+        return 0.0 if self.first_us is None or self.last_us is None else (self.last_us - self.first_us) / _US
+
+
+Progress = Callable[[int, int, int], None]  # (first_us, now_us, last_input_us)
+
+
+class ReplayDriver:
+    """Feed inputs and simulated execution facts to a decision core in time order; collect every event."""
+
+    def __init__(self, core: Core, cluster: str, sink: Callable[[list[Event]], object], *, batch: int = 20_000):
+        self.core = core
+        self.cluster = cluster
+        self._sink = sink
+        self._batch = batch
+        self._out: list[Event] = []
+        self._heap: list[tuple[int, int, int, int, str, int, Event | None]] = []
+        self._seq = 0
+        self._runs: dict[str, _Execution] = {}
+        self._last_input_us = 0
+        self._active_gpus = 0
+        self.stats = ReplayStats()
+
+    # -- inputs ---------------------------------------------------------------------------------
+    def feed(self, events: Iterable[Event]) -> None:
+        """Queue input events (setup, submissions, allocation and host changes) for the replay."""
+        for event in events:
+            t = to_us(event.time)
+            if isinstance(event, WorkloadSubmitted):
+                if event.work_s is None:
+                    raise LedgerError(f"{event.workload_id}: the submission carries no work_s hint to simulate")
+                self._runs[event.workload_id] = _Execution(
+                    event.workload_id,
+                    event.gpus,
+                    event.work_s,
+                    event.checkpoint_interval_s or 0,
+                    event.restart_s or 0,
+                    event.resumable,
+                )
+            self._push(t, _INPUT, _EVENT, "", 0, event)
+            self._last_input_us = max(self._last_input_us, t)
+
+    def _push(self, t: int, cls: int, kind: int, wid: str, gen: int, event: Event | None) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, cls, self._seq, kind, wid, gen, event))
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self, *, progress: Progress | None = None, until_us: int | None = None) -> ReplayStats:
+        """Run until nothing is left to happen (or ``until_us``); return the stats."""
+        started = wallclock.perf_counter()
+        heap, core = self._heap, self.core
+        if heap and self.stats.first_us is None:
+            self.stats.first_us = heap[0][0]
+        next_report = 0.0
+        while True:
+            wake = core.next_wakeup()
+            t_next = heap[0][0] if heap else None
+            if wake is not None and (t_next is None or wake <= t_next):
+                if until_us is not None and wake > until_us:
+                    break
+                self.stats.moments += 1
+                self._absorb(core.advance(wake))
+                after = core.next_wakeup()
+                if after is not None and after <= wake:
+                    raise LedgerError(f"decision core asked to wake at {from_us(wake)} again after advancing to it")
+                now = wake
+            elif t_next is not None:
+                if until_us is not None and t_next > until_us:
+                    break
+                now, _cls, _seq, kind, wid, gen, event = heapq.heappop(heap)
+                if kind == _EVENT:
+                    assert event is not None
+                    self.stats.moments += 1
+                    self._emit(event)
+                    self._absorb(core.handle(event))
+                else:
+                    run = self._runs[wid]
+                    if gen != run.generation:
+                        continue  # cancelled by a preemption
+                    self.stats.moments += 1
+                    fact = self._checkpoint(run, now) if kind == _CHECKPOINT else self._complete(run, now)
+                    self._emit(fact)
+                    self._absorb(core.handle(fact))
+            else:
+                break
+            if progress is not None and self.stats.moments % 512 == 0:
+                elapsed = wallclock.perf_counter() - started
+                if elapsed >= next_report:
+                    next_report = elapsed + 0.2
+                    progress(self.stats.first_us or now, now, self._last_input_us)
+        self._flush()
+        self.stats.wall_s = wallclock.perf_counter() - started
+        return self.stats
+
+    # -- simulated execution --------------------------------------------------------------------
+    def _checkpoint(self, run: _Execution, now: int) -> CheckpointWritten:
+        run.progress_s += run.interval_s
+        run.checkpoints += 1
+        self._schedule_next(run)
+        return trusted(
+            CheckpointWritten,
+            {
+                "event_id": f"{self.cluster}/{run.workload_id}/ckpt{run.checkpoints}",
+                "cluster": self.cluster,
+                "time": from_us(now),
+                "schema_version": 1,
+                "workload_id": run.workload_id,
+                "progress_s": run.progress_s,
+            },
+        )
+
+    def _complete(self, run: _Execution, now: int) -> WorkloadCompleted:
+        run.running, run.done = False, True
+        run.generation += 1
+        return trusted(
+            WorkloadCompleted,
+            {
+                "event_id": f"{self.cluster}/{run.workload_id}/done",
+                "cluster": self.cluster,
+                "time": from_us(now),
+                "schema_version": 1,
+                "workload_id": run.workload_id,
+                "outcome": "succeeded",
+            },
+        )
+
+    def _schedule_next(self, run: _Execution) -> None:
+        # The next thing this attempt will do: its next checkpoint, or its completion.
+        if run.interval_s and run.progress_s + run.interval_s < run.work_s:
+            t = run.attempt_origin_us + (run.progress_s + run.interval_s) * _US
+            self._push(t, _SIM, _CHECKPOINT, run.workload_id, run.generation, None)
+        else:
+            t = run.attempt_origin_us + run.work_s * _US
+            self._push(t, _SIM, _COMPLETE, run.workload_id, run.generation, None)
+
+    def _started(self, event: WorkloadStarted) -> None:
+        run = self._runs.get(event.workload_id)
+        if run is None or run.done:
+            return
+        run.starts += 1
+        run.generation += 1
+        run.running = True
+        if not run.resumable:
+            run.progress_s = 0
+        restart = run.restart_s if run.starts > 1 else 0
+        # origin + progress = when productive work resumes, so every later moment is origin + progress
+        run.attempt_origin_us = to_us(event.time) + restart * _US - run.progress_s * _US
+        self._schedule_next(run)
+
+    def _stopped(self, workload_id: str, *, final: bool) -> None:
+        run = self._runs.get(workload_id)
+        if run is None:
+            return
+        run.generation += 1
+        run.running = False
+        run.done = run.done or final
+
+    # -- output ---------------------------------------------------------------------------------
+    def _absorb(self, outputs: Sequence[Event]) -> None:
+        for event in outputs:
+            self._emit(event)
+            if isinstance(event, WorkloadStarted):
+                self._started(event)
+            elif isinstance(event, WorkloadPreempted):
+                self._stopped(event.workload_id, final=False)
+            elif isinstance(event, WorkloadCompleted):
+                self._stopped(event.workload_id, final=True)
+
+    def _emit(self, event: Event) -> None:
+        stats = self.stats
+        stats.events += 1
+        name = type(event).__name__
+        stats.by_type[name] = stats.by_type.get(name, 0) + 1
+        t = to_us(event.time)
+        if stats.first_us is None:
+            stats.first_us = t
+        if stats.last_us is None or t > stats.last_us:
+            if stats.last_us is not None:
+                stats.demand_gpu_us += self._active_gpus * (t - stats.last_us)
+            stats.last_us = t
+        if isinstance(event, WorkloadSubmitted):
+            self._active_gpus += event.gpus
+        elif isinstance(event, WorkloadCompleted):
+            run = self._runs.get(event.workload_id)
+            if run is not None and not run.counted_done:
+                run.counted_done = True
+                self._active_gpus -= run.gpus
+        self._out.append(event)
+        if len(self._out) >= self._batch:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._out:
+            self._sink(self._out)
+            self._out = []
+
+
+__all__ = ["Core", "Progress", "ReplayDriver", "ReplayStats"]

@@ -1,0 +1,120 @@
+"""Replay inputs under some knobs into a run directory: ``DIR/events/`` (an embedded event log).
+
+The log is built in a temporary directory beside ``DIR/events`` and moved into place only when the
+replay finished, so a failed or interrupted replay never leaves a half-written run behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ledger.core.knobs import Knobs
+from ledger.errors import InputError, LedgerError
+from ledger.events import Event, to_us
+from ledger.replay.budgets import Budgets, load_budgets
+from ledger.replay.driver import Progress, ReplayDriver, ReplayStats
+from ledger.replay.trace import RejectedRow, read_trace
+
+
+@dataclass
+class ReplayInputs:
+    """Everything a replay starts from: the cluster, its setup events and the inputs in time order."""
+
+    cluster: str
+    gpus: int
+    gpus_per_node: int
+    setup: list[Event]
+    inputs: list[Event]
+    rejected: list[RejectedRow] = field(default_factory=list)
+    source: str = ""
+    notes: list[str] = field(default_factory=list)  # how hints were derived, for the report
+
+
+def inputs_from_budgets(budgets: Budgets, inputs: list[Event], *, start: datetime | None = None) -> ReplayInputs:
+    """Return ReplayInputs for a budget tree and input events (setup at ``start`` or the first input)."""
+    at = start or (min(e.time for e in inputs) if inputs else datetime(2026, 1, 1, tzinfo=UTC))
+    return ReplayInputs(
+        budgets.cluster, budgets.gpus, budgets.gpus_per_node, list(budgets.events(at)), sorted(inputs, key=_time)
+    )
+
+
+def _time(e: Event) -> datetime:
+    return e.time
+
+
+def load_trace(trace: str | Path, budgets_file: str | Path, *, strict: bool = False) -> ReplayInputs:
+    """Read a workload trace and a budgets file into ReplayInputs (bad rows set aside, or refused)."""
+    budgets = load_budgets(budgets_file)
+    t = read_trace(trace, budgets.cluster, strict=strict, budgets=budgets.paths, max_gpus=budgets.gpus)
+    if not t.submissions:
+        raise InputError(f"{trace}: no workload could be read ({len(t.rejected)} bad row(s))")
+    result = inputs_from_budgets(budgets, list(t.submissions))
+    result.rejected = t.rejected
+    result.source = str(trace)
+    return result
+
+
+def load_inputs(source: str | Path, budgets_file: str | Path | None, *, strict: bool = False) -> ReplayInputs:
+    """Load a workload trace, an ITP raw trace (``ledger.replay.itp``), or an event log / run directory."""
+    path = Path(source)
+    if path.is_dir():
+        from ledger.replay.fromlog import load_log  # the log reader is only needed for log inputs
+
+        return load_log(path, budgets_file)
+    from ledger.replay.itp import is_itp_trace, load_itp
+
+    if is_itp_trace(path):
+        return load_itp(path, budgets_file)
+    if budgets_file is None:
+        raise InputError(f"{source}: a workload trace needs --budgets FILE (the budget tree and cluster size)")
+    return load_trace(path, budgets_file, strict=strict)
+
+
+def replay(
+    inputs: ReplayInputs,
+    knobs: Knobs,
+    out_dir: str | Path,
+    *,
+    progress: Progress | None = None,
+    until: datetime | None = None,
+) -> ReplayStats:
+    """Replay ``inputs`` under ``knobs`` and write every event, in time order, to ``out_dir/events``."""
+    from ledger.core import DecisionCore
+    from ledger.log import EventLog
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    final = out / "events"
+    building = out / ".events.building"
+    shutil.rmtree(building, ignore_errors=True)
+    log = EventLog(building)
+    core = DecisionCore(knobs, inputs.cluster)
+    driver = ReplayDriver(core, inputs.cluster, log.append)
+    driver.feed(inputs.setup)
+    driver.feed(inputs.inputs)
+    try:
+        stats = driver.run(progress=progress, until_us=to_us(until) if until else None)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    close = getattr(log, "close", None)
+    if callable(close):
+        close()
+    if final.exists():
+        if not (final.is_dir() and (not any(final.iterdir()) or _looks_like_log(final))):
+            shutil.rmtree(building, ignore_errors=True)
+            raise LedgerError(f"{final} exists and is not an event log; choose another --out")
+        shutil.rmtree(final)
+    building.rename(final)
+    return stats
+
+
+def _looks_like_log(path: Path) -> bool:
+    # a previous replay's log: only segment files and the log's own bookkeeping, no subdirectories
+    return all(p.is_file() for p in path.iterdir())
+
+
+__all__ = ["ReplayInputs", "inputs_from_budgets", "load_inputs", "load_trace", "replay"]

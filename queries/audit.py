@@ -1,0 +1,222 @@
+"""Run the audit SQL over a projected log and assemble the ``audit.json`` dictionary."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from queries.projection import project, sql_text
+from queries.source import open_records
+from queries.timefmt import iso
+
+AUDITS = ("owed_hours", "discarded_work", "wait_by_size", "occupancy", "fairness")
+WEEK_S = 7 * 86_400
+_TIME_TABLES = ("ev_submitted", "ev_started", "ev_checkpoint", "ev_preempted", "ev_requeued", "ev_completed",
+                "ev_node", "ev_allocation", "ev_refused", "ev_health", "ev_capacity", "ev_decision")
+
+Source = str | Path | Iterable[Any] | duckdb.DuckDBPyConnection
+
+
+def connect(source: Source) -> duckdb.DuckDBPyConnection:
+    """Return a DuckDB connection holding the projected log of ``source`` (reused if already one)."""
+    if isinstance(source, duckdb.DuckDBPyConnection):
+        return source
+    return project(open_records(source))
+
+
+def rows(con: duckdb.DuckDBPyConnection, query: str) -> list[dict[str, Any]]:
+    """Return the result of ``query`` as a list of dicts."""
+    cur = con.execute(query)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def prepare(
+    con: duckdb.DuckDBPyConnection, since_us: int | None = None, until_us: int | None = None, window_s: int = WEEK_S
+) -> None:
+    """Set the audit period and build the shared facts and every audit table in ``con``."""
+    union = " UNION ALL ".join(f'SELECT min("time") AS lo, max("time") AS hi FROM {t}' for t in _TIME_TABLES)
+    lo, hi = con.execute(f"SELECT min(lo), max(hi) FROM ({union})").fetchone() or (None, None)
+    t0 = since_us if since_us is not None else (lo if lo is not None else 0)
+    t1 = until_us if until_us is not None else (hi if hi is not None else t0)
+    t1 = max(t1, t0)
+    # When the period ends at the log's last event, that event belongs inside it.
+    pt1 = t1 if until_us is not None else t1 + 1
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE params AS SELECT ?::BIGINT AS t0, ?::BIGINT AS t1, ?::BIGINT AS pt1, "
+        "?::BIGINT AS window_us",
+        [t0, t1, pt1, window_s * 1_000_000],
+    )
+    con.execute(sql_text("derive"))
+    con.execute(sql_text("anomalies"))
+    for name in AUDITS:
+        con.execute(sql_text(name))
+
+
+def _team(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: row[k] for k in ("budget", "owed_gpu_hours", "delivered_gpu_hours", "received_gpu_hours", "ratio",
+                                "demand_gpu_hours", "share_gpu_hours")}
+
+
+def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Return the owed-hours audit (needs ``prepare``)."""
+    teams = [_team(r) for r in rows(con, "SELECT * FROM owed_teams ORDER BY budget")]
+    owed = sum(t["owed_gpu_hours"] for t in teams)
+    received = sum(t["received_gpu_hours"] for t in teams)
+    rated = [t for t in teams if t["ratio"] is not None]
+    worst = min(rated, key=lambda t: (t["ratio"], t["budget"]), default=None)
+    return {
+        "overall_ratio": received / owed if owed > 0 else None,
+        "owed_gpu_hours": owed,
+        "delivered_gpu_hours": sum(t["delivered_gpu_hours"] for t in teams),
+        "received_gpu_hours": received,
+        "teams_at_95": sum(1 for t in rated if t["ratio"] >= 0.95),
+        "teams_owed": len(rated),
+        "worst_team": None if worst is None else {"budget": worst["budget"], "ratio": worst["ratio"]},
+        "teams": teams,
+    }
+
+
+_DISCARD_KEYS = ("preemptions", "discarded_gpu_hours", "discarded_share", "median_restart_s",
+                 "preemptions_per_workload_week", "delivered_gpu_hours", "lost_since_checkpoint_gpu_hours",
+                 "restart_gpu_hours", "workload_weeks")
+
+
+def discarded_work(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Return the discarded-work audit (needs ``prepare``)."""
+    summary = rows(con, "SELECT * FROM discarded_summary")
+    by = {(r["grp"], r["key"]): {k: r[k] for k in _DISCARD_KEYS} for r in summary}
+    empty = dict.fromkeys(_DISCARD_KEYS, None) | {"preemptions": 0, "discarded_gpu_hours": 0.0}
+    ev = rows(con, "SELECT * FROM eviction")[0]
+    out = dict(by.get(("all", "all"), empty))
+    out["restart_time_source"] = "restart_s of the submission (the log has no resume marker)"
+    out["eviction_ratio"] = ev["gpus_preempted"] / ev["gpus_started"] if ev["gpus_started"] else None
+    out["gpus_preempted"] = int(ev["gpus_preempted"])
+    out["gpus_started_by_preemption"] = int(ev["gpus_started"])
+    out["by_tier"] = {tier: by.get(("tier", tier), empty) for tier in ("allocated", "unallocated")}
+    out["by_team"] = [{"budget": key} | vals for (grp, key), vals in sorted(by.items()) if grp == "team"]
+    return out
+
+
+_WAIT_KEYS = ("size", "jobs", "mean_s", "p50_s", "p90_s", "p99_s", "max_s")
+
+
+def wait_by_size(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Return the wait-by-size audit (needs ``prepare``)."""
+    stats = rows(con, "SELECT * FROM wait_stats ORDER BY wait_kind, ord")
+
+    def block(kind: str) -> dict[str, Any]:
+        mine = [{k: r[k] for k in _WAIT_KEYS} for r in stats if r["wait_kind"] == kind]
+        return {"buckets": [r for r in mine if r["size"] != "debug"],
+                "debug": next(r for r in mine if r["size"] == "debug")}
+
+    first = block("first")
+    return {**first, "requeue": block("requeue")}
+
+
+def occupancy(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Return the occupancy audit with hourly series (needs ``prepare``)."""
+    out = rows(con, "SELECT * FROM occupancy_totals")[0]
+    out["hourly"] = [
+        {"hour": iso(r.pop("hour_us"))} | r for r in rows(con, "SELECT * FROM occupancy_hourly ORDER BY hour_us")
+    ]
+    out["by_team_hourly"] = [
+        {"budget": r.pop("budget"), "hour": iso(r.pop("hour_us"))} | r
+        for r in rows(con, "SELECT * FROM occupancy_team_hourly ORDER BY budget, hour_us")
+    ]
+    return out
+
+
+def fairness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Return each team's usage / allocation hour by hour (needs ``prepare``)."""
+    window_us = con.execute("SELECT window_us FROM params").fetchone()
+    return {
+        "window_s": (window_us[0] if window_us else 0) // 1_000_000,
+        "hourly": [
+            {"budget": r.pop("budget"), "hour": iso(r.pop("hour_us"))} | r
+            for r in rows(con, "SELECT * FROM fairness_hourly ORDER BY budget, hour_us")
+        ],
+    }
+
+
+def anomalies(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Return every anomaly with its reason and whether the figures include it (needs ``prepare``)."""
+    return [
+        {"kind": r["kind"], "event_id": r["event_id"], "workload_id": r["workload_id"], "time": iso(r["time_us"]),
+         "reason": r["reason"], "included": r["included"], "effect": r["effect"]}
+        for r in rows(con, "SELECT * FROM anomalies ORDER BY seq, kind")
+    ]
+
+
+def workloads(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Return every submitted workload with its first start, end and preemption count (needs ``prepare``)."""
+    query = ("SELECT workload_id, budget, gpus, kind, min_runtime_s, submit_us, first_start_us, end_us, preemptions "
+             "FROM workload_facts ORDER BY seq")
+    return [
+        {"workload_id": r["workload_id"], "budget": r["budget"], "gpus": r["gpus"], "kind": r["kind"],
+         "min_runtime_s": r["min_runtime_s"], "submit_time": iso(r["submit_us"]),
+         "first_start_time": iso(r["first_start_us"]), "end_time": iso(r["end_us"]),
+         "preemptions": r["preemptions"]}
+        for r in rows(con, query)
+    ]
+
+
+def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Return the whole audit dictionary from a prepared connection."""
+    period = con.execute("SELECT t0, t1, window_us FROM params").fetchone()
+    assert period is not None
+    return {
+        "period": {"start": iso(period[0]), "end": iso(period[1])},
+        "owed_hours": owed_hours(con),
+        "discarded_work": discarded_work(con),
+        "wait_by_size": wait_by_size(con),
+        "occupancy": occupancy(con),
+        "fairness": fairness(con),
+        "anomalies": anomalies(con),
+        "workloads": workloads(con),
+    }
+
+
+def audit(
+    source: Source, since: int | str | None = None, until: int | str | None = None, window_s: int = WEEK_S
+) -> dict[str, Any]:
+    """Audit a run directory, log directory, records, events or projected connection; return the audit dict."""
+    from queries.timefmt import parse_iso
+
+    since_us = parse_iso(since) if isinstance(since, str) else since
+    until_us = parse_iso(until) if isinstance(until, str) else until
+    con = connect(source)
+    prepare(con, since_us, until_us, window_s)
+    return collect(con)
+
+
+def write_json(data: dict[str, Any], path: str | Path) -> None:
+    """Write ``data`` as JSON atomically (a temporary file renamed into place)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=1)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def audit_run(run_dir: str | Path) -> dict[str, Any]:
+    """Audit ``run_dir/events/`` and write ``run_dir/audit.json``; return the audit dict."""
+    run_dir = Path(run_dir)
+    data = audit(run_dir / "events")
+    write_json(data, run_dir / "audit.json")
+    return data
+
+
+__all__ = ["AUDITS", "anomalies", "audit", "audit_run", "collect", "connect", "discarded_work", "fairness",
+           "occupancy", "owed_hours", "prepare", "rows", "wait_by_size", "workloads", "write_json"]

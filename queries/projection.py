@@ -1,0 +1,179 @@
+"""Load an event log into DuckDB: records are batched per event type into Arrow tables, then registered.
+
+The projection never inserts row by row: each event type's records are buffered as the
+decoder hands them over, turned into an Arrow record batch every ``BATCH`` records (Arrow
+converts the dicts column by column in C), and the batches of one type become one Arrow
+table that DuckDB scans in place. Times become integer microseconds (``BIGINT``) so every
+GPU-time sum in the audits is exact integer arithmetic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from importlib import resources
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ledger.errors import InputError
+
+BATCH = 65_536
+_TS = pa.timestamp("us", tz="UTC")
+_STR = pa.string()
+_NAMES = pa.list_(pa.string())
+
+# event type -> (table name, fields kept); ``time`` and other timestamps are listed in _TIMES.
+_FIELDS: dict[str, tuple[str, list[tuple[str, pa.DataType]]]] = {
+    "WorkloadSubmitted": (
+        "ev_submitted",
+        [
+            ("event_id", _STR), ("time", _TS), ("workload_id", _STR), ("budget", _STR), ("user", _STR),
+            ("gpus", pa.int64()), ("min_runtime_s", pa.int64()), ("resumable", pa.bool_()),
+            ("priority", pa.int64()), ("kind", _STR), ("work_s", pa.int64()),
+            ("checkpoint_interval_s", pa.int64()), ("restart_s", pa.int64()),
+        ],
+    ),
+    "WorkloadStarted": (
+        "ev_started",
+        [
+            ("event_id", _STR), ("time", _TS), ("workload_id", _STR), ("nodes", _NAMES), ("gpus", pa.int64()),
+            ("allocated", pa.bool_()), ("protected_until", _TS), ("attempt", pa.int64()),
+        ],
+    ),
+    "CheckpointWritten": (
+        "ev_checkpoint",
+        [("event_id", _STR), ("time", _TS), ("workload_id", _STR), ("progress_s", pa.int64())],
+    ),
+    "WorkloadPreempted": (
+        "ev_preempted",
+        [("event_id", _STR), ("time", _TS), ("workload_id", _STR), ("reason", _STR), ("preempted_by", _STR)],
+    ),
+    "WorkloadRequeued": ("ev_requeued", [("event_id", _STR), ("time", _TS), ("workload_id", _STR)]),
+    "WorkloadCompleted": (
+        "ev_completed",
+        [("event_id", _STR), ("time", _TS), ("workload_id", _STR), ("outcome", _STR)],
+    ),
+    "BudgetNodeDefined": (
+        "ev_node",
+        [
+            ("event_id", _STR), ("time", _TS), ("path", _STR), ("parent", _STR), ("share", pa.float64()),
+            ("managers", _NAMES), ("set_by", _STR),
+        ],
+    ),
+    "AllocationChanged": (
+        "ev_allocation",
+        [("event_id", _STR), ("time", _TS), ("path", _STR), ("share", pa.float64()), ("set_by", _STR)],
+    ),
+    "AllocationRefused": (
+        "ev_refused",
+        [
+            ("event_id", _STR), ("time", _TS), ("path", _STR), ("share", pa.float64()), ("set_by", _STR),
+            ("refused_event_id", _STR), ("reason", _STR),
+        ],
+    ),
+    "HostHealthChanged": (
+        "ev_health",
+        [("event_id", _STR), ("time", _TS), ("host", _STR), ("state", _STR), ("reason", _STR)],
+    ),
+    "ClusterCapacityChanged": (
+        "ev_capacity",
+        [("event_id", _STR), ("time", _TS), ("cluster", _STR), ("gpus", pa.int64()), ("gpus_per_node", pa.int64())],
+    ),
+    "SchedulingDecision": (
+        "ev_decision",
+        [
+            ("event_id", _STR), ("time", _TS), ("action", _STR), ("workload_id", _STR), ("nodes", _NAMES),
+            ("reason", _STR), ("for_workload", _STR), ("budget_ratio", pa.float64()),
+            ("queue_position", pa.int64()), ("effective_time", _TS),
+        ],
+    ),
+}
+
+TABLES: tuple[str, ...] = tuple(table for table, _ in _FIELDS.values())
+
+
+def _schemas(time_type: pa.DataType) -> dict[str, pa.Schema]:
+    return {
+        name: pa.schema([(f, time_type if t == _TS else t) for f, t in fields])
+        for name, (_, fields) in _FIELDS.items()
+    }
+
+
+_AS_DATETIME = _schemas(_TS)
+_AS_MICROS = _schemas(pa.int64())
+
+
+class _Buffer:
+    """Records of one event type, turned into Arrow record batches every BATCH records."""
+
+    __slots__ = ("batches", "rows", "seqs", "type_name")
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+        self.rows: list[dict[str, Any]] = []
+        self.seqs: list[int] = []
+        self.batches: list[pa.RecordBatch] = []
+
+    def flush(self) -> None:
+        if not self.rows:
+            return
+        # Readers may hand timestamps over as datetimes (logical types) or raw integer micros.
+        micros = not isinstance(self.rows[0]["time"], datetime)
+        schema = (_AS_MICROS if micros else _AS_DATETIME)[self.type_name]
+        try:
+            batch = pa.RecordBatch.from_pylist(self.rows, schema=schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError) as exc:
+            raise InputError(f"{self.type_name} record near log position {self.seqs[0]}: {exc}") from None
+        cols = [c.cast(pa.int64()) if c.type == _TS else c for c in batch.columns]
+        cols.append(pa.array(self.seqs, pa.int64()))
+        self.batches.append(pa.RecordBatch.from_arrays(cols, names=[*batch.schema.names, "seq"]))
+        self.rows = []
+        self.seqs = []
+
+    def table(self) -> pa.Table:
+        self.flush()
+        if self.batches:
+            return pa.Table.from_batches(self.batches)
+        schema = _AS_MICROS[self.type_name].append(pa.field("seq", pa.int64()))
+        return schema.empty_table()
+
+
+def load_arrow(records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, pa.Table]:
+    """Return one Arrow table per event type from ``(type_name, record)`` pairs (times as integer micros)."""
+    buffers = {name: _Buffer(name) for name in _FIELDS}
+    short: dict[str, _Buffer] = {}
+    seq = 0
+    for seq, (type_name, record) in enumerate(records):  # noqa: B007 - seq counts the log position
+        buf = short.get(type_name)
+        if buf is None:
+            name = type_name.rsplit(".", 1)[-1]
+            if name not in buffers:
+                raise InputError(f"log position {seq}: unknown event type {type_name!r}")
+            buf = short[type_name] = buffers[name]
+        buf.rows.append(record)
+        buf.seqs.append(seq)
+        if len(buf.rows) >= BATCH:
+            buf.flush()
+    return {_FIELDS[name][0]: buf.table() for name, buf in buffers.items()}
+
+
+def project(
+    records: Iterable[tuple[str, dict[str, Any]]], con: duckdb.DuckDBPyConnection | None = None
+) -> duckdb.DuckDBPyConnection:
+    """Load ``(type_name, record)`` pairs into a DuckDB connection as tables ``ev_*`` (one per event type)."""
+    con = con if con is not None else duckdb.connect()
+    for table, arrow in load_arrow(records).items():
+        con.register(f"{table}_arrow", arrow)
+        con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {table}_arrow")
+        con.unregister(f"{table}_arrow")
+    return con
+
+
+def sql_text(name: str) -> str:
+    """Return the text of ``queries/<name>.sql``."""
+    return resources.files("queries").joinpath(f"{name}.sql").read_text(encoding="utf-8")
+
+
+__all__ = ["BATCH", "TABLES", "load_arrow", "project", "sql_text"]

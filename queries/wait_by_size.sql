@@ -1,0 +1,35 @@
+-- wait_by_size.sql: how long did jobs of each size wait?
+-- Queue wait = first start - submit; for requeued work, restart - preemption (counted apart).
+-- A wait counts when the start that ends it falls in the period. Size buckets by requested
+-- GPUs: 1, 2-8, 9-64, 65-256, 257+; debug = minimum runtime <= 15 min (900 s).
+-- Percentiles interpolate linearly between ranks (quantile_cont).
+
+CREATE OR REPLACE TEMP TABLE waits AS
+SELECT 'first' AS wait_kind, w.workload_id, w.budget, w.gpus, w.min_runtime_s,
+       (w.first_start_us - w.submit_us) / 1e6 AS wait_s
+FROM workload_facts w, params p
+WHERE w.first_start_us >= p.t0 AND w.first_start_us < p.pt1
+UNION ALL
+SELECT 'requeue', x.workload_id, w.budget, w.gpus, w.min_runtime_s, (x.next_start_us - x.preempt_us) / 1e6
+FROM preemptions x JOIN workloads w USING (workload_id), params p
+WHERE x.next_start_us >= p.t0 AND x.next_start_us < p.pt1;
+
+CREATE OR REPLACE TEMP TABLE size_buckets AS
+SELECT * FROM (VALUES (1, '1', 1, 1), (2, '2-8', 2, 8), (3, '9-64', 9, 64), (4, '65-256', 65, 256),
+                      (5, '257+', 257, 9223372036854775807)) v(ord, size, lo, hi);
+
+CREATE OR REPLACE TEMP TABLE wait_stats AS
+WITH keyed AS (
+    SELECT wait_kind, b.ord, b.size, wait_s FROM waits JOIN size_buckets b ON gpus BETWEEN b.lo AND b.hi
+    UNION ALL
+    SELECT wait_kind, 6, 'debug', wait_s FROM waits WHERE min_runtime_s <= 900
+), grid AS (
+    SELECT k.wait_kind, b.ord, b.size
+    FROM (VALUES ('first'), ('requeue')) k(wait_kind),
+         (SELECT ord, size FROM size_buckets UNION ALL SELECT 6, 'debug') b
+)
+SELECT g.wait_kind, g.ord, g.size, count(k.wait_s) AS jobs, avg(k.wait_s) AS mean_s,
+       quantile_cont(k.wait_s, 0.5) AS p50_s, quantile_cont(k.wait_s, 0.9) AS p90_s,
+       quantile_cont(k.wait_s, 0.99) AS p99_s, max(k.wait_s) AS max_s
+FROM grid g LEFT JOIN keyed k USING (wait_kind, ord)
+GROUP BY ALL ORDER BY g.wait_kind, g.ord;

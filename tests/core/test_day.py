@@ -1,0 +1,77 @@
+"""A cluster's day, narrated: budgets, starts, the protected window, preemption, requeue, refusal."""
+
+from __future__ import annotations
+
+from ledger import events as ev
+from ledger.codec import encode
+from ledger.core import DecisionCore, Knobs
+from ledger.events import validated
+from tests.factories import Events
+
+
+def run(core: DecisionCore, events: list[ev.Event]) -> list[ev.Event]:
+    """Feed events, check every output is a valid, encodable event, return all outputs."""
+    out: list[ev.Event] = []
+    for e in events:
+        for o in core.handle(e):
+            validated(o)
+            encode(o)
+            out.append(o)
+    return out
+
+
+def of(out: list[ev.Event], cls: type[ev.Event]) -> list[ev.Event]:
+    return [o for o in out if isinstance(o, cls)]
+
+
+def two_teams(e: Events, gpus: int = 16) -> list[ev.Event]:
+    return [
+        e.capacity(0, gpus),
+        e.node(0, "lab", 1.0, ("director",)),
+        e.node(0, "lab/vision", 0.5, ("vision-pi",)),
+        e.node(0, "lab/text", 0.5, ("text-pi",)),
+    ]
+
+
+def test_morning_two_teams_share_a_small_cluster_and_time_slice_after_protection() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    # 08:00 vision fills both hosts with two one-hour protected jobs
+    out = run(core, [*two_teams(e), e.submit(1, "v1", "lab/vision"), e.submit(1, "v2", "lab/vision")])
+    started = of(out, ev.WorkloadStarted)
+    assert [s.workload_id for s in started] == ["v1", "v2"]  # type: ignore[attr-defined]
+    assert {s.nodes for s in started} == {("lab-n000",), ("lab-n001",)}  # type: ignore[attr-defined]
+    # 08:10 text submits: both vision jobs are protected, so text waits; nothing is preempted
+    out = run(core, [e.submit(10, "t1", "lab/text")])
+    assert out == []
+    assert core.waiting() == ["t1"]
+    # 09:01 the protected windows end; text is under-served, vision ranks after it: one vision job yields
+    out = core.advance(to_minutes(61))
+    pre = of(out, ev.WorkloadPreempted)
+    assert len(pre) == 1 and pre[0].preempted_by == "t1"  # type: ignore[attr-defined]
+    assert of(out, ev.WorkloadRequeued)[0].workload_id == pre[0].workload_id  # type: ignore[attr-defined]
+    start = of(out, ev.WorkloadStarted)[0]
+    assert start.workload_id == "t1"  # type: ignore[attr-defined]
+    decision = next(d for d in of(out, ev.SchedulingDecision) if d.action == "preempt")  # type: ignore[attr-defined]
+    assert decision.for_workload == "t1" and "ranks after" in decision.reason  # type: ignore[attr-defined]
+
+
+def test_a_manager_of_another_team_cannot_change_a_share() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    run(core, two_teams(e))
+    refused = run(core, [e.allocate(5, "lab/vision", 0.9, set_by="text-pi")])
+    assert len(refused) == 1 and isinstance(refused[0], ev.AllocationRefused)
+    assert "text-pi manages neither lab/vision" in refused[0].reason
+    assert core.tree.nodes["lab/vision"].share == 0.5
+    # the director manages an ancestor: accepted, and applying it twice changes nothing
+    ok = e.allocate(6, "lab/vision", 0.75, set_by="director")
+    assert run(core, [ok, ok]) == []
+    assert core.tree.nodes["lab/vision"].share == 0.75
+    assert abs(core.tree.fraction("lab/vision") - 0.6) < 1e-12
+
+
+def to_minutes(m: float) -> int:
+    from tests.factories import at
+
+    return ev.to_us(at(m))

@@ -1,0 +1,145 @@
+"""The replay, compare and demo commands end to end, on the small lab trace of the shared contract."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ledger.cli import main
+from ledger.log import open_log
+from tests.replay.conftest import CONTRACT, ROOT
+from tests.replay.helpers import segment_bytes
+
+TRACE, BUDGETS = CONTRACT / "trace.csv", CONTRACT / "budgets.yaml"
+needs_contract = pytest.mark.skipif(not TRACE.exists(), reason="no shared contract beside the project")
+
+
+@pytest.fixture
+def lab_trace(tmp_path: Path) -> tuple[Path, Path]:
+    """The contract's lab trace and budgets (a copy, so tests may add bad rows)."""
+    if not TRACE.exists():
+        pytest.skip("no shared contract beside the project")
+    shutil.copy(TRACE, tmp_path / "trace.csv")
+    shutil.copy(BUDGETS, tmp_path / "budgets.yaml")
+    return tmp_path / "trace.csv", tmp_path / "budgets.yaml"
+
+
+def replay(trace: Path, budgets: Path, out: Path, *extra: str) -> int:
+    return main(["replay", str(trace), "--budgets", str(budgets), "--out", str(out), "--quiet", *extra])
+
+
+def test_replay_writes_the_event_log_and_an_audit_of_every_workload(lab_trace: tuple[Path, Path], tmp_path: Path) -> None:
+    assert replay(*lab_trace, tmp_path / "run") == 0
+    audit = json.loads((tmp_path / "run" / "audit.json").read_text())
+    assert {"owed_hours", "discarded_work", "wait_by_size", "occupancy", "workloads"} <= set(audit)
+    assert len(audit["workloads"]) == 12
+    assert all(w["first_start_time"] >= w["submit_time"] for w in audit["workloads"])
+    types = {name for name, _ in open_log(tmp_path / "run").records()}
+    assert {"WorkloadSubmitted", "WorkloadStarted", "CheckpointWritten", "WorkloadCompleted",
+            "SchedulingDecision", "WorkloadPreempted", "WorkloadRequeued"} <= types
+    info = json.loads((tmp_path / "run" / "replay.json").read_text())
+    assert info["events_by_type"]["WorkloadSubmitted"] == 12 and info["rejected_rows"] == 0
+
+
+def test_the_same_trace_replayed_twice_gives_byte_identical_logs(lab_trace: tuple[Path, Path], tmp_path: Path) -> None:
+    assert replay(*lab_trace, tmp_path / "one") == 0
+    assert replay(*lab_trace, tmp_path / "two") == 0
+    one, two = segment_bytes(tmp_path / "one" / "events"), segment_bytes(tmp_path / "two" / "events")
+    assert one and one == two
+    assert (tmp_path / "one" / "replay.json").read_bytes() == (tmp_path / "two" / "replay.json").read_bytes()
+    # replaying into an existing run directory replaces its log, with the same bytes again
+    assert replay(*lab_trace, tmp_path / "one") == 0
+    assert segment_bytes(tmp_path / "one" / "events") == two
+
+
+def test_another_knob_changes_what_happens(lab_trace: tuple[Path, Path], tmp_path: Path) -> None:
+    assert replay(*lab_trace, tmp_path / "fair") == 0
+    assert replay(*lab_trace, tmp_path / "fifo", "--policy", "fifo") == 0
+    assert segment_bytes(tmp_path / "fair" / "events") != segment_bytes(tmp_path / "fifo" / "events")
+
+
+BAD_ROWS = [
+    "bad-1,2026-03-02T09:00:00Z,lab/vision/detect,bo,eight,3600,true,3600,0,0,0,batch",
+    "bad-2,2026-03-02T09:00:00Z,lab/nowhere,bo,8,3600,true,3600,0,0,0,batch",
+]
+
+
+def test_bad_rows_are_reported_with_line_numbers_and_the_rest_replayed(
+    lab_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace, budgets = lab_trace
+    with trace.open("a") as f:
+        f.write("\n".join(BAD_ROWS) + "\n")
+    assert replay(trace, budgets, tmp_path / "run") == 0
+    err = capsys.readouterr().err
+    assert "2 row(s) rejected" in err
+    assert f"{trace}:14: gpus = 'eight': expected a whole number" in err
+    assert f"{trace}:15: budget = 'lab/nowhere': is not a node of the budgets file" in err
+    assert (tmp_path / "run" / "rejected_rows.txt").read_text().count("\n") == 2
+    audit = json.loads((tmp_path / "run" / "audit.json").read_text())
+    assert len(audit["workloads"]) == 12
+
+
+def test_strict_refuses_a_trace_with_bad_rows_and_writes_nothing(
+    lab_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace, budgets = lab_trace
+    with trace.open("a") as f:
+        f.write(BAD_ROWS[0] + "\n")
+    assert replay(trace, budgets, tmp_path / "run", "--strict") == 2
+    err = capsys.readouterr().err
+    assert "nothing replayed (--strict)" in err and ":14: gpus" in err
+    assert not (tmp_path / "run" / "events").exists()
+
+
+def test_compare_puts_policies_and_cap_lists_side_by_side(
+    lab_trace: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace, budgets = lab_trace
+    args = ["compare", str(trace), "--budgets", str(budgets), "--quiet", "--format", "json"]
+    assert main([*args, "--policy", "fairshare", "--policy", "priority", "--max-min-runtime", "1h,8h"]) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert table["columns"] == ["fairshare cap 1h", "fairshare cap 8h", "priority cap 1h", "priority cap 8h"]
+    rows = {r["measure"]: r["values"] for r in table["rows"]}
+    assert {"owed_ratio", "debug_p90_wait_s", "discarded_share", "largest_mean_wait_s", "largest_p90_wait_s",
+            "occupied_share"} <= set(rows)
+    assert all(len(v) == 4 for v in rows.values())
+    assert main([*args[:-2], "--format", "csv", "--policy", "fifo"]) == 0
+    csv_out = capsys.readouterr().out.splitlines()
+    assert csv_out[0] == "measure,unit,fifo" and any(line.startswith("owed_ratio,ratio,") for line in csv_out)
+
+
+def test_a_run_directory_replays_again_as_an_event_log(lab_trace: tuple[Path, Path], tmp_path: Path) -> None:
+    assert replay(*lab_trace, tmp_path / "first") == 0
+    assert main(["replay", str(tmp_path / "first"), "--out", str(tmp_path / "again"), "--quiet"]) == 0
+    assert segment_bytes(tmp_path / "first" / "events") == segment_bytes(tmp_path / "again" / "events")
+
+
+def test_demo_prints_the_side_by_side_audits_and_writes_the_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["demo", "--out", str(tmp_path / "demo"), "--scale", "0.02", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "fairshare" in out and "priority" in out and "received / owed" in out and "debug" in out
+    for name in ("trace.csv", "budgets.yaml", "report.html", "fairshare/audit.json", "priority/audit.json"):
+        assert (tmp_path / "demo" / name).exists(), name
+    assert "<table" in (tmp_path / "demo" / "report.html").read_text() or "<pre>" in (
+        tmp_path / "demo" / "report.html"
+    ).read_text()
+
+
+def _placeholder(command: str) -> bool:
+    return "not built yet" in (ROOT / "ledger" / "commands" / f"{command}.py").read_text()
+
+
+@pytest.mark.skipif(not (CONTRACT / "check.py").exists(), reason="no shared contract beside the project")
+def test_the_public_surface_contract_holds() -> None:
+    if _placeholder("audit") or _placeholder("explain"):
+        pytest.skip("the audit and explain commands the contract also checks are not merged here yet")
+    r = subprocess.run([sys.executable, str(CONTRACT / "check.py")], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -1,0 +1,132 @@
+"""The replay driver's clock: it jumps from one moment that matters to the next, missing none, repeating none."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from datetime import timedelta
+
+from ledger.core.knobs import Knobs
+from ledger.events import (
+    CheckpointWritten,
+    WorkloadCompleted,
+    WorkloadPreempted,
+    WorkloadStarted,
+    to_us,
+    validated,
+)
+from tests.factories import at
+from tests.replay.helpers import H, drive, lab, of, submit
+
+US = 1_000_000
+
+
+def test_a_lone_training_run_checkpoints_on_schedule_and_completes_once() -> None:
+    events, _ = drive(lab(), [submit(0, "train", "a", 16, 3 * H + 600, interval_s=H)])
+    (start,) = of(events, "train", "WorkloadStarted")
+    assert start.time == at(0)
+    ckpts = of(events, "train", "CheckpointWritten")
+    assert [(c.time, c.progress_s) for c in ckpts] == [(at(60), H), (at(120), 2 * H), (at(180), 3 * H)]
+    (done,) = of(events, "train", "WorkloadCompleted")
+    assert (done.time, done.outcome) == (at(190), "succeeded")
+
+
+def test_a_workload_that_never_checkpoints_just_completes() -> None:
+    events, _ = drive(lab(), [submit(5, "dbg", "a", 1, 300, min_runtime_s=600, resumable=False)])
+    assert [e.type_name for e in of(events, "dbg") if e.type_name != "SchedulingDecision"] == [
+        "WorkloadSubmitted", "WorkloadStarted", "WorkloadCompleted"
+    ]
+    assert of(events, "dbg", "WorkloadCompleted")[0].time == at(10)
+
+
+def test_preempted_resumable_work_resumes_from_its_last_checkpoint_after_paying_the_restart() -> None:
+    # Team a fills the cluster; its protection ends after 1 h; team b (unserved) arrives at 1 h 45.
+    a = submit(0, "a-long", "a", 16, 10 * H, interval_s=1800, restart_s=600)
+    b = submit(105, "b-burst", "b", 16, H)
+    events, _ = drive(lab(), [a, b])
+    (pre,) = of(events, "a-long", "WorkloadPreempted")
+    assert pre.time == at(105) and pre.preempted_by == "b-burst"
+    assert len(of(events, "a-long", "WorkloadRequeued")) == 1
+    ckpts = of(events, "a-long", "CheckpointWritten")
+    before = [c for c in ckpts if c.time <= pre.time]
+    assert [c.progress_s for c in before] == [1800, 3600, 5400]  # at 30, 60, 90 min: 15 min of work is lost
+    starts = of(events, "a-long", "WorkloadStarted")
+    assert [s.attempt for s in starts] == [1, 2]
+    restart = starts[1].time
+    assert restart == at(165)  # when b-burst completes
+    after = [c for c in ckpts if c.time > pre.time]
+    # productive work resumes 10 min after the restart, from progress 5400
+    assert after[0].progress_s == 7200 and after[0].time == restart + timedelta(seconds=600 + 1800)
+    (done,) = of(events, "a-long", "WorkloadCompleted")
+    assert done.time == restart + timedelta(seconds=600 + 10 * H - 5400)
+    # what was thrown away: GPUs x (time since the last checkpoint) = 16 x 15 min, plus 16 x the restart
+    assert (pre.time - before[-1].time) == timedelta(minutes=15)
+
+
+def test_a_preempted_non_resumable_workload_is_cancelled_and_never_simulated_again() -> None:
+    a = submit(0, "a-once", "a", 16, 10 * H, resumable=False)
+    b = submit(105, "b-burst", "b", 16, H)
+    events, _ = drive(lab(), [a, b])
+    outcomes = [e.outcome for e in of(events, "a-once", "WorkloadCompleted")]
+    assert outcomes == ["cancelled"]
+    assert len(of(events, "a-once", "WorkloadStarted")) == 1
+    assert of(events, "a-once", "CheckpointWritten") == []
+
+
+def _random_trace(seed: int) -> list:  # type: ignore[type-arg]
+    rng = random.Random(seed)
+    subs = []
+    for i in range(60):
+        resumable = rng.random() < 0.8
+        subs.append(
+            submit(
+                rng.randrange(0, 24 * 60), f"w{i:02d}", rng.choice("ab"), rng.choice((1, 2, 4, 8, 8, 16)),
+                rng.randrange(600, 8 * H), min_runtime_s=rng.choice((0, 900, H, 2 * H)), resumable=resumable,
+                interval_s=rng.choice((0, 900, 1800)) if resumable else 0, restart_s=rng.randrange(0, 600),
+            )
+        )
+    return subs
+
+
+def test_every_simulated_moment_happens_exactly_once_in_order_and_nothing_happens_between_steps() -> None:
+    subs = _random_trace(3)
+    events, core = drive(lab(32), subs, Knobs(max_min_runtime_s=H))
+    times = [to_us(e.time) for e in events]
+    assert times == sorted(times), "events leave the driver in time order"
+    assert len({e.event_id for e in events}) == len(events), "no event twice"
+    steps = set(core.steps)
+    assert {to_us(e.time) for e in events} <= steps, "every event happens at a moment the clock stepped to"
+    assert all(validated(e) == e for e in events), "the driver's and the core's events are valid"
+    hints = {s.workload_id: s for s in subs}
+    preempted = Counter(e.workload_id for e in events if isinstance(e, WorkloadPreempted))
+    assert preempted, "the trace is busy enough to preempt"
+    for wid, sub in hints.items():
+        mine = [e for e in events if getattr(e, "workload_id", None) == wid]
+        seen = [
+            (e.type_name, to_us(e.time), e.progress_s if isinstance(e, CheckpointWritten) else sub.work_s)
+            for e in mine
+            if isinstance(e, CheckpointWritten) or (isinstance(e, WorkloadCompleted) and e.outcome == "succeeded")
+        ]
+        # rebuild, from the starts and stops alone, every checkpoint and the completion the driver owed
+        owed: list[tuple[str, int, int]] = []
+        pending: list[tuple[str, int, int]] = []
+        progress = 0
+        for e in mine:
+            if isinstance(e, WorkloadStarted):
+                restart = sub.restart_s if e.attempt > 1 else 0
+                progress = progress if sub.resumable else 0
+                origin = to_us(e.time) + (restart - progress) * US
+                p = progress
+                while sub.checkpoint_interval_s and p + sub.checkpoint_interval_s < sub.work_s:
+                    p += sub.checkpoint_interval_s
+                    pending.append(("CheckpointWritten", origin + p * US, p))
+                pending.append(("WorkloadCompleted", origin + sub.work_s * US, sub.work_s))
+            elif isinstance(e, WorkloadPreempted | WorkloadCompleted) and pending:
+                stop = to_us(e.time)
+                # what fell before the stop happened; at the very moment of the stop either order is fair
+                kept = [x for x in pending if x[1] < stop or (x[1] == stop and x in seen)]
+                owed += kept
+                progress = max([progress, *(x[2] for x in kept if x[0] == "CheckpointWritten")])
+                pending = []
+        assert not pending, f"{wid} was still running when the replay ended"
+        assert seen == owed, wid  # every owed moment exactly once, in order, and nothing else
