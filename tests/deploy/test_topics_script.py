@@ -1,0 +1,84 @@
+"""The topic-creation script creates exactly the worker's topics, with the partition counts and cleanup policies it needs."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+from streams import topics
+from tests.deploy.names import DEPLOY, load_yaml, script_reads
+
+SCRIPT = DEPLOY / "k8s" / "create-topics.sh"
+
+
+def created(path: Path = SCRIPT) -> dict[str, tuple[str, dict[str, str]]]:
+    """Return {topic: (partitions as written, {config: value})} from the script's ``create`` lines."""
+    out: dict[str, tuple[str, dict[str, str]]] = {}
+    for line in path.read_text(encoding="utf-8").replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if not words or words[0] != "create":
+            continue
+        name, partitions, rest = words[1], words[2], words[3:]
+        configs = dict(rest[i + 1].split("=", 1) for i, w in enumerate(rest) if w == "--config")
+        assert name not in out, f"{path.name}: topic {name} created twice"
+        out[name] = (partitions, configs)
+    return out
+
+
+def _partitions(written: str, events_partitions: int) -> int:
+    return events_partitions if written in ('$PARTITIONS', '${PARTITIONS}') else int(written)
+
+
+def test_the_script_creates_every_topic_the_worker_uses_with_its_partition_count() -> None:
+    want = topics.worker_topics(12)
+    have = {name: _partitions(p, 12) for name, (p, _) in created().items()}
+    assert have == want
+
+
+def test_events_and_decisions_expire_while_changelogs_are_compacted() -> None:
+    made = created()
+    for name in (topics.EVENTS, topics.DECISIONS, topics.DEADLETTER):
+        configs = made[name][1]
+        assert configs.get("cleanup.policy") == "delete", name
+        assert "retention.ms" in configs, f"{name} needs an explicit retention"
+    for name in topics.changelog_topics():
+        assert made[name][1] == {"cleanup.policy": "compact", "retention.ms": "-1"}, name
+
+
+def test_events_are_kept_longer_than_the_occupancy_window() -> None:
+    text = SCRIPT.read_text(encoding="utf-8")
+    default_ms = int(text.split('GPULEDGER_EVENTS_RETENTION_MS:-', 1)[1].split("}", 1)[0])
+    assert default_ms >= 7 * 86_400_000 * 2, "reprocessing needs at least two windows of events on the topic"
+
+
+def test_every_setting_the_script_reads_is_given_or_defaulted() -> None:
+    text = SCRIPT.read_text(encoding="utf-8")
+    reads = {n for n in script_reads(SCRIPT) if n.startswith("GPULEDGER_")}
+    required = set(re.findall(r"\$\{(GPULEDGER_[A-Z0-9_]+):\?", text))
+    defaulted = set(re.findall(r"\$\{(GPULEDGER_[A-Z0-9_]+):-", text))
+    compose = set(load_yaml(DEPLOY / "compose.yaml")["services"]["topics"]["environment"])
+    k8s = set(load_yaml(DEPLOY / "k8s" / "configmap.yaml")["data"]) | set(
+        load_yaml(DEPLOY / "k8s" / "secret.yaml")["stringData"]
+    )
+    assert reads <= required | defaulted, f"read without a default or a check: {reads - required - defaulted}"
+    sasl_only = {"GPULEDGER_KAFKA_SASL_USERNAME", "GPULEDGER_KAFKA_SASL_PASSWORD"}  # checked only under SASL_*
+    assert required - sasl_only <= compose, "compose's topics service misses a required setting"
+    assert required <= k8s, "the Kubernetes Job misses a required setting"
+    assert (compose | k8s) & reads >= {"GPULEDGER_BOOTSTRAP", "GPULEDGER_PARTITIONS"}
+
+
+@pytest.mark.parametrize("source", ["compose", "configmap"])
+def test_deployments_give_the_script_the_partition_count_the_workers_use(source: str) -> None:
+    if source == "compose":
+        services = load_yaml(DEPLOY / "compose.yaml")["services"]
+        env = services["topics"]["environment"]
+        worker_args = services["worker"]["command"]
+    else:
+        env = load_yaml(DEPLOY / "k8s" / "configmap.yaml")["data"]
+        worker_args = ["--partitions", "$(GPULEDGER_PARTITIONS)"]
+    partitions = env["GPULEDGER_PARTITIONS"]
+    given = worker_args[worker_args.index("--partitions") + 1]
+    assert given in (partitions, "$(GPULEDGER_PARTITIONS)"), "workers and topics disagree on the partition count"
