@@ -22,7 +22,7 @@ EVENTS = "gpuledger.events"  # input facts, keyed by cluster (one cluster's even
 DECISIONS = "gpuledger.decisions"  # the decision core's outputs, keyed by cluster
 DEADLETTER = "gpuledger.deadletter"  # records that failed to decode or validate, with the reason in headers
 WORKER_APP_ID = "gpuledger-worker"
-TABLES = ("clusters",)  # faust tables of the worker; each has a changelog topic
+TABLES = ("clusters", "occupancy")  # faust tables of the worker; each has a changelog topic
 
 
 def changelog_topics(app_id: str = WORKER_APP_ID) -> list[str]:
@@ -34,9 +34,9 @@ def worker_topics(partitions: int, app_id: str = WORKER_APP_ID) -> dict[str, int
     """Return every topic the worker reads or writes with the partition count it must have.
 
     faust co-partitions tables with their source topic, so changelogs get the events topic's count;
-    its leader-election topic has one partition.
+    the decisions topic has it too (an output goes to its input's partition).
     """
-    topics = {EVENTS: partitions, DECISIONS: partitions, DEADLETTER: 1, f"{app_id}-__assignor-__leader": 1}
+    topics = {EVENTS: partitions, DECISIONS: partitions, DEADLETTER: 1}
     topics.update({name: partitions for name in changelog_topics(app_id)})
     return topics
 

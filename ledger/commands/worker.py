@@ -1,16 +1,58 @@
-"""Run the streaming processors and the decision service against Kafka."""
+"""Run the streaming processors and the decision service against Kafka.
+
+Consumes ``gpuledger.events``, feeds each cluster's decision core, emits its outputs to
+``gpuledger.decisions`` and bad records to ``gpuledger.deadletter``; keeps rolling occupancy per
+budget node in changelog-backed tables. Serves ``/healthz``, ``/readyz``, ``/metrics`` (Prometheus)
+and ``/occupancy`` over HTTP. Stop it with SIGTERM or Ctrl-C; it is also safe to kill.
+"""
 
 from __future__ import annotations
 
 import argparse
-
-from ledger.errors import LedgerError
+from pathlib import Path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
+    from ledger.commands._knobs import add_knob_arguments
+
+    p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap server(s)")
+    p.add_argument("--partitions", type=int, default=4, help="partitions of the worker's topics (default 4)")
+    p.add_argument("--app-id", default="gpuledger-worker", help="consumer group and changelog prefix")
+    p.add_argument("--http", default="127.0.0.1:6066", metavar="HOST:PORT", help="metrics and health endpoint")
+    p.add_argument("--checkpoint-every", type=int, default=1000, help="inputs between checkpoints (default 1000)")
+    p.add_argument(
+        "--idle-clock-rate", type=float, default=1.0,
+        help="event seconds per wall second to extrapolate when no input arrives (default 1.0: live)",
+    )
+    p.add_argument("--idle-after", type=float, default=1.0, help="wall seconds of silence before the timer acts")
+    p.add_argument("--data-dir", type=Path, default=None, help="faust's local directory (default: a temp dir)")
+    p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
+    add_knob_arguments(p)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    raise LedgerError("not built yet (issue 6)")
+    from ledger.commands._knobs import knobs_from_args
+    from ledger.errors import ConfigError
+    from streams.app import WorkerConfig, run_worker
+
+    host, _, port = args.http.rpartition(":")
+    if not port.isdigit():
+        raise ConfigError(f"--http {args.http!r}: expected HOST:PORT")
+    if args.partitions < 1:
+        raise ConfigError(f"--partitions {args.partitions}: must be at least 1")
+    cfg = WorkerConfig(
+        bootstrap=args.bootstrap,
+        knobs=knobs_from_args(args),
+        partitions=args.partitions,
+        app_id=args.app_id,
+        http_host=host or "127.0.0.1",
+        http_port=int(port),
+        checkpoint_every=args.checkpoint_every,
+        idle_clock_rate=args.idle_clock_rate,
+        idle_after_s=args.idle_after,
+        data_dir=args.data_dir,
+        loglevel=args.log_level,
+    )
+    return run_worker(cfg)

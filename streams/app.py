@@ -1,0 +1,352 @@
+"""The faust worker: moves bytes between Kafka and ``DecisionService``; no business logic lives here.
+
+Topics: ``gpuledger.events`` in; ``gpuledger.decisions`` (the core's outputs, same codec, key =
+cluster, same partition as the input), ``gpuledger.deadletter`` (bad records, reason in headers)
+out; two changelog-backed tables: ``clusters`` (one checkpoint per cluster) and ``occupancy``
+(rolling allocated/unallocated GPU-seconds per budget node, a view for operators).
+
+Crash safety (SIGKILL at any point, then restart, equals an uninterrupted run):
+
+1. Inputs are consumed without automatic acks. Every ``checkpoint_every`` records (or
+   ``checkpoint_interval_s``), the worker waits until every output sent so far is acknowledged,
+   writes each changed cluster's checkpoint to the ``clusters`` changelog and waits for *that*
+   acknowledgement, and only then acks the inputs the checkpoint covers. The committed input offset
+   therefore never passes a durable checkpoint.
+2. A checkpoint records the last input offset it reflects. After a restart faust restores the table
+   from its changelog and resumes at the committed offset (at or before the checkpoint); records at
+   or before the checkpoint's offset are skipped, the rest are processed again.
+3. Processing again yields the same outputs with the same ids (the core is deterministic and names
+   its outputs ``{cluster}/d{n}``). Before a restored cluster processes anything, the worker reads the
+   decisions partition from the offset recorded in the checkpoint to its end and remembers the ids
+   found there; those outputs are not sent again. Inputs are idempotent by ``event_id``.
+
+Dead letters are at-least-once: a bad record after the last checkpoint is dead-lettered again after a
+crash; its ``source`` header (topic/partition/offset) identifies the copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ledger.codec import decode, encode
+from ledger.core import Knobs
+from ledger.errors import LedgerError
+from ledger.events import Event
+from streams.deadletter import deadletter_headers
+from streams.metrics import WorkerMetrics
+from streams.service import DecisionService, Outcome
+from streams.state import ClusterState
+from streams.topics import DEADLETTER, DECISIONS, EVENTS, WORKER_APP_ID
+
+__all__ = ["WorkerConfig", "WorkerRuntime", "build_app", "run_worker"]
+
+log = logging.getLogger("gpuledger.worker")
+
+
+@dataclass
+class WorkerConfig:
+    """Everything a worker needs; the CLI fills it from flags."""
+
+    bootstrap: str
+    knobs: Knobs = field(default_factory=Knobs)
+    partitions: int = 4
+    app_id: str = WORKER_APP_ID
+    http_host: str = "127.0.0.1"
+    http_port: int = 6066
+    checkpoint_every: int = 1000
+    checkpoint_interval_s: float = 0.5
+    timer_interval_s: float = 0.25
+    idle_clock_rate: float = 1.0
+    idle_after_s: float = 1.0
+    data_dir: Path | None = None
+    session_timeout_s: float = 6.0
+    rebalance_timeout_s: float = 3.0
+    loglevel: str = "WARNING"
+
+
+@dataclass
+class _Sent:
+    cluster: str
+    future: Any  # asyncio future of RecordMetadata
+
+
+class WorkerRuntime:
+    """The glue between faust and the pure service: sends, checkpoints, acks, metrics."""
+
+    def __init__(self, cfg: WorkerConfig, app: Any, clusters: Any, occupancy: Any):
+        self.cfg = cfg
+        self.app = app
+        self.clusters = clusters
+        self.occupancy = occupancy
+        self.metrics = WorkerMetrics()
+        self.service = DecisionService(
+            cfg.knobs, loader=self._load, idle_clock_rate=cfg.idle_clock_rate, idle_after_s=cfg.idle_after_s
+        )
+        self.lock = asyncio.Lock()
+        self.producer: Any = None
+        self.sent: list[_Sent] = []
+        self.unacked: list[tuple[Any, Any]] = []  # (stream, event) covered by the next checkpoint
+        self.last_checkpoint = time.monotonic()
+        self.last_offset: dict[int, int] = {}
+        self.started = time.monotonic()
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _load(self, cluster: str) -> bytes | None:
+        blob = self.clusters.data.get(cluster)
+        return bytes(blob) if blob is not None else None
+
+    async def start_producer(self) -> None:
+        """Start the output producer (acks=all; not idempotent: some brokers refuse InitProducerId)."""
+        from aiokafka import AIOKafkaProducer
+
+        if self.producer is not None:
+            return
+
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=self.cfg.bootstrap, acks="all", enable_idempotence=False, linger_ms=1
+        )
+        await self.producer.start()
+
+    async def stop_producer(self) -> None:
+        """Flush and stop the output producer."""
+        if self.producer is not None:
+            with contextlib.suppress(Exception):
+                await self.producer.stop()
+            self.producer = None
+
+    @property
+    def ready(self) -> bool:
+        """Return whether the worker has recovered its tables, owns partitions and can send."""
+        recovery = getattr(self.app.tables, "recovery", None)
+        recovered = recovery is not None and recovery.completed.is_set()
+        return bool(recovered and not self.app.rebalancing and self.producer is not None)
+
+    # -- restart: recognise outputs already on the decisions topic ------------------------------
+    async def _prepare(self, cluster: str, partition: int) -> None:
+        st = self.service.state(cluster, partition)
+        st.suppress = await self._emitted_since(cluster, st.partition, st.decisions_next)
+        if st.suppress:
+            log.warning("cluster %s: %d output(s) already on %s are not sent again", cluster, len(st.suppress), DECISIONS)
+
+    async def _emitted_since(self, cluster: str, partition: int, offset: int) -> set[str]:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        tp = TopicPartition(DECISIONS, partition)
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.cfg.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        found: set[str] = set()
+        try:
+            consumer.assign([tp])
+            end = (await consumer.end_offsets([tp]))[tp]
+            if offset >= end:
+                return found
+            consumer.seek(tp, offset)
+            key = cluster.encode()
+            while await consumer.position(tp) < end:
+                batch = await consumer.getmany(tp, timeout_ms=1000)
+                for msg in batch.get(tp, []):
+                    if msg.key == key and msg.value:
+                        with contextlib.suppress(LedgerError):
+                            found.add(decode(msg.value).event_id)
+        finally:
+            await consumer.stop()
+        return found
+
+    # -- the agent's body --------------------------------------------------------------------------
+    async def on_record(self, stream: Any, event: Any) -> None:
+        """Process one input record under the lock; checkpoint when enough has accumulated."""
+        msg = event.message
+        async with self.lock:
+            t0 = time.perf_counter()
+            if self.producer is None:
+                await self.start_producer()
+            if msg.key and (cluster := bytes(msg.key).decode("utf-8", "replace")) not in self.service.states:
+                await self._prepare(cluster, msg.partition)
+            outcome = self.service.process(msg.value, msg.key, msg.partition, msg.offset)
+            await self._deliver(outcome, msg)
+            self.unacked.append((stream, event))
+            self.last_offset[msg.partition] = msg.offset
+            self.metrics.records.labels(outcome.kind).inc()
+            self.metrics.events_seen += 1
+            if outcome.late:
+                self.metrics.late.inc()
+            self.metrics.latency.observe(time.perf_counter() - t0)
+            if len(self.unacked) >= self.cfg.checkpoint_every:
+                await self._checkpoint()
+
+    async def _deliver(self, outcome: Outcome, msg: Any) -> None:
+        if outcome.kind == "deadletter":
+            headers = deadletter_headers(outcome.reason or "unknown", msg.topic, msg.partition, msg.offset)
+            fut = await self.producer.send(DEADLETTER, msg.value or b"", key=msg.key, headers=headers)
+            self.sent.append(_Sent("", fut))
+            self.metrics.deadletters.inc()
+        elif outcome.emit and outcome.cluster is not None:
+            await self._emit(outcome.cluster, msg.partition, outcome.emit)
+
+    async def _emit(self, cluster: str, partition: int, events: list[Event]) -> None:
+        key = cluster.encode()
+        for e in events:
+            fut = await self.producer.send(DECISIONS, encode(e), key=key, partition=partition)
+            self.sent.append(_Sent(cluster, fut))
+        self.metrics.decisions.inc(len(events))
+        self.metrics.outputs_sent += len(events)
+
+    # -- timer -----------------------------------------------------------------------------------
+    async def on_timer(self) -> None:
+        """Advance due wake-ups, refresh gauges, checkpoint when the last one is old enough."""
+        if not self.ready:
+            return
+        async with self.lock:
+            for tick in self.service.due():
+                await self._emit(tick.cluster, tick.partition, tick.emit)
+            pending = self.unacked or self.service.dirty
+            if pending and time.monotonic() - self.last_checkpoint >= self.cfg.checkpoint_interval_s:
+                await self._checkpoint()
+        self.metrics.sample_rates()
+        self._sample_lag()
+
+    def _sample_lag(self) -> None:
+        from faust.types import TP
+
+        for partition, offset in self.last_offset.items():
+            with contextlib.suppress(Exception):
+                high = self.app.consumer.highwater(TP(EVENTS, partition))
+                if high is not None:
+                    self.metrics.lag.labels(str(partition)).set(max(0, high - offset - 1))
+
+    # -- checkpoint --------------------------------------------------------------------------------
+    async def _checkpoint(self) -> None:
+        """Make outputs durable, then the changed checkpoints, then ack the inputs they cover."""
+        sent, self.sent = self.sent, []
+        for s in sent:
+            md = await s.future
+            st = self.service.states.get(s.cluster)
+            if st is not None:
+                st.decisions_next = max(st.decisions_next, md.offset + 1)
+        writes = []
+        for st in self.service.take_dirty():
+            blob = st.to_bytes()
+            writes.append(self.clusters.send_changelog(st.partition, st.cluster, blob))
+            self.clusters.data[st.cluster] = blob  # the local view; the changelog write above is the durable copy
+            self._publish_occupancy(st)
+        for fut in writes:
+            await fut
+        unacked, self.unacked = self.unacked, []
+        for stream, event in unacked:
+            await stream.ack(event)
+        self.last_checkpoint = time.monotonic()
+        self.metrics.checkpoints.inc()
+
+    def _publish_occupancy(self, st: ClusterState) -> None:
+        as_of = st.occupancy.now_us
+        for path, occ in st.occupancy.totals(as_of).items():
+            key = f"{st.cluster}|{path}"
+            value = json.dumps(
+                {"allocated_gpu_s": occ.allocated_gpu_s, "unallocated_gpu_s": occ.unallocated_gpu_s, "as_of_us": as_of}
+            ).encode()
+            if self.occupancy.data.get(key) != value:
+                self.occupancy.data[key] = value
+                self.occupancy.send_changelog(st.partition, key, value)
+
+    def occupancy_view(self) -> dict[str, dict[str, Any]]:
+        """Return the occupancy table as {cluster|path: values}."""
+        return {str(k): json.loads(bytes(v)) for k, v in sorted(self.occupancy.data.items())}
+
+
+def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
+    """Return the faust app and its runtime for ``cfg`` (topics must exist: ``streams.topics.ensure_topics``)."""
+    import faust
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    data_dir = cfg.data_dir or Path(tempfile.mkdtemp(prefix="gpuledger-worker-"))
+    app = faust.App(
+        cfg.app_id,
+        broker=f"kafka://{cfg.bootstrap}",
+        store="memory://",
+        datadir=str(data_dir),
+        topic_partitions=cfg.partitions,
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        key_serializer="raw",
+        value_serializer="raw",
+        consumer_auto_offset_reset="earliest",
+        producer_acks=-1,
+        producer_max_request_size=16 * 1024 * 1024,
+        broker_session_timeout=cfg.session_timeout_s,
+        broker_rebalance_timeout=cfg.rebalance_timeout_s,
+        broker_heartbeat_interval=1.0,
+        broker_commit_interval=1.0,
+        stream_wait_empty=False,
+        web_enabled=True,
+        web_bind=cfg.http_host,
+        web_host=cfg.http_host,
+        web_port=cfg.http_port,
+    )
+    events = app.topic(EVENTS, key_type=bytes, value_type=bytes, partitions=cfg.partitions)
+    clusters = app.Table("clusters", default=None, partitions=cfg.partitions, key_type=str, value_type=bytes)
+    occupancy = app.Table("occupancy", default=None, partitions=cfg.partitions, key_type=str, value_type=bytes)
+    rt = WorkerRuntime(cfg, app, clusters, occupancy)
+
+    @app.agent(events, name="decide")
+    async def decide(stream: Any) -> None:
+        async for event in stream.noack().events():
+            await rt.on_record(stream, event)
+
+    @app.timer(cfg.timer_interval_s)
+    async def tick() -> None:
+        await rt.on_timer()
+
+    @app.on_partitions_revoked.connect
+    async def on_revoked(_app: Any, *, revoked: Any, **_: Any) -> None:
+        rt.service.forget_partitions({tp.partition for tp in revoked if tp.topic == EVENTS})
+
+    @app.task
+    async def producer_task() -> None:
+        async with rt.lock:
+            await rt.start_producer()
+
+    @app.page("/healthz")
+    async def healthz(web: Any, request: Any) -> Any:
+        return web.text("ok\n")
+
+    @app.page("/readyz")
+    async def readyz(web: Any, request: Any) -> Any:
+        return web.text("ready\n") if rt.ready else web.text("not ready\n", status=503)
+
+    @app.page("/metrics")
+    async def metrics(web: Any, request: Any) -> Any:
+        return web.bytes(generate_latest(rt.metrics.registry), content_type=CONTENT_TYPE_LATEST.split(";")[0])
+
+    @app.page("/occupancy")
+    async def occupancy_page(web: Any, request: Any) -> Any:
+        return web.json(rt.occupancy_view())
+
+    del decide, tick, on_revoked, producer_task, healthz, readyz, metrics, occupancy_page  # registered on the app
+    return app, rt
+
+
+def run_worker(cfg: WorkerConfig) -> int:
+    """Create the topics, then run the worker until SIGTERM/SIGINT; return the exit code."""
+    import faust
+
+    from streams.topics import ensure_topics_sync, worker_topics
+
+    ensure_topics_sync(cfg.bootstrap, worker_topics(cfg.partitions, cfg.app_id))
+    app, rt = build_app(cfg)
+
+    @app.on_shutdown.connect
+    async def _stop(_app: Any, **_: Any) -> None:
+        await rt.stop_producer()
+
+    worker = faust.Worker(app, loglevel=cfg.loglevel, quiet=True)
+    worker.execute_from_commandline()
+    return 0
+

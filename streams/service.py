@@ -1,0 +1,171 @@
+"""The decision service without Kafka: records in, outputs and dead letters out; the faust app only moves bytes.
+
+``process`` takes one record of ``gpuledger.events`` (bytes, partition, offset) and returns what to
+do with it. ``due`` is the timer: it advances each cluster's core to wake-ups that have fallen due.
+
+Determinism. The core's outputs depend only on the inputs, in partition order, and on the
+wake-ups it was advanced to. ``handle(event)`` processes every wake-up up to the event's time
+itself, so the timer changes nothing for a stream whose inputs arrive in time order: it only
+lets a wake-up happen *earlier in wall time* when no input comes. It advances to a wake-up ``w``
+only when ``w <= last input time + (idle wall time - idle_after_s) * idle_clock_rate``: after
+``idle_after_s`` of silence, event time is extrapolated from the last input at
+``idle_clock_rate`` event-seconds per wall-second (1.0 live). It never advances beyond the due
+wake-up itself, so what it emits is exactly what the next input would have made the core emit
+first. Only an input that arrives later than that allowance (its time is before a wake-up the
+timer already processed) can see a different history; the core applies such a late input at its
+own clock, and ``late_events`` counts them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ledger.codec import decode
+from ledger.core import Knobs
+from ledger.errors import LedgerError
+from ledger.events import Event, to_us
+from streams.state import ClusterState
+
+__all__ = ["DecisionService", "Outcome", "Tick"]
+
+Kind = Literal["applied", "duplicate", "replayed", "deadletter"]
+Loader = Callable[[str], bytes | None]
+
+
+@dataclass
+class Outcome:
+    """What one input record produced: outputs to emit (already-emitted ones left out) or a dead-letter reason."""
+
+    kind: Kind
+    cluster: str | None = None
+    emit: list[Event] = field(default_factory=list)
+    reason: str | None = None
+    late: bool = False
+
+
+@dataclass
+class Tick:
+    """Outputs a timer advance produced for one cluster."""
+
+    cluster: str
+    partition: int
+    emit: list[Event]
+
+
+class DecisionService:
+    """Per-cluster decision cores and occupancy projections, fed record by record."""
+
+    def __init__(
+        self,
+        knobs: Knobs,
+        *,
+        loader: Loader | None = None,
+        idle_clock_rate: float = 1.0,
+        idle_after_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ):
+        self.knobs = knobs
+        self.loader = loader
+        self.idle_clock_rate = idle_clock_rate
+        self.idle_after_s = idle_after_s
+        self.clock = clock
+        self.states: dict[str, ClusterState] = {}
+        self.dirty: set[str] = set()
+        self._arrival: dict[str, float] = {}  # wall (monotonic) time of each cluster's last input
+
+    # -- state -------------------------------------------------------------------------------
+    def state(self, cluster: str, partition: int) -> ClusterState:
+        """Return a cluster's state: in memory, else from its checkpoint, else new."""
+        st = self.states.get(cluster)
+        if st is None:
+            blob = self.loader(cluster) if self.loader else None
+            st = ClusterState.from_bytes(blob) if blob else ClusterState.new(cluster, self.knobs, partition)
+            self.states[cluster] = st
+            self._arrival[cluster] = self.clock()
+        return st
+
+    def forget_partitions(self, partitions: set[int]) -> None:
+        """Drop in-memory states of partitions this worker no longer owns (they live on in the table)."""
+        for cluster in [c for c, s in self.states.items() if s.partition in partitions]:
+            del self.states[cluster]
+            self.dirty.discard(cluster)
+
+    # -- inputs ------------------------------------------------------------------------------
+    def process(self, value: bytes | None, key: bytes | None, partition: int, offset: int) -> Outcome:
+        """Apply one record; never raises for bad input (it becomes a dead letter)."""
+        try:
+            if value is None:
+                raise LedgerError("empty record (no value)")
+            event = decode(value)
+        except LedgerError as exc:
+            return Outcome("deadletter", reason=f"{type(exc).__name__}: {exc}")
+        if key is not None and key != event.cluster.encode():
+            return Outcome("deadletter", event.cluster, reason=f"key {key!r} is not the event's cluster {event.cluster!r}")
+        st = self.state(event.cluster, partition)
+        if st.partition != partition:
+            return Outcome(
+                "deadletter", event.cluster,
+                reason=f"cluster {event.cluster!r} is processed from partition {st.partition}, not {partition}",
+            )
+        if offset <= st.offset:
+            return Outcome("replayed", event.cluster)  # already reflected by the restored checkpoint
+        st.offset = offset
+        self._arrival[event.cluster] = self.clock()
+        self.dirty.add(event.cluster)
+        if event.event_id in st.seen:
+            return Outcome("duplicate", event.cluster)
+        late = to_us(event.time) < st.core.now
+        try:
+            outputs = st.core.handle(event)
+        except LedgerError as exc:
+            return Outcome("deadletter", event.cluster, reason=f"rejected by the decision core: {exc}")
+        st.seen.add(event.event_id)
+        st.last_event_us = max(st.last_event_us, to_us(event.time))
+        st.occupancy.apply(event)  # the embedded log's order: the input, then what it caused
+        for out in outputs:
+            st.occupancy.apply(out)
+        return Outcome("applied", event.cluster, self._unsent(st, outputs), late=late)
+
+    def _unsent(self, st: ClusterState, outputs: list[Event]) -> list[Event]:
+        if not st.suppress:
+            return outputs
+        fresh = [o for o in outputs if o.event_id not in st.suppress]
+        st.suppress.difference_update(o.event_id for o in outputs)
+        return fresh
+
+    # -- the timer ---------------------------------------------------------------------------
+    def horizon_us(self, cluster: str, now: float | None = None) -> int:
+        """Return how far event time may be taken for a cluster that received no input for a while."""
+        st = self.states[cluster]
+        idle = (self.clock() if now is None else now) - self._arrival.get(cluster, 0.0)
+        extra = max(0.0, idle - self.idle_after_s) * self.idle_clock_rate
+        return st.last_event_us + int(extra * 1_000_000)
+
+    def due(self, now: float | None = None) -> list[Tick]:
+        """Advance every cluster's core through the wake-ups that have fallen due; return what they emitted."""
+        ticks = []
+        for cluster, st in self.states.items():
+            if st.last_event_us == 0:
+                continue
+            horizon = self.horizon_us(cluster, now)
+            emitted: list[Event] = []
+            while (w := st.core.next_wakeup()) is not None and w <= horizon:
+                outputs = st.core.advance(w)
+                for out in outputs:
+                    st.occupancy.apply(out)
+                st.occupancy.advance(w)
+                emitted.extend(self._unsent(st, outputs))
+                self.dirty.add(cluster)
+            if emitted:
+                ticks.append(Tick(cluster, st.partition, emitted))
+        return ticks
+
+    # -- checkpoints -------------------------------------------------------------------------
+    def take_dirty(self) -> list[ClusterState]:
+        """Return the states changed since the last call (to checkpoint), and mark them clean."""
+        out = [self.states[c] for c in sorted(self.dirty) if c in self.states]
+        self.dirty.clear()
+        return out
