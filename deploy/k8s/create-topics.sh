@@ -63,9 +63,9 @@ create gpuledger.events "$PARTITIONS" --config cleanup.policy=delete --config "r
 create gpuledger.decisions "$PARTITIONS" --config cleanup.policy=delete --config retention.ms=2592000000
 # Records that failed to decode or validate, with the reason in their headers: kept 30 days for inspection.
 create gpuledger.deadletter 1 --config cleanup.policy=delete --config retention.ms=2592000000
-# faust table changelogs: the workers' state, co-partitioned with the events topic; compacted, kept forever.
+# faust table changelogs, co-partitioned with the events topic; compacted, kept forever:
+# one checkpoint of the decision core per cluster, and rolling occupancy per budget node.
 create gpuledger-worker-clusters-changelog "$PARTITIONS" --config cleanup.policy=compact --config retention.ms=-1
-# faust's leader-election topic.
-create gpuledger-worker-__assignor-__leader 1 --config cleanup.policy=compact
+create gpuledger-worker-occupancy-changelog "$PARTITIONS" --config cleanup.policy=compact --config retention.ms=-1
 
 echo "gpuledger topics ready on ${BOOTSTRAP} (${PARTITIONS} partitions, replication factor ${RF})"

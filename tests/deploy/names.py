@@ -26,17 +26,8 @@ CODE_DIRS = ("ledger", "streams", "queries")
 
 # Names the deploy files use that the worker does not provide yet (see the report of the deploy work).
 AWAITED: set[str] = {
-    "flag:--bootstrap",
-    "flag:--partitions",
-    "flag:--web-port",
-    "path:/health",
-    "path:/metrics",
-    "metric:gpuledger_events_total",
-    "metric:gpuledger_decisions_total",
-    "metric:gpuledger_deadletters_total",
-    "metric:gpuledger_consumer_lag",
-    "metric:gpuledger_occupancy_gpu_seconds",
-    "metric:gpuledger_allocation_gpu_seconds",
+    "metric:gpuledger_worker_occupancy_gpu_seconds",
+    "metric:gpuledger_worker_allocation_gpu_seconds",
     "call:KafkaSecurity",
 }
 
@@ -224,6 +215,12 @@ def check_command(args: list[str], where: str) -> None:
         cli().parse_args(args)
     except SystemExit as exc:
         raise AssertionError(f"{where}: `gpuledger {' '.join(args)}` does not parse") from exc
+
+
+def http_port(args: list[str]) -> int:
+    """Return the port of the worker's ``--http HOST:PORT`` in an argument list (the CLI default if absent)."""
+    value = flag_value(args, "--http") or subcommands()["worker"].get_default("http")
+    return int(str(value).rpartition(":")[2])
 
 
 _K8S_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")

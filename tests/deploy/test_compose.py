@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.deploy.names import DEPLOY, ROOT, check_command, flag_value, in_code, load_yaml, provided
+from tests.deploy.names import DEPLOY, ROOT, check_command, flag_value, http_port, in_code, load_yaml
 
 COMPOSE = DEPLOY / "compose.yaml"
 
@@ -83,10 +83,11 @@ def test_the_worker_environment_is_read_by_the_code(services: dict[str, Any]) ->
 def test_several_workers_and_their_health_check_use_the_worker_port(services: dict[str, Any]) -> None:
     worker = services["worker"]
     assert worker["deploy"]["replicas"] >= 2
-    port = flag_value(worker["command"], "--web-port")
+    port = http_port(worker["command"])
+    assert flag_value(worker["command"], "--http") == f"0.0.0.0:{port}", "listen beyond the container's loopback"
     check = " ".join(worker["healthcheck"]["test"])
-    assert f"localhost:{port}/health" in check
-    provided("path:/health", in_code("/health"))
+    path = check.split(f"localhost:{port}", 1)[1].split("'", 1)[0]
+    assert path == "/healthz" and in_code(path), f"the worker serves no {path}"
 
 
 def test_prometheus_and_grafana_mount_files_that_exist(services: dict[str, Any]) -> None:
