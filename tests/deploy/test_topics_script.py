@@ -1,4 +1,4 @@
-"""The topic-creation script creates exactly the worker's topics, with the partition counts and cleanup policies it needs."""
+"""The topic script creates exactly the worker's topics, with the partition counts and cleanup policies it needs."""
 
 from __future__ import annotations
 
