@@ -29,7 +29,7 @@ def parse(expr: str) -> Query:
     for m in _IDENT.finditer(text):
         if m.start() < pos:
             continue
-        name, rest = m.group(), text[m.end():]
+        name, rest = m.group(), text[m.end() :]
         if rest.lstrip().startswith("(") or name in KEYWORDS:
             continue
         if m.start() > 0 and (text[m.start() - 1].isdigit() or text[m.start() - 1] == "."):

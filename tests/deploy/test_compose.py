@@ -19,8 +19,11 @@ def services() -> dict[str, Any]:
 
 
 def _kafka(services: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {name: s for name, s in services.items() if str(s.get("image", "")).startswith("apache/kafka:")
-            and "KAFKA_NODE_ID" in s.get("environment", {})}
+    return {
+        name: s
+        for name, s in services.items()
+        if str(s.get("image", "")).startswith("apache/kafka:") and "KAFKA_NODE_ID" in s.get("environment", {})
+    }
 
 
 def test_every_image_is_pinned_to_a_version(services: dict[str, Any]) -> None:
@@ -103,6 +106,5 @@ def test_prometheus_and_grafana_mount_files_that_exist(services: dict[str, Any])
 
 def test_every_named_volume_is_declared() -> None:
     doc = load_yaml(COMPOSE)
-    used = {v.split(":")[0] for s in doc["services"].values() for v in s.get("volumes", [])
-            if not v.startswith(".")}
+    used = {v.split(":")[0] for s in doc["services"].values() for v in s.get("volumes", []) if not v.startswith(".")}
     assert used == set(doc["volumes"])

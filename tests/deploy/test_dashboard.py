@@ -42,8 +42,14 @@ def _prometheus() -> dict[str, Any]:
 
 def test_the_dashboard_covers_what_an_operator_watches(dashboard: dict[str, Any]) -> None:
     exprs = " ".join(e for _, e in _queries(dashboard))
-    for needed in ("records_total", "consumer_lag", "decisions_total", "deadletters_total", "occupancy_gpu_seconds",
-                   "allocation_gpu_seconds"):
+    for needed in (
+        "records_total",
+        "consumer_lag",
+        "decisions_total",
+        "deadletters_total",
+        "occupancy_gpu_seconds",
+        "allocation_gpu_seconds",
+    ):
         assert f"gpuledger_worker_{needed}" in exprs, f"no panel shows {needed}"
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids)), "panel ids must be unique"

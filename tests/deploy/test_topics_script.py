@@ -29,7 +29,7 @@ def created(path: Path = SCRIPT) -> dict[str, tuple[str, dict[str, str]]]:
 
 
 def _partitions(written: str, events_partitions: int) -> int:
-    return events_partitions if written in ('$PARTITIONS', '${PARTITIONS}') else int(written)
+    return events_partitions if written in ("$PARTITIONS", "${PARTITIONS}") else int(written)
 
 
 def test_the_script_creates_every_topic_the_worker_uses_with_its_partition_count() -> None:
@@ -50,7 +50,7 @@ def test_events_and_decisions_expire_while_changelogs_are_compacted() -> None:
 
 def test_events_are_kept_longer_than_the_occupancy_window() -> None:
     text = SCRIPT.read_text(encoding="utf-8")
-    default_ms = int(text.split('GPULEDGER_EVENTS_RETENTION_MS:-', 1)[1].split("}", 1)[0])
+    default_ms = int(text.split("GPULEDGER_EVENTS_RETENTION_MS:-", 1)[1].split("}", 1)[0])
     assert default_ms >= 7 * 86_400_000 * 2, "reprocessing needs at least two windows of events on the topic"
 
 
