@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from streams.deadletter import deadletter_headers
 from streams.metrics import WorkerMetrics
 from streams.service import DecisionService, Outcome
 from streams.state import ClusterState
-from streams.topics import DEADLETTER, DECISIONS, EVENTS, WORKER_APP_ID
+from streams.topics import WORKER_APP_ID, TopicNames
 
 __all__ = ["WorkerConfig", "WorkerRuntime", "build_app", "run_worker"]
 
@@ -59,6 +60,7 @@ class WorkerConfig:
     knobs: Knobs = field(default_factory=Knobs)
     partitions: int = 4
     app_id: str = WORKER_APP_ID
+    topic_prefix: str = ""
     http_host: str = "127.0.0.1"
     http_port: int = 6066
     checkpoint_every: int = 1000
@@ -83,6 +85,7 @@ class WorkerRuntime:
 
     def __init__(self, cfg: WorkerConfig, app: Any, clusters: Any, occupancy: Any):
         self.cfg = cfg
+        self.topics = TopicNames(cfg.topic_prefix)
         self.app = app
         self.clusters = clusters
         self.occupancy = occupancy
@@ -134,12 +137,12 @@ class WorkerRuntime:
         st = self.service.state(cluster, partition)
         st.suppress = await self._emitted_since(cluster, st.partition, st.decisions_next)
         if st.suppress:
-            log.warning("cluster %s: %d output(s) already on %s are not sent again", cluster, len(st.suppress), DECISIONS)
+            log.warning("cluster %s: %d output(s) already emitted, not sent again", cluster, len(st.suppress))
 
     async def _emitted_since(self, cluster: str, partition: int, offset: int) -> set[str]:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        tp = TopicPartition(DECISIONS, partition)
+        tp = TopicPartition(self.topics.decisions, partition)
         consumer = AIOKafkaConsumer(bootstrap_servers=self.cfg.bootstrap, enable_auto_commit=False)
         await consumer.start()
         found: set[str] = set()
@@ -185,7 +188,7 @@ class WorkerRuntime:
     async def _deliver(self, outcome: Outcome, msg: Any) -> None:
         if outcome.kind == "deadletter":
             headers = deadletter_headers(outcome.reason or "unknown", msg.topic, msg.partition, msg.offset)
-            fut = await self.producer.send(DEADLETTER, msg.value or b"", key=msg.key, headers=headers)
+            fut = await self.producer.send(self.topics.deadletter, msg.value or b"", key=msg.key, headers=headers)
             self.sent.append(_Sent("", fut))
             self.metrics.deadletters.inc()
         elif outcome.emit and outcome.cluster is not None:
@@ -194,7 +197,7 @@ class WorkerRuntime:
     async def _emit(self, cluster: str, partition: int, events: list[Event]) -> None:
         key = cluster.encode()
         for e in events:
-            fut = await self.producer.send(DECISIONS, encode(e), key=key, partition=partition)
+            fut = await self.producer.send(self.topics.decisions, encode(e), key=key, partition=partition)
             self.sent.append(_Sent(cluster, fut))
         self.metrics.decisions.inc(len(events))
         self.metrics.outputs_sent += len(events)
@@ -218,7 +221,7 @@ class WorkerRuntime:
 
         for partition, offset in self.last_offset.items():
             with contextlib.suppress(Exception):
-                high = self.app.consumer.highwater(TP(EVENTS, partition))
+                high = self.app.consumer.highwater(TP(self.topics.events, partition))
                 if high is not None:
                     self.metrics.lag.labels(str(partition)).set(max(0, high - offset - 1))
 
@@ -267,7 +270,7 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
     data_dir = cfg.data_dir or Path(tempfile.mkdtemp(prefix="gpuledger-worker-"))
-    app = faust.App(
+    app: Any = faust.App(
         cfg.app_id,
         broker=f"kafka://{cfg.bootstrap}",
         store="memory://",
@@ -282,7 +285,7 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
         producer_max_request_size=16 * 1024 * 1024,
         broker_session_timeout=cfg.session_timeout_s,
         broker_rebalance_timeout=cfg.rebalance_timeout_s,
-        broker_heartbeat_interval=1.0,
+        broker_heartbeat_interval=min(1.0, cfg.session_timeout_s / 3),
         broker_commit_interval=1.0,
         stream_wait_empty=False,
         web_enabled=True,
@@ -290,46 +293,45 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
         web_host=cfg.http_host,
         web_port=cfg.http_port,
     )
-    events = app.topic(EVENTS, key_type=bytes, value_type=bytes, partitions=cfg.partitions)
+    events = app.topic(TopicNames(cfg.topic_prefix).events, key_type=bytes, value_type=bytes, partitions=cfg.partitions)
     clusters = app.Table("clusters", default=None, partitions=cfg.partitions, key_type=str, value_type=bytes)
     occupancy = app.Table("occupancy", default=None, partitions=cfg.partitions, key_type=str, value_type=bytes)
     rt = WorkerRuntime(cfg, app, clusters, occupancy)
 
-    @app.agent(events, name="decide")
     async def decide(stream: Any) -> None:
         async for event in stream.noack().events():
             await rt.on_record(stream, event)
 
-    @app.timer(cfg.timer_interval_s)
     async def tick() -> None:
         await rt.on_timer()
 
-    @app.on_partitions_revoked.connect
-    async def on_revoked(_app: Any, *, revoked: Any, **_: Any) -> None:
-        rt.service.forget_partitions({tp.partition for tp in revoked if tp.topic == EVENTS})
+    async def on_revoked(_app: Any, revoked: Any = (), **_: Any) -> None:
+        rt.service.forget_partitions({tp.partition for tp in revoked if tp.topic == rt.topics.events})
 
-    @app.task
     async def producer_task() -> None:
         async with rt.lock:
             await rt.start_producer()
 
-    @app.page("/healthz")
     async def healthz(web: Any, request: Any) -> Any:
         return web.text("ok\n")
 
-    @app.page("/readyz")
     async def readyz(web: Any, request: Any) -> Any:
         return web.text("ready\n") if rt.ready else web.text("not ready\n", status=503)
 
-    @app.page("/metrics")
     async def metrics(web: Any, request: Any) -> Any:
         return web.bytes(generate_latest(rt.metrics.registry), content_type=CONTENT_TYPE_LATEST.split(";")[0])
 
-    @app.page("/occupancy")
     async def occupancy_page(web: Any, request: Any) -> Any:
         return web.json(rt.occupancy_view())
 
-    del decide, tick, on_revoked, producer_task, healthz, readyz, metrics, occupancy_page  # registered on the app
+    # registered with calls rather than decorators: faust's decorators are untyped
+    app.agent(events, name="decide")(decide)
+    app.timer(cfg.timer_interval_s)(tick)
+    app.on_partitions_revoked.connect(on_revoked)
+    app.task(producer_task)
+    pages = {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics, "/occupancy": occupancy_page}
+    for path, view in pages.items():
+        app.page(path)(view)
     return app, rt
 
 
@@ -339,12 +341,16 @@ def run_worker(cfg: WorkerConfig) -> int:
 
     from streams.topics import ensure_topics_sync, worker_topics
 
-    ensure_topics_sync(cfg.bootstrap, worker_topics(cfg.partitions, cfg.app_id))
+    ensure_topics_sync(cfg.bootstrap, worker_topics(cfg.partitions, cfg.app_id, cfg.topic_prefix))
+    # faust fetches in a thread and hands records to the event loop; with the default 5 ms GIL switch
+    # interval every hand-over can stall the loop that long (measured: ~500 records/s instead of thousands).
+    sys.setswitchinterval(0.0002)
     app, rt = build_app(cfg)
 
-    @app.on_shutdown.connect
-    async def _stop(_app: Any, **_: Any) -> None:
+    async def stop_producer(_app: Any, **_: Any) -> None:
         await rt.stop_producer()
+
+    app.on_before_shutdown.connect(stop_producer)
 
     worker = faust.Worker(app, loglevel=cfg.loglevel, quiet=True)
     worker.execute_from_commandline()

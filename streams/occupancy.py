@@ -4,8 +4,8 @@ A pure projection (no IO): ``apply`` each event of the ledger in order (inputs a
 core's outputs), ``totals(now_us)`` returns, for every budget node, the GPU-microseconds its
 workloads held inside ``[now - window, now]``, split into allocated (charged to the node and
 every ancestor) and unallocated (charged to nobody, but shown on the workload's node and its
-ancestors so an operator sees whose work filled idle GPUs). It counts what ran, not what the core charged up front, so it checks the core
-rather than repeating it. Integer arithmetic only.
+ancestors so an operator sees whose work filled idle GPUs). It counts what ran, not what the core
+charged up front, so it checks the core rather than repeating it. Integer arithmetic only.
 """
 
 from __future__ import annotations

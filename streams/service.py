@@ -103,7 +103,8 @@ class DecisionService:
         except LedgerError as exc:
             return Outcome("deadletter", reason=f"{type(exc).__name__}: {exc}")
         if key is not None and key != event.cluster.encode():
-            return Outcome("deadletter", event.cluster, reason=f"key {key!r} is not the event's cluster {event.cluster!r}")
+            reason = f"key {key!r} is not the event's cluster {event.cluster!r}"
+            return Outcome("deadletter", event.cluster, reason=reason)
         st = self.state(event.cluster, partition)
         if st.partition != partition:
             return Outcome(

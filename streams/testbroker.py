@@ -64,7 +64,7 @@ def tansu_binary() -> Path:
 def docker_answers(timeout_s: float = 2.0) -> bool:
     """Return whether a Docker engine answers a ping within the timeout."""
     try:
-        import docker
+        import docker  # type: ignore[import-untyped]
 
         client = docker.from_env(timeout=timeout_s)
         client.ping()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import dataclass
 
 from ledger.errors import BrokerError
 
@@ -12,6 +13,7 @@ __all__ = [
     "DECISIONS",
     "EVENTS",
     "WORKER_APP_ID",
+    "TopicNames",
     "changelog_topics",
     "ensure_topics",
     "ensure_topics_sync",
@@ -25,18 +27,41 @@ WORKER_APP_ID = "gpuledger-worker"
 TABLES = ("clusters", "occupancy")  # faust tables of the worker; each has a changelog topic
 
 
+@dataclass(frozen=True)
+class TopicNames:
+    """The three data topics, optionally under a prefix (several ledgers, or tests, sharing one broker)."""
+
+    prefix: str = ""
+
+    @property
+    def events(self) -> str:
+        """Return the input topic."""
+        return self.prefix + EVENTS
+
+    @property
+    def decisions(self) -> str:
+        """Return the output topic."""
+        return self.prefix + DECISIONS
+
+    @property
+    def deadletter(self) -> str:
+        """Return the dead-letter topic."""
+        return self.prefix + DEADLETTER
+
+
 def changelog_topics(app_id: str = WORKER_APP_ID) -> list[str]:
     """Return the changelog topic names faust derives for the worker's tables."""
     return [f"{app_id}-{table}-changelog" for table in TABLES]
 
 
-def worker_topics(partitions: int, app_id: str = WORKER_APP_ID) -> dict[str, int]:
+def worker_topics(partitions: int, app_id: str = WORKER_APP_ID, prefix: str = "") -> dict[str, int]:
     """Return every topic the worker reads or writes with the partition count it must have.
 
     faust co-partitions tables with their source topic, so changelogs get the events topic's count;
     the decisions topic has it too (an output goes to its input's partition).
     """
-    topics = {EVENTS: partitions, DECISIONS: partitions, DEADLETTER: 1}
+    names = TopicNames(prefix)
+    topics = {names.events: partitions, names.decisions: partitions, names.deadletter: 1}
     topics.update({name: partitions for name in changelog_topics(app_id)})
     return topics
 

@@ -20,7 +20,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
     p.add_argument("source", nargs="?", help="event log, run directory or .jsonl of events (omit to resend the spool)")
     p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap server(s)")
-    p.add_argument("--spool", default=".gpuledger-spool", metavar="DIR", help="spool directory (default .gpuledger-spool)")
+    p.add_argument("--spool", default=".gpuledger-spool", metavar="DIR", help="spool (default .gpuledger-spool)")
     p.add_argument("--topic", default="gpuledger.events", help="topic (default gpuledger.events)")
     p.add_argument("--wait", default="5m", help="how long to keep retrying an unreachable broker (default 5m)")
     p.add_argument("--timeout", default="10s", help="per-request broker timeout (default 10s)")

@@ -19,6 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap server(s)")
     p.add_argument("--partitions", type=int, default=4, help="partitions of the worker's topics (default 4)")
     p.add_argument("--app-id", default="gpuledger-worker", help="consumer group and changelog prefix")
+    p.add_argument("--topic-prefix", default="", help="prefix of the three data topics (default none)")
     p.add_argument("--http", default="127.0.0.1:6066", metavar="HOST:PORT", help="metrics and health endpoint")
     p.add_argument("--checkpoint-every", type=int, default=1000, help="inputs between checkpoints (default 1000)")
     p.add_argument(
@@ -26,6 +27,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="event seconds per wall second to extrapolate when no input arrives (default 1.0: live)",
     )
     p.add_argument("--idle-after", type=float, default=1.0, help="wall seconds of silence before the timer acts")
+    p.add_argument("--session-timeout", type=float, default=6.0, help="consumer group session timeout in seconds")
+    p.add_argument("--rebalance-timeout", type=float, default=3.0, help="how long a rebalance waits for members")
     p.add_argument("--data-dir", type=Path, default=None, help="faust's local directory (default: a temp dir)")
     p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
     add_knob_arguments(p)
@@ -47,12 +50,15 @@ def run(args: argparse.Namespace) -> int:
         knobs=knobs_from_args(args),
         partitions=args.partitions,
         app_id=args.app_id,
+        topic_prefix=args.topic_prefix,
         http_host=host or "127.0.0.1",
         http_port=int(port),
         checkpoint_every=args.checkpoint_every,
         idle_clock_rate=args.idle_clock_rate,
         idle_after_s=args.idle_after,
         data_dir=args.data_dir,
+        session_timeout_s=args.session_timeout,
+        rebalance_timeout_s=args.rebalance_timeout,
         loglevel=args.log_level,
     )
     return run_worker(cfg)
