@@ -143,7 +143,7 @@ class DecisionService:
         st = self.states[cluster]
         idle = (self.clock() if now is None else now) - self._arrival.get(cluster, 0.0)
         extra = max(0.0, idle - self.idle_after_s) * self.idle_clock_rate
-        return st.last_event_us + int(extra * 1_000_000)
+        return st.last_event_us + int(min(extra, 3e9) * 1_000_000)  # capped: ~95 years is "forever"
 
     def due(self, now: float | None = None) -> list[Tick]:
         """Advance every cluster's core through the wake-ups that have fallen due; return what they emitted."""

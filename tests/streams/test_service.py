@@ -1,0 +1,136 @@
+"""The decision service without a broker: the same decisions as the replay, idempotent, restartable, timed."""
+
+from __future__ import annotations
+
+import random
+
+from ledger.codec import encode
+from ledger.core import Knobs
+from ledger.events import Event, to_us
+from streams.service import DecisionService
+from streams.state import ClusterState
+from tests.factories import Events
+from tests.streams.scenarios import lab_month, same_state
+
+
+def feed(svc: DecisionService, events: list[Event], first_offset: int = 0) -> list[Event]:
+    out: list[Event] = []
+    for i, e in enumerate(events, first_offset):
+        outcome = svc.process(encode(e), e.cluster.encode(), 0, i)
+        assert outcome.kind in ("applied", "duplicate"), outcome.reason
+        out += outcome.emit
+    return out
+
+
+def test_the_service_decides_exactly_what_the_replay_decided() -> None:
+    ledger = lab_month()
+    svc = DecisionService(Knobs())
+    emitted = feed(svc, ledger.inputs)
+    emitted += [e for tick in svc.due(now=float("inf")) for e in tick.emit]
+    assert emitted == ledger.outputs
+
+
+def test_rolling_occupancy_recounted_from_facts_agrees_with_the_core_on_every_node() -> None:
+    ledger = lab_month()
+    svc = DecisionService(Knobs())
+    feed(svc, ledger.inputs)
+    (st,) = svc.states.values()
+    totals = st.occupancy.totals(st.core.now)
+    assert len(totals) > 10
+    for path, occ in totals.items():
+        usage = st.core.usage(path)
+        assert abs(usage["accrued_gpu_s"] * 1e6 - occ.allocated_gpu_us) < 1, path
+        assert abs(usage["unallocated_gpu_s"] * 1e6 - occ.unallocated_gpu_us) < 1, path
+
+
+def test_the_same_events_delivered_twice_change_nothing() -> None:
+    inputs = lab_month().inputs[:1500]
+    svc = DecisionService(Knobs())
+    feed(svc, inputs)
+    before = next(iter(svc.states.values())).to_bytes()
+    again = [svc.process(encode(e), e.cluster.encode(), 0, 10_000 + i) for i, e in enumerate(inputs)]
+    assert {o.kind for o in again} == {"duplicate"}
+    assert not any(o.emit for o in again)
+    after = next(iter(svc.states.values()))
+    assert after.offset == 10_000 + len(inputs) - 1  # only the consumed position moved
+    after.offset = ClusterState.from_bytes(before).offset
+    assert after.to_bytes() == before
+
+
+def test_a_restored_checkpoint_continues_exactly_like_an_uninterrupted_run() -> None:
+    inputs = lab_month().inputs
+    whole = DecisionService(Knobs())
+    expected = feed(whole, inputs)
+    rng = random.Random(5)
+    cuts = sorted(rng.sample(range(1, len(inputs)), 6))
+    got: list[Event] = []
+    blob: bytes | None = None
+    for lo, hi in zip([0, *cuts], [*cuts, len(inputs)], strict=True):
+        part = DecisionService(Knobs(), loader=lambda _c, b=blob: b)
+        got += feed(part, inputs[lo:hi], first_offset=lo)
+        blob = next(iter(part.states.values())).to_bytes()
+    assert got == expected
+    assert blob is not None
+    assert same_state(ClusterState.from_bytes(blob), next(iter(whole.states.values())))
+
+
+def test_records_already_reflected_by_a_checkpoint_are_skipped() -> None:
+    inputs = lab_month().inputs[:300]
+    svc = DecisionService(Knobs())
+    feed(svc, inputs)
+    blob = next(iter(svc.states.values())).to_bytes()
+    restarted = DecisionService(Knobs(), loader=lambda _c: blob)
+    outcomes = [restarted.process(encode(e), e.cluster.encode(), 0, i) for i, e in enumerate(inputs)]
+    assert {o.kind for o in outcomes} == {"replayed"}
+
+
+def test_undecodable_and_invalid_records_become_dead_letters_and_touch_nothing() -> None:
+    svc = DecisionService(Knobs())
+    ev = Events()
+    good = encode(ev.submit(0, "w1", "lab/a"))
+    bad = [
+        b"",
+        b"\x00garbage",
+        b"\xc3\x01" + b"\xff" * 8 + good[10:],  # unknown fingerprint
+        good[:-3],  # truncated body
+        good + b"\x00",  # trailing byte
+    ]
+    outcomes = [svc.process(v, b"lab", 0, i) for i, v in enumerate(bad)]
+    assert [o.kind for o in outcomes] == ["deadletter"] * len(bad)
+    assert all(o.reason for o in outcomes)
+    assert "fingerprint" in (outcomes[2].reason or "")
+    assert svc.states == {}
+
+
+def _contested_cluster() -> tuple[Events, list[Event]]:
+    """One 8-GPU host; vision runs first with a 10-minute protected window; speech waits behind it."""
+    ev = Events()
+    return ev, [
+        ev.capacity(0, gpus=8),
+        ev.node(0, "lab"),
+        ev.node(0, "lab/vision", share=0.5),
+        ev.node(0, "lab/speech", share=0.5),
+        ev.submit(1, "v1", "lab/vision", gpus=8, min_runtime_s=600, work_s=86_400),
+        ev.submit(2, "s1", "lab/speech", gpus=8, min_runtime_s=600, work_s=86_400),
+    ]
+
+
+def test_the_timer_ends_a_protected_window_with_no_new_event_as_the_next_event_would_have() -> None:
+    wall = [0.0]
+    svc = DecisionService(Knobs(), idle_clock_rate=60.0, idle_after_s=1.0, clock=lambda: wall[0])
+    ev, setup = _contested_cluster()
+    feed(svc, setup)
+    st = svc.states["lab"]
+    wake = st.core.next_wakeup()
+    assert wake is not None and wake > st.last_event_us
+    wall[0] = 1.0 + (wake - st.last_event_us) / 1e6 / 60.0 - 0.5  # not yet due
+    assert svc.due() == []
+    wall[0] += 1.0
+    (tick,) = svc.due()
+    assert {e.type_name for e in tick.emit} >= {"WorkloadPreempted", "SchedulingDecision"}
+    assert all(to_us(e.time) <= wake for e in tick.emit)
+    # the same wake-up reached by the next input instead of the timer: the same outputs, same ids
+    other = DecisionService(Knobs())
+    feed(other, setup)
+    later = ev.checkpoint(60, "v1", progress_s=0)
+    assert other.process(encode(later), b"lab", 0, len(setup)).emit[: len(tick.emit)] == tick.emit
