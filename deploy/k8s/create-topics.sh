@@ -9,7 +9,7 @@
 #   GPULEDGER_BOOTSTRAP             broker list, host:port[,host:port...]         (required)
 #   GPULEDGER_PARTITIONS            partitions of the events topic = most workers that share the load (default 12)
 #   GPULEDGER_REPLICATION_FACTOR    copies of every partition (default 3)
-#   GPULEDGER_EVENTS_RETENTION_MS   how long events stay on the topic (default 90 days)
+#   GPULEDGER_EVENTS_RETENTION_MS   how long events stay on the topic (default -1: forever, they are the ledger)
 #   GPULEDGER_KAFKA_SECURITY_PROTOCOL, GPULEDGER_KAFKA_SASL_MECHANISM, GPULEDGER_KAFKA_SASL_USERNAME,
 #   GPULEDGER_KAFKA_SASL_PASSWORD, GPULEDGER_KAFKA_SSL_CAFILE: the same TLS/SASL settings as the workers.
 set -euo pipefail
@@ -17,7 +17,7 @@ set -euo pipefail
 BOOTSTRAP="${GPULEDGER_BOOTSTRAP:?set GPULEDGER_BOOTSTRAP to the broker list}"
 PARTITIONS="${GPULEDGER_PARTITIONS:-12}"
 RF="${GPULEDGER_REPLICATION_FACTOR:-3}"
-EVENTS_RETENTION_MS="${GPULEDGER_EVENTS_RETENTION_MS:-7776000000}"
+EVENTS_RETENTION_MS="${GPULEDGER_EVENTS_RETENTION_MS:--1}"
 MIN_ISR=$(( RF > 1 ? 2 : 1 ))  # with acks=all, a write needs two copies unless there is only one broker
 KAFKA_BIN="${KAFKA_BIN:-/opt/kafka/bin}"
 
@@ -58,6 +58,8 @@ create() {
 }
 
 # Facts from the schedulers, keyed by cluster: one cluster's events stay ordered in one partition.
+# Kept forever by default: they are the ledger, and rebuilding a worker's state from scratch needs
+# every cluster's budget tree, however old (a few hundred bytes an event).
 create gpuledger.events "$PARTITIONS" --config cleanup.policy=delete --config "retention.ms=${EVENTS_RETENTION_MS}"
 # The decision service's outputs, keyed by cluster like their inputs.
 create gpuledger.decisions "$PARTITIONS" --config cleanup.policy=delete --config retention.ms=2592000000
