@@ -7,6 +7,7 @@
 # Runs in the apache/kafka image (compose service `topics`, Kubernetes Job `gpuledger-topics`).
 # Settings (environment):
 #   GPULEDGER_BOOTSTRAP             broker list, host:port[,host:port...]         (required)
+#   GPULEDGER_APP_ID                the workers' --app-id: their consumer group and changelog prefix (default gpuledger-worker)
 #   GPULEDGER_PARTITIONS            partitions of the events topic = most workers that share the load (default 12)
 #   GPULEDGER_REPLICATION_FACTOR    copies of every partition (default 3)
 #   GPULEDGER_EVENTS_RETENTION_MS   how long events stay on the topic (default -1: forever, they are the ledger)
@@ -15,6 +16,7 @@
 set -euo pipefail
 
 BOOTSTRAP="${GPULEDGER_BOOTSTRAP:?set GPULEDGER_BOOTSTRAP to the broker list}"
+APP_ID="${GPULEDGER_APP_ID:-gpuledger-worker}"
 PARTITIONS="${GPULEDGER_PARTITIONS:-12}"
 RF="${GPULEDGER_REPLICATION_FACTOR:-3}"
 EVENTS_RETENTION_MS="${GPULEDGER_EVENTS_RETENTION_MS:--1}"
@@ -67,7 +69,7 @@ create gpuledger.decisions "$PARTITIONS" --config cleanup.policy=delete --config
 create gpuledger.deadletter 1 --config cleanup.policy=delete --config retention.ms=2592000000
 # faust table changelogs, co-partitioned with the events topic; compacted, kept forever:
 # one checkpoint of the decision core per cluster, and rolling occupancy per budget node.
-create gpuledger-worker-clusters-changelog "$PARTITIONS" --config cleanup.policy=compact --config retention.ms=-1
-create gpuledger-worker-occupancy-changelog "$PARTITIONS" --config cleanup.policy=compact --config retention.ms=-1
+create "${APP_ID}-clusters-changelog" "$PARTITIONS" --config cleanup.policy=compact --config retention.ms=-1
+create "${APP_ID}-occupancy-changelog" "$PARTITIONS" --config cleanup.policy=compact --config retention.ms=-1
 
-echo "gpuledger topics ready on ${BOOTSTRAP} (${PARTITIONS} partitions, replication factor ${RF})"
+echo "gpuledger topics for ${APP_ID} ready on ${BOOTSTRAP} (${PARTITIONS} partitions, replication factor ${RF})"

@@ -18,7 +18,7 @@ from ledger.log import EventLog, open_log
 from streams.service import DecisionService
 from tests.factories import Events, at
 
-pytestmark = pytest.mark.skipif(shutil.which("flock") is None, reason="flock(1) from util-linux is not installed")
+needs_flock = pytest.mark.skipif(shutil.which("flock") is None, reason="flock(1) from util-linux is not installed")
 
 
 def _v1_message(schema_name: str, record: dict[str, object]) -> bytes:
@@ -85,6 +85,7 @@ def _batches() -> list[list[Event]]:
     return [day, subs[:20], subs[20:]]
 
 
+@needs_flock
 def test_a_cold_backup_waits_for_no_writer_and_copies_every_event(tmp_path: Path) -> None:
     source, backup = tmp_path / "events", tmp_path / "backup"
     _log_with(source, _batches()).close()
@@ -94,6 +95,7 @@ def test_a_cold_backup_waits_for_no_writer_and_copies_every_event(tmp_path: Path
     assert sum(len(b) for b in _batches()) == len(open_log(backup))
 
 
+@needs_flock
 def test_a_cold_backup_refuses_while_a_writer_holds_the_log(tmp_path: Path) -> None:
     source = tmp_path / "events"
     log = _log_with(source, _batches()[:1])

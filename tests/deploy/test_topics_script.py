@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from streams import topics
-from tests.deploy.names import DEPLOY, load_yaml, script_reads
+from tests.deploy.names import DEPLOY, expand_k8s, flag_value, load_yaml, script_reads, subcommands
 
 SCRIPT = DEPLOY / "k8s" / "create-topics.sh"
 
@@ -32,10 +32,30 @@ def _partitions(written: str, events_partitions: int) -> int:
     return events_partitions if written in ("$PARTITIONS", "${PARTITIONS}") else int(written)
 
 
-def test_the_script_creates_every_topic_the_worker_uses_with_its_partition_count() -> None:
-    want = topics.worker_topics(12)
-    have = {name: _partitions(p, 12) for name, (p, _) in created().items()}
-    assert have == want
+def _deployment(source: str) -> tuple[dict[str, str], list[str]]:
+    """Return (settings given to the topic script, the workers' args with settings expanded) of a deployment."""
+    if source == "compose":
+        services = load_yaml(DEPLOY / "compose.yaml")["services"]
+        return services["topics"]["environment"], services["worker"]["command"]
+    env = load_yaml(DEPLOY / "k8s" / "configmap.yaml")["data"]
+    (worker,) = load_yaml(DEPLOY / "k8s" / "deployment.yaml")["spec"]["template"]["spec"]["containers"]
+    return env, expand_k8s(worker["args"], env)
+
+
+@pytest.mark.parametrize("source", ["compose", "configmap"])
+def test_the_script_creates_every_topic_the_worker_uses_with_its_partition_count(source: str) -> None:
+    env, worker_args = _deployment(source)
+    partitions, app_id = int(env["GPULEDGER_PARTITIONS"]), env["GPULEDGER_APP_ID"]
+    assert flag_value(worker_args, "--partitions") == str(partitions), "workers and topics disagree on partitions"
+    assert flag_value(worker_args, "--app-id") == app_id, "workers and topics disagree on the changelog prefix"
+    have = {name.replace("${APP_ID}", app_id): _partitions(p, partitions) for name, (p, _) in created().items()}
+    assert have == topics.worker_topics(partitions, app_id)
+
+
+def test_the_script_defaults_to_the_workers_defaults() -> None:
+    text = SCRIPT.read_text(encoding="utf-8")
+    default_app_id = text.split("GPULEDGER_APP_ID:-", 1)[1].split("}", 1)[0]
+    assert default_app_id == topics.WORKER_APP_ID == subcommands()["worker"].get_default("app_id")
 
 
 def test_events_and_decisions_expire_while_changelogs_are_compacted() -> None:
@@ -44,7 +64,7 @@ def test_events_and_decisions_expire_while_changelogs_are_compacted() -> None:
         configs = made[name][1]
         assert configs.get("cleanup.policy") == "delete", name
         assert "retention.ms" in configs, f"{name} needs an explicit retention"
-    for name in topics.changelog_topics():
+    for name in topics.changelog_topics("${APP_ID}"):
         assert made[name][1] == {"cleanup.policy": "compact", "retention.ms": "-1"}, name
 
 
@@ -76,17 +96,3 @@ def test_every_setting_the_script_reads_is_given_or_defaulted() -> None:
     assert required - sasl_only <= compose, "compose's topics service misses a required setting"
     assert required <= k8s, "the Kubernetes Job misses a required setting"
     assert (compose | k8s) & reads >= {"GPULEDGER_BOOTSTRAP", "GPULEDGER_PARTITIONS"}
-
-
-@pytest.mark.parametrize("source", ["compose", "configmap"])
-def test_deployments_give_the_script_the_partition_count_the_workers_use(source: str) -> None:
-    if source == "compose":
-        services = load_yaml(DEPLOY / "compose.yaml")["services"]
-        env = services["topics"]["environment"]
-        worker_args = services["worker"]["command"]
-    else:
-        env = load_yaml(DEPLOY / "k8s" / "configmap.yaml")["data"]
-        worker_args = ["--partitions", "$(GPULEDGER_PARTITIONS)"]
-    partitions = env["GPULEDGER_PARTITIONS"]
-    given = worker_args[worker_args.index("--partitions") + 1]
-    assert given in (partitions, "$(GPULEDGER_PARTITIONS)"), "workers and topics disagree on the partition count"
