@@ -26,8 +26,7 @@ CODE_DIRS = ("ledger", "streams", "queries")
 
 # Names the deploy files use that the worker does not provide yet (see the report of the deploy work).
 AWAITED: set[str] = {
-    "metric:gpuledger_worker_occupancy_gpu_seconds",
-    "metric:gpuledger_worker_allocation_gpu_seconds",
+    "call:BudgetGauges",
     "call:KafkaSecurity",
 }
 
