@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from streams.security import ENV_VARS
 from tests.deploy.names import (
@@ -184,3 +187,23 @@ def test_the_topic_job_runs_the_generated_script(objects: dict[tuple[str, str], 
     assert container["image"] == load_yaml(DEPLOY / "compose.yaml")["services"]["topics"]["image"]
     sources = {s.get("configMapRef", s.get("secretRef", {}))["name"] for s in container["envFrom"]}
     assert sources == {"gpuledger-worker", "gpuledger-kafka"}
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_kustomize_renders_the_base_with_its_image_namespace_and_generated_script() -> None:
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(K8S)], check=True, capture_output=True, text=True, timeout=60
+    ).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    namespaced = [d for d in docs if d["kind"] != "Namespace"]
+    assert {d["metadata"].get("namespace") for d in namespaced} == {"gpuledger"}
+    (worker,) = by_kind[("Deployment", "gpuledger-worker")]["spec"]["template"]["spec"]["containers"]
+    tag = load_yaml(K8S / "kustomization.yaml")["images"][0]["newTag"]
+    assert worker["image"] == f"gpuledger:{tag}"
+    job = by_kind[("Job", "gpuledger-topics")]["spec"]["template"]["spec"]
+    script_map = next(v["configMap"]["name"] for v in job["volumes"] if "configMap" in v)
+    assert ("ConfigMap", script_map) in by_kind, "the Job mounts the generated (hash-suffixed) ConfigMap"
+    assert by_kind[("ConfigMap", script_map)]["data"]["create-topics.sh"] == (K8S / "create-topics.sh").read_text(
+        encoding="utf-8"
+    )
