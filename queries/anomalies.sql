@@ -24,7 +24,7 @@ SELECT * FROM (
     SELECT 'overlapping_runs', event_id, workload_id, "time", seq,
            'workload ' || workload_id || ' started again while its run was still open', false,
            'this start is left out; the open run continues'
-    FROM life_starts WHERE k > 1
+    FROM life WHERE kind = 'start' AND prev_kind = 'start'
 
     UNION ALL
     SELECT 'overlapping_runs', start_event_id, workload_id, start_us, start_seq,

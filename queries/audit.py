@@ -11,6 +11,7 @@ from typing import Any
 
 import duckdb
 
+from ledger.errors import InputError
 from queries.projection import project, sql_text
 from queries.source import open_records
 from queries.timefmt import iso
@@ -117,19 +118,17 @@ def wait_by_size(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
                 "debug": next(r for r in mine if r["size"] == "debug")}
 
     first = block("first")
-    return {**first, "requeue": block("requeue")}
+    cdf = {r["size"]: r["cdf_s"] for r in stats if r["wait_kind"] == "first" and r["jobs"]}
+    return {**first, "requeue": block("requeue"), "cdf": {"quantiles": [i / 40 for i in range(41)], "wait_s": cdf}}
 
 
 def occupancy(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """Return the occupancy audit with hourly series (needs ``prepare``)."""
     out = rows(con, "SELECT * FROM occupancy_totals")[0]
-    out["hourly"] = [
-        {"hour": iso(r.pop("hour_us"))} | r for r in rows(con, "SELECT * FROM occupancy_hourly ORDER BY hour_us")
-    ]
-    out["by_team_hourly"] = [
-        {"budget": r.pop("budget"), "hour": iso(r.pop("hour_us"))} | r
-        for r in rows(con, "SELECT * FROM occupancy_team_hourly ORDER BY budget, hour_us")
-    ]
+    out["hourly"] = rows(con, "SELECT iso(hour_us) AS hour, * EXCLUDE (hour_us) FROM occupancy_hourly ORDER BY hour_us")
+    out["by_team_hourly"] = rows(
+        con, "SELECT budget, iso(hour_us) AS hour, * EXCLUDE (budget, hour_us) FROM occupancy_team_hourly "
+        "ORDER BY budget, hour_us")
     return out
 
 
@@ -138,10 +137,8 @@ def fairness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     window_us = con.execute("SELECT window_us FROM params").fetchone()
     return {
         "window_s": (window_us[0] if window_us else 0) // 1_000_000,
-        "hourly": [
-            {"budget": r.pop("budget"), "hour": iso(r.pop("hour_us"))} | r
-            for r in rows(con, "SELECT * FROM fairness_hourly ORDER BY budget, hour_us")
-        ],
+        "hourly": rows(con, "SELECT budget, iso(hour_us) AS hour, * EXCLUDE (budget, hour_us) FROM fairness_hourly "
+                       "ORDER BY budget, hour_us"),
     }
 
 
@@ -156,15 +153,9 @@ def anomalies(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 def workloads(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Return every submitted workload with its first start, end and preemption count (needs ``prepare``)."""
-    query = ("SELECT workload_id, budget, gpus, kind, min_runtime_s, submit_us, first_start_us, end_us, preemptions "
-             "FROM workload_facts ORDER BY seq")
-    return [
-        {"workload_id": r["workload_id"], "budget": r["budget"], "gpus": r["gpus"], "kind": r["kind"],
-         "min_runtime_s": r["min_runtime_s"], "submit_time": iso(r["submit_us"]),
-         "first_start_time": iso(r["first_start_us"]), "end_time": iso(r["end_us"]),
-         "preemptions": r["preemptions"]}
-        for r in rows(con, query)
-    ]
+    return rows(con, "SELECT workload_id, budget, gpus, kind, min_runtime_s, iso(submit_us) AS submit_time, "
+                     "iso(first_start_us) AS first_start_time, iso(end_us) AS end_time, preemptions "
+                     "FROM workload_facts ORDER BY seq")
 
 
 def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -191,6 +182,8 @@ def audit(
 
     since_us = parse_iso(since) if isinstance(since, str) else since
     until_us = parse_iso(until) if isinstance(until, str) else until
+    if window_s <= 0 or window_s % 3600:
+        raise InputError(f"window {window_s} s: the fairness window must be a positive whole number of hours")
     con = connect(source)
     prepare(con, since_us, until_us, window_s)
     return collect(con)

@@ -8,14 +8,19 @@
 -- earlier than its start, a start after the workload completed, or a run that begins
 -- before an earlier run of the same workload ended is an anomaly and left out of figures.
 
+-- ISO 8601 UTC text of integer microseconds, as audit.json prints times.
+CREATE OR REPLACE TEMP MACRO iso(us) AS
+    CASE WHEN us % 1000000 = 0 THEN strftime(make_timestamp(us), '%Y-%m-%dT%H:%M:%SZ')
+         ELSE strftime(make_timestamp(us), '%Y-%m-%dT%H:%M:%S.%fZ') END;
+
 -- Workloads: the first submission of each id wins; later ones are anomalies.
 CREATE OR REPLACE TEMP TABLE workloads AS
 SELECT workload_id, budget, "user", gpus, min_runtime_s, resumable, priority, kind,
        coalesce(restart_s, 0) AS restart_s, "time" AS submit_us, seq, event_id
-FROM (SELECT *, row_number() OVER (PARTITION BY workload_id ORDER BY seq) AS k FROM ev_submitted)
-WHERE k = 1;
+FROM ev_submitted
+SEMI JOIN (SELECT min(seq) AS seq FROM ev_submitted GROUP BY workload_id) USING (seq);
 
--- Lifecycle events of known workloads, numbered into groups: g = ends seen before this row.
+-- Lifecycle events of known workloads in log order, each with its neighbours (one window pass).
 CREATE OR REPLACE TEMP TABLE life AS
 WITH ev AS (
     SELECT seq, event_id, workload_id, "time", 'start' AS kind, gpus, allocated, protected_until, attempt,
@@ -28,31 +33,44 @@ WITH ev AS (
     SELECT seq, event_id, workload_id, "time", 'complete', NULL, NULL, NULL, NULL, NULL, NULL, NULL, outcome
     FROM ev_completed
 )
-SELECT ev.*,
-       coalesce(sum(CASE WHEN kind = 'start' THEN 0 ELSE 1 END) OVER (
-           PARTITION BY workload_id ORDER BY seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS g
-FROM ev SEMI JOIN workloads USING (workload_id);
+SELECT ev.*, lag(kind) OVER w AS prev_kind, lead(kind) OVER w AS next_kind, lead(seq) OVER w AS next_seq,
+       lead(event_id) OVER w AS next_event_id, lead("time") OVER w AS next_us, lead(reason) OVER w AS next_reason,
+       lead(preempted_by) OVER w AS next_by, lead(outcome) OVER w AS next_outcome
+FROM ev SEMI JOIN workloads USING (workload_id)
+WINDOW w AS (PARTITION BY workload_id ORDER BY seq);
 
-CREATE OR REPLACE TEMP TABLE life_starts AS
-SELECT *, row_number() OVER (PARTITION BY workload_id, g ORDER BY seq) AS k
-FROM life WHERE kind = 'start';
-
--- Candidate runs: the first start of a group closed by the end event of the same group.
+-- A start opens a run unless a run is already open (the row before it is a start); the first
+-- end event after an opening start closes it. An end with no run open is "loose".
 CREATE OR REPLACE TEMP TABLE cand_runs AS
-SELECT s.workload_id, s.seq AS start_seq, s.event_id AS start_event_id, s."time" AS start_us, s.gpus,
-       s.allocated, s.protected_until, s.attempt, s.nodes,
-       e.seq AS end_seq, e.event_id AS end_event_id, e."time" AS end_us, e.kind AS end_kind,
-       e.reason, e.preempted_by, e.outcome
-FROM life_starts s
-LEFT JOIN life e ON e.workload_id = s.workload_id AND e.g = s.g AND e.kind <> 'start'
-WHERE s.k = 1;
+WITH openers AS (
+    SELECT * FROM life WHERE kind = 'start' AND prev_kind IS DISTINCT FROM 'start'
+), closers AS (
+    SELECT workload_id, seq, event_id, "time", kind, reason, preempted_by, outcome
+    FROM life WHERE kind <> 'start' AND prev_kind = 'start'
+), late_closed AS (  -- rare: starts came in between; find the first end after the opener
+    SELECT o.seq AS start_seq, arg_min(c.seq, c.seq) AS end_seq, arg_min(c.event_id, c.seq) AS end_event_id,
+           arg_min(c."time", c.seq) AS end_us, arg_min(c.kind, c.seq) AS end_kind,
+           arg_min(c.reason, c.seq) AS reason, arg_min(c.preempted_by, c.seq) AS preempted_by,
+           arg_min(c.outcome, c.seq) AS outcome
+    FROM openers o JOIN closers c ON c.workload_id = o.workload_id AND c.seq > o.seq
+    WHERE o.next_kind = 'start'
+    GROUP BY o.seq
+)
+SELECT o.workload_id, o.seq AS start_seq, o.event_id AS start_event_id, o."time" AS start_us, o.gpus,
+       o.allocated, o.protected_until, o.attempt, o.nodes,
+       o.next_seq AS end_seq, o.next_event_id AS end_event_id, o.next_us AS end_us, o.next_kind AS end_kind,
+       o.next_reason AS reason, o.next_by AS preempted_by, o.next_outcome AS outcome
+FROM openers o WHERE o.next_kind IS DISTINCT FROM 'start'
+UNION ALL
+SELECT o.workload_id, o.seq, o.event_id, o."time", o.gpus, o.allocated, o.protected_until, o.attempt, o.nodes,
+       l.end_seq, l.end_event_id, l.end_us, l.end_kind, l.reason, l.preempted_by, l.outcome
+FROM openers o LEFT JOIN late_closed l ON l.start_seq = o.seq
+WHERE o.next_kind = 'start';
 
 -- End events with no run open: a completion there ends a waiting workload (fine);
 -- a preemption there is an anomaly.
 CREATE OR REPLACE TEMP TABLE loose_ends AS
-SELECT e.* FROM life e
-ANTI JOIN life_starts s ON s.workload_id = e.workload_id AND s.g = e.g
-WHERE e.kind <> 'start';
+SELECT * FROM life WHERE kind <> 'start' AND prev_kind IS DISTINCT FROM 'start';
 
 -- The completion that ends each workload: the first in log order not paired with a later start.
 CREATE OR REPLACE TEMP TABLE terminal AS
@@ -183,18 +201,29 @@ FROM segments g ASOF LEFT JOIN capacity_versions c ON c.from_us <= g.s;
 CREATE OR REPLACE TEMP TABLE health_versions AS
 SELECT host, "time" AS from_us, arg_max(state, seq) AS state FROM ev_health GROUP BY host, "time";
 
--- Hosts down (unhealthy or failed) in each segment, with their GPU count.
+-- Hosts down (unhealthy or failed) in each segment, with their GPU count: down spells per host,
+-- cut to the capacity versions under which the host exists (hosts are <cluster>-n000, -n001, ...).
 CREATE OR REPLACE TEMP TABLE segment_down_hosts AS
-WITH idx AS (
-    SELECT sc.*, unnest(range(0, (sc.gpus + sc.gpn - 1) // sc.gpn)) AS i
-    FROM segment_capacity sc
-    WHERE sc.gpus > 0 AND EXISTS (SELECT 1 FROM health_versions hv WHERE hv.from_us <= sc.s)
+WITH spells AS (
+    SELECT host, from_us, coalesce(lead(from_us) OVER (PARTITION BY host ORDER BY from_us), 9223372036854775807) AS to_us,
+           state
+    FROM health_versions
+), down AS (
+    SELECT * FROM spells WHERE state IN ('unhealthy', 'failed')
+), versions AS (
+    SELECT *, coalesce(lead(from_us) OVER (ORDER BY from_us), 9223372036854775807) AS to_us FROM capacity_versions
+), idx AS (
+    SELECT v.*, unnest(range(0, (v.gpus + v.gpn - 1) // v.gpn)) AS i
+    FROM versions v WHERE v.gpus > 0 AND EXISTS (SELECT 1 FROM down)
 ), hosts AS (
-    SELECT s, printf('%s-n%03d', cluster, i) AS host, least(gpn, gpus - i * gpn) AS host_gpus FROM idx
+    SELECT from_us, to_us, printf('%s-n%03d', cluster, i) AS host, least(gpn, gpus - i * gpn) AS host_gpus FROM idx
+), pieces AS (
+    SELECT d.host, h.host_gpus, greatest(d.from_us, h.from_us) AS lo, least(d.to_us, h.to_us) AS hi
+    FROM down d JOIN hosts h ON h.host = d.host
+    WHERE d.from_us < h.to_us AND h.from_us < d.to_us
 )
-SELECT h.s, h.host, h.host_gpus
-FROM hosts h ASOF JOIN health_versions v ON v.host = h.host AND v.from_us <= h.s
-WHERE v.state IN ('unhealthy', 'failed');
+SELECT g.s, p.host, p.host_gpus
+FROM segments g JOIN pieces p ON g.s >= p.lo AND g.s < p.hi;
 
 CREATE OR REPLACE TEMP TABLE segment_avail AS
 SELECT g.s, g.e, g.len_us, g.hour_us, sc.gpus AS cap_gpus, coalesce(d.down_gpus, 0) AS down_gpus,

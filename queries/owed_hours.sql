@@ -6,17 +6,29 @@
 --   delivered = allocated GPU-hours it ran;  received = min(delivered, owed).
 -- Summed over hours per team; ratio = received / owed (null when nothing was owed).
 
+-- Demand per team and hour by a sweep: each waiting-or-running workload adds its GPUs at submission
+-- (or the period's start) and removes them at completion (or the period's end); hour boundaries are
+-- extra points so every level piece lies inside one hour. Linear in workloads, however long they wait.
 CREATE OR REPLACE TEMP TABLE team_hour_demand AS
 WITH alive AS (
     SELECT w.budget, w.gpus, greatest(w.submit_us, p.t0) AS lo_us, least(coalesce(w.end_us, p.t1), p.t1) AS hi_us
     FROM workload_facts w, params p
     WHERE w.min_runtime_s > 0
-), pieces AS (
-    SELECT budget, gpus, lo_us, hi_us, unnest(range((lo_us // 3600000000) * 3600000000, hi_us, 3600000000)) AS hour_us
-    FROM alive WHERE hi_us > lo_us
+), deltas AS (
+    SELECT budget, lo_us AS t, gpus AS d FROM alive WHERE hi_us > lo_us
+    UNION ALL
+    SELECT budget, hi_us, -gpus FROM alive WHERE hi_us > lo_us
+    UNION ALL
+    SELECT b.budget, h.hour_us, 0 FROM (SELECT DISTINCT budget FROM alive) b, hours h
+), points AS (
+    SELECT budget, t, sum(d) AS d FROM deltas GROUP BY ALL
+), levels AS (
+    SELECT budget, t, sum(d) OVER w AS level, lead(t) OVER w AS t_next
+    FROM points WINDOW w AS (PARTITION BY budget ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
 )
-SELECT budget, hour_us, sum(gpus * (least(hi_us, hour_us + 3600000000) - greatest(lo_us, hour_us))) AS demand_gpu_us
-FROM pieces GROUP BY ALL;
+SELECT budget, (t // 3600000000) * 3600000000 AS hour_us, sum(level * (t_next - t)) AS demand_gpu_us
+FROM levels WHERE t_next IS NOT NULL AND level <> 0
+GROUP BY ALL;
 
 CREATE OR REPLACE TEMP TABLE team_hour_delivered AS
 SELECT budget, hour_us, sum(gpu_us) AS delivered_gpu_us FROM run_hours WHERE allocated GROUP BY ALL;
@@ -35,11 +47,17 @@ LEFT JOIN team_hour_demand d ON d.budget = t.budget AND d.hour_us = h.hour_us
 LEFT JOIN team_hour_delivered v ON v.budget = t.budget AND v.hour_us = h.hour_us;
 
 CREATE OR REPLACE TEMP TABLE owed_teams AS
-SELECT budget,
-       sum(owed_gpu_us) / 3.6e9 AS owed_gpu_hours,
-       sum(delivered_gpu_us) / 3.6e9 AS delivered_gpu_hours,
-       sum(received_gpu_us) / 3.6e9 AS received_gpu_hours,
-       sum(demand_gpu_us) / 3.6e9 AS demand_gpu_hours,
-       sum(share_gpu_us) / 3.6e9 AS share_gpu_hours,
-       CASE WHEN sum(owed_gpu_us) > 0 THEN sum(received_gpu_us) / sum(owed_gpu_us) END AS ratio
-FROM owed_team_hours GROUP BY budget ORDER BY budget;
+WITH per_team AS (
+    SELECT budget, sum(owed_gpu_us) AS owed, sum(delivered_gpu_us) AS delivered, sum(received_gpu_us) AS received,
+           sum(demand_gpu_us) AS demand, sum(share_gpu_us) AS share
+    FROM owed_team_hours GROUP BY budget
+)
+SELECT t.budget,
+       coalesce(p.owed, 0) / 3.6e9 AS owed_gpu_hours,
+       coalesce(p.delivered, 0) / 3.6e9 AS delivered_gpu_hours,
+       coalesce(p.received, 0) / 3.6e9 AS received_gpu_hours,
+       coalesce(p.demand, 0) / 3.6e9 AS demand_gpu_hours,
+       coalesce(p.share, 0) / 3.6e9 AS share_gpu_hours,
+       CASE WHEN p.owed > 0 THEN p.received / p.owed END AS ratio
+FROM teams t LEFT JOIN per_team p USING (budget)
+ORDER BY t.budget;

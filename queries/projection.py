@@ -9,6 +9,7 @@ GPU-time sum in the audits is exact integer arithmetic.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable
 from datetime import datetime
 from importlib import resources
@@ -31,8 +32,7 @@ _FIELDS: dict[str, tuple[str, list[tuple[str, pa.DataType]]]] = {
         [
             ("event_id", _STR), ("time", _TS), ("workload_id", _STR), ("budget", _STR), ("user", _STR),
             ("gpus", pa.int64()), ("min_runtime_s", pa.int64()), ("resumable", pa.bool_()),
-            ("priority", pa.int64()), ("kind", _STR), ("work_s", pa.int64()),
-            ("checkpoint_interval_s", pa.int64()), ("restart_s", pa.int64()),
+            ("priority", pa.int64()), ("kind", _STR), ("restart_s", pa.int64()),
         ],
     ),
     "WorkloadStarted": (
@@ -59,7 +59,6 @@ _FIELDS: dict[str, tuple[str, list[tuple[str, pa.DataType]]]] = {
         "ev_node",
         [
             ("event_id", _STR), ("time", _TS), ("path", _STR), ("parent", _STR), ("share", pa.float64()),
-            ("managers", _NAMES), ("set_by", _STR),
         ],
     ),
     "AllocationChanged": (
@@ -75,7 +74,7 @@ _FIELDS: dict[str, tuple[str, list[tuple[str, pa.DataType]]]] = {
     ),
     "HostHealthChanged": (
         "ev_health",
-        [("event_id", _STR), ("time", _TS), ("host", _STR), ("state", _STR), ("reason", _STR)],
+        [("event_id", _STR), ("time", _TS), ("host", _STR), ("state", _STR)],
     ),
     "ClusterCapacityChanged": (
         "ev_capacity",
@@ -84,9 +83,8 @@ _FIELDS: dict[str, tuple[str, list[tuple[str, pa.DataType]]]] = {
     "SchedulingDecision": (
         "ev_decision",
         [
-            ("event_id", _STR), ("time", _TS), ("action", _STR), ("workload_id", _STR), ("nodes", _NAMES),
-            ("reason", _STR), ("for_workload", _STR), ("budget_ratio", pa.float64()),
-            ("queue_position", pa.int64()), ("effective_time", _TS),
+            ("event_id", _STR), ("time", _TS), ("action", _STR), ("workload_id", _STR), ("reason", _STR),
+            ("for_workload", _STR), ("budget_ratio", pa.float64()), ("queue_position", pa.int64()),
         ],
     ),
 }
@@ -142,10 +140,22 @@ class _Buffer:
 
 def load_arrow(records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, pa.Table]:
     """Return one Arrow table per event type from ``(type_name, record)`` pairs (times as integer micros)."""
+    # The buffered dicts are acyclic and short-lived; the cyclic collector would rescan them
+    # over and over while they pile up, so it is paused for the load.
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _load_arrow(records)
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _load_arrow(records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, pa.Table]:
     buffers = {name: _Buffer(name) for name in _FIELDS}
     short: dict[str, _Buffer] = {}
     seq = 0
-    for seq, (type_name, record) in enumerate(records):  # noqa: B007 - seq counts the log position
+    for seq, (type_name, record) in enumerate(records):
         buf = short.get(type_name)
         if buf is None:
             name = type_name.rsplit(".", 1)[-1]
@@ -162,12 +172,10 @@ def load_arrow(records: Iterable[tuple[str, dict[str, Any]]]) -> dict[str, pa.Ta
 def project(
     records: Iterable[tuple[str, dict[str, Any]]], con: duckdb.DuckDBPyConnection | None = None
 ) -> duckdb.DuckDBPyConnection:
-    """Load ``(type_name, record)`` pairs into a DuckDB connection as tables ``ev_*`` (one per event type)."""
+    """Load ``(type_name, record)`` pairs into a DuckDB connection as views ``ev_*`` (one per event type)."""
     con = con if con is not None else duckdb.connect()
     for table, arrow in load_arrow(records).items():
-        con.register(f"{table}_arrow", arrow)
-        con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM {table}_arrow")
-        con.unregister(f"{table}_arrow")
+        con.register(table, arrow)  # zero-copy: DuckDB scans the Arrow table in place
     return con
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ledger.errors import InputError, LedgerError
+from ledger.errors import InputError
 from ledger.events import Event
 
 Record = tuple[str, dict[str, Any]]
@@ -28,11 +27,8 @@ def open_records(source: str | Path | Iterable[Any]) -> Iterable[Record]:
     path = Path(source)
     if not path.exists():
         raise InputError(f"{path}: no such run directory or event log")
-    try:
-        log_module: Any = importlib.import_module("ledger.log")
-        open_log = log_module.open_log
-    except (ImportError, AttributeError):
-        raise LedgerError(f"{path}: cannot read an event log: the embedded log (ledger.log) is not available") from None
+    from ledger.log import open_log
+
     log = open_log(path)
     records: Iterable[Record] = log.records()
     return records

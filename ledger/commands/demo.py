@@ -24,6 +24,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
     p.add_argument("--out", metavar="DIR", default="out/demo", help="where to write (default out/demo)")
     p.add_argument("--seed", type=int, default=7, help="random seed of the generated month (default 7)")
+    p.add_argument(
+        "--month",
+        choices=("demo", "full"),
+        default="demo",
+        help="demo: ~8,000 workloads (default); full: ~100,000 workloads, many more short jobs (slower)",
+    )
     p.add_argument("--scale", type=float, default=1.0, help="multiply the number of workloads (default 1.0)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -134,14 +140,14 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._runs import run_one
     from ledger.core.knobs import Knobs
-    from ledger.replay.demo_month import generate
+    from ledger.replay.demo_month import DEMO, FULL, generate
     from ledger.replay.run import inputs_from_budgets
     from ledger.replay.sidebyside import table
     from ledger.replay.trace import write_trace
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    month = generate(args.seed, scale=args.scale)
+    month = generate(args.seed, scale=args.scale, mix=FULL if args.month == "full" else DEMO)
     write_trace(out / "trace.csv", month.submissions)
     (out / "budgets.yaml").write_text(month.budgets.to_yaml())
     inputs = inputs_from_budgets(month.budgets, list(month.submissions), start=month.start)

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import argparse
-
-from ledger.errors import LedgerError
+import json
+import sys
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
+    p.add_argument("source", metavar="SOURCE", help="run directory (from replay) or embedded event log directory")
+    p.add_argument("workload_id", metavar="WORKLOAD_ID")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--window", default="7d", help="lookback window of the fair-share standing (default 7d)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    raise LedgerError("not built yet (issue 5)")
+    from ledger.core.knobs import parse_duration
+    from queries.explain import as_text, explain
+
+    result = explain(args.source, args.workload_id, window_s=int(parse_duration(args.window)))
+    if args.format == "json":
+        sys.stdout.write(json.dumps(result, indent=1) + "\n")
+    else:
+        sys.stdout.write(as_text(result))
+    return 0

@@ -23,20 +23,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spool", default=".gpuledger-spool", metavar="DIR", help="spool (default .gpuledger-spool)")
     p.add_argument("--topic", default="gpuledger.events", help="topic (default gpuledger.events)")
     p.add_argument("--wait", default="5m", help="how long to keep retrying an unreachable broker (default 5m)")
+    p.add_argument(
+        "--inputs-only", action="store_true",
+        help="leave out the decision core's own outputs (ids CLUSTER/dN), e.g. to drive a worker from a replayed run",
+    )
     p.add_argument("--timeout", default="10s", help="per-request broker timeout (default 10s)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from streams.publisher import Publisher
-    from streams.sources import read_events
+    from streams.sources import read_events, without_core_outputs
 
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # connection retries are reported below, once
     wait_s = parse_duration(args.wait)
     with Publisher(args.bootstrap, args.spool, topic=args.topic, request_timeout_s=parse_duration(args.timeout)) as pub:
         spooled = 0
         if args.source:
-            events = list(read_events(args.source))  # validate everything first: a bad line spools nothing
+            source = read_events(args.source)
+            # validate everything first: a bad line spools nothing
+            events = list(without_core_outputs(source) if args.inputs_only else source)
             spooled = pub.enqueue(events)
         result = pub.flush(wait_s)
     if result.spooled:

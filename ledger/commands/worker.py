@@ -21,7 +21,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--app-id", default="gpuledger-worker", help="consumer group and changelog prefix")
     p.add_argument("--topic-prefix", default="", help="prefix of the three data topics (default none)")
     p.add_argument("--http", default="127.0.0.1:6066", metavar="HOST:PORT", help="metrics and health endpoint")
-    p.add_argument("--checkpoint-every", type=int, default=1000, help="inputs between checkpoints (default 1000)")
+    p.add_argument("--checkpoint-every", type=int, default=5000, help="inputs between checkpoints (default 5000)")
+    p.add_argument("--checkpoint-interval", type=float, default=5.0, help="seconds between checkpoints (default 5)")
     p.add_argument(
         "--idle-clock-rate", type=float, default=1.0,
         help="event seconds per wall second to extrapolate when no input arrives (default 1.0: live)",
@@ -29,6 +30,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--idle-after", type=float, default=1.0, help="wall seconds of silence before the timer acts")
     p.add_argument("--session-timeout", type=float, default=6.0, help="consumer group session timeout in seconds")
     p.add_argument("--rebalance-timeout", type=float, default=3.0, help="how long a rebalance waits for members")
+    p.add_argument("--fetch-max-wait", type=int, default=20, metavar="MS", help="broker fetch wait cap (default 20)")
     p.add_argument("--data-dir", type=Path, default=None, help="faust's local directory (default: a temp dir)")
     p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
     add_knob_arguments(p)
@@ -54,10 +56,12 @@ def run(args: argparse.Namespace) -> int:
         http_host=host or "127.0.0.1",
         http_port=int(port),
         checkpoint_every=args.checkpoint_every,
+        checkpoint_interval_s=args.checkpoint_interval,
         idle_clock_rate=args.idle_clock_rate,
         idle_after_s=args.idle_after,
         data_dir=args.data_dir,
         session_timeout_s=args.session_timeout,
+        fetch_max_wait_ms=args.fetch_max_wait,
         rebalance_timeout_s=args.rebalance_timeout,
         loglevel=args.log_level,
     )

@@ -39,6 +39,7 @@ class Workload:
     priority: int
     kind: str
     submit_us: int
+    submitted_by: str = ""  # event id of the submission (a resubmission under the same id has another)
     key: QueueKey = (0, 0, "")
     state: str = WAITING
     allocated: bool = False  # of the current (or last) run

@@ -32,9 +32,14 @@ from ledger.core.occupancy import Occupancy
 from ledger.core.queues import Key, SizedQueue
 from ledger.core.tree import BudgetTree
 
-__all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "Walker"]
+__all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "Walker", "percent"]
 
 ALLOCATED, UNALLOCATED, ORPHAN = 0, 1, 2
+
+
+def percent(ratio: float) -> str:
+    """Return a usage ratio in words, e.g. '34%' (or 'no allocation')."""
+    return "no allocation" if not math.isfinite(ratio) else f"{ratio:.0%}"
 
 
 @dataclass(slots=True)
@@ -53,6 +58,9 @@ class FairShareOrder:
         self.tree = tree
         self.occ = occupancy
         self.capacity = 0
+        self.horizon = occupancy.horizon_us()
+        self._cache: dict[str, float] = {}
+        self._cache_t = self._cache_v = -1
         self.queues: dict[tuple[str, int], SizedQueue] = {}  # (node path, tier) -> own waiting work
         self.sizes: list[dict[str, dict[int, int]]] = [{}, {}]  # tier -> node -> {size: count in subtree}
         self.totals: list[dict[str, int]] = [{}, {}]  # tier -> node -> count in subtree
@@ -64,16 +72,37 @@ class FairShareOrder:
         return self.tree.fraction(path) * self.capacity * self.occ.horizon_us()
 
     def ratio(self, path: str, t: int) -> float:
-        """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation but used some)."""
-        alloc = self.tree.fraction(path) * self.capacity * self.occ.horizon_us()
-        used = self.occ.charged(path, t)
-        if alloc <= 0:
-            return math.inf
-        return float(used / alloc)
+        """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation). O(log k), cached.
+
+        The cache holds for one instant; a change of meters drops only the nodes it touched.
+        """
+        if t != self._cache_t:
+            self._cache.clear()
+            self._cache_t = t
+        if self.occ.version != self._cache_v:
+            # within one instant only the nodes whose meters changed need a new ratio
+            for p in self.occ.touched:
+                self._cache.pop(p, None)
+            self.occ.touched.clear()
+            self._cache_v = self.occ.version
+        r = self._cache.get(path)
+        if r is None:
+            alloc = self.tree.nodes[path].fraction * self.capacity * self.horizon
+            r = self._cache[path] = math.inf if alloc <= 0 else float(self.occ.charged(path, t) / alloc)
+        return r
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["_cache"], state["_cache_t"], state["_cache_v"] = {}, -1, -1  # derived: never part of a snapshot
+        return state
 
     def ranked(self, names: list[str], t: int) -> list[str]:
-        """Return sibling paths lowest ratio first, ties by path. O(b log b)."""
-        return [p for _, p in sorted((self.ratio(p, t), p) for p in names)]
+        """Return sibling paths lowest ratio first, ties by path. O(b log b).
+
+        Ratios are compared to 9 decimals: equal usage of equal allocations must tie (and fall
+        back to the path) even when normalising the shares left different float roundings.
+        """
+        return [p for _, p in sorted((round(self.ratio(p, t), 9), p) for p in names)]
 
     def ranking(self, t: int) -> list[str]:
         """Return every budget node in fair-share order (depth first). O(nodes log b)."""
@@ -134,20 +163,24 @@ class FairShareOrder:
         return sum(self.totals[0].get(r, 0) + self.totals[1].get(r, 0) for r in self.tree.roots) + len(self.orphans)
 
     # ---- picking ------------------------------------------------------------------------------
-    def next_start(self, t: int, fits: Callable[[int], bool]) -> Pick | None:
+    def next_start(self, t: int, fits: Callable[[int], bool], allocated_only: bool = False) -> Pick | None:
         """Return the first waiting workload in the order that fits the free room, or None."""
         ahead = 0
-        for tier in (ALLOCATED, UNALLOCATED):
+        for tier in (ALLOCATED,) if allocated_only else (ALLOCATED, UNALLOCATED):
             pick = self._descend(tier, t, fits, ahead)
             if pick is not None:
                 return pick
             ahead += sum(self.totals[tier].get(r, 0) for r in self.tree.roots)
+        if allocated_only:
+            return None
         key = self.orphans.best(fits)
         if key is None:
             return None
         return Pick(key, ahead + self.orphans.position(key) + 1, ORPHAN)
 
     def _descend(self, tier: int, t: int, fits: Callable[[int], bool], ahead: int) -> Pick | None:
+        # Only children holding a size that fits are ranked (none, when the cluster is full: then
+        # no ratio is computed at all); the place in the queue is counted once a pick is made.
         sizes, totals, queues = self.sizes[tier], self.totals[tier], self.queues
         names = self.tree.roots
         node: str | None = None
@@ -157,18 +190,12 @@ class FairShareOrder:
                 if own is not None and own.keys:
                     key = own.best(fits)
                     if key is not None:
-                        return Pick(key, ahead + own.position(key) + 1, tier)
-                    ahead += len(own.keys)
-            nxt = None
-            for p in self.ranked([n for n in names if totals.get(n)], t):
-                if any(fits(s) for s in sizes[p]):
-                    nxt = p
-                    break
-                ahead += totals[p]
-            if nxt is None:
+                        return Pick(key, ahead + self._position(node, tier, key, t), tier)
+            fitting = [n for n in names if totals.get(n) and any(fits(s) for s in sizes[n])]
+            if not fitting:
                 return None
-            node = nxt
-            names = self.tree.nodes[nxt].children
+            node = fitting[0] if len(fitting) == 1 else self.ranked(fitting, t)[0]
+            names = self.tree.nodes[node].children
 
     def position_of(self, w: Workload, t: int) -> int:
         """Return a waiting workload's 1-based place in the whole order. O(depth × b log b)."""
@@ -177,9 +204,14 @@ class FairShareOrder:
         if tier == ORPHAN:
             return ahead + self.orphans.position(w.key) + 1
         assert w.node is not None
+        return ahead + self._position(w.node, tier, w.key, t)
+
+    def _position(self, node: str, tier: int, key: Key, t: int) -> int:
+        """Return the 1-based place of ``key`` (queued at ``node``) within its tier. O(depth × b log b)."""
         totals = self.totals[tier]
-        chain = list(reversed(self.tree.ancestors(w.node)))
+        chain = self.tree.ancestors(node)[::-1]
         names = self.tree.roots
+        ahead = 0
         for depth, p in enumerate(chain):
             if depth > 0:
                 own = self.queues.get((chain[depth - 1], tier))
@@ -189,24 +221,28 @@ class FairShareOrder:
                     break
                 ahead += totals[q]
             names = self.tree.nodes[p].children
-        return ahead + self.queues[(w.node, tier)].position(w.key) + 1
+        return ahead + self.queues[(node, tier)].position(key) + 1
 
-    def walk_allocated(self, t: int) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
+    def walk_allocated(
+        self, t: int, wanted: Callable[[dict[int, int]], bool] = lambda sizes: True
+    ) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
         """Yield (node, its allocated queue, waiting ahead, walker) in fair-share order, for preemption.
 
         The walker tells which running work ranks after the yielded node: only that may be
         preempted for the yielded node's waiters. Subtrees without allocated waiters are
-        passed over whole (O(1) each), so a walk is O(visited nodes × b log b).
+        passed over whole (O(1) each), and so are subtrees whose waiting sizes ``wanted`` rejects
+        (checked as the walk goes), so a walk is O(visited nodes × b log b).
         """
         walker = Walker(self.tree, self.occ)
-        totals = self.totals[ALLOCATED]
+        totals, sizes = self.totals[ALLOCATED], self.sizes[ALLOCATED]
         ahead = 0
 
         def visit(names: list[str]) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
             nonlocal ahead
             for p in self.ranked(names, t):
-                if not totals.get(p):
+                if not totals.get(p) or not wanted(sizes[p]):
                     walker.pass_subtree(p)
+                    ahead += totals.get(p, 0)
                     continue
                 own = self.queues.get((p, ALLOCATED))
                 walker.passed_own[p] = None

@@ -47,13 +47,16 @@ class Knobs:
     charge: Charge = "upfront"
     gpus_per_node: int = 8
     grace_s: int = 0  # a preemption's exit (and the waiter's start) is delayed this long
+    # a full preemption walk runs at most once per cycle (0: after every event); a new allocated
+    # submission is still tried at once, so short jobs do not wait for the cycle
+    preempt_cycle_s: int = 60
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ConfigError(f"policy {self.policy!r}: expected one of {', '.join(POLICIES)}")
         if self.charge not in CHARGES:
             raise ConfigError(f"charge {self.charge!r}: expected one of {', '.join(CHARGES)}")
-        for name in ("window_s", "max_min_runtime_s", "gpus_per_node", "grace_s"):
+        for name in ("window_s", "max_min_runtime_s", "gpus_per_node", "grace_s", "preempt_cycle_s"):
             if getattr(self, name) < (1 if name in ("window_s", "gpus_per_node") else 0):
                 raise ConfigError(f"{name} = {getattr(self, name)} is out of range")
         if self.half_life_s is not None and self.half_life_s <= 0:

@@ -117,6 +117,8 @@ class Occupancy:
         self.half_life_us = half_life_s * 1_000_000 if half_life_s else None
         self.upfront = upfront
         self.nodes: dict[str, NodeUsage] = {self.CLUSTER: NodeUsage()}
+        self.version = 0  # bumped at every change of a meter: lets readers cache ratios for one instant
+        self.touched: dict[str, None] = {}  # nodes changed since a reader last looked (cache invalidation)
 
     def add_node(self, path: str) -> None:
         """Start meters for a newly defined node."""
@@ -124,13 +126,19 @@ class Occupancy:
 
     def run_changed(self, chain: list[str], t: int, gpus: int, allocated: bool) -> None:
         """Add ``gpus`` (negative to remove) held by a run charged along ``chain`` (leaf..root). O(depth)."""
+        self.version += 1
         w, h = self.window_us, self.half_life_us
+        for p in chain:
+            self.touched[p] = None
         for p in (*chain, self.CLUSTER):
             u = self.nodes[p]
             (u.allocated if allocated else u.unallocated).change(t, gpus, w, h)
 
     def prepaid_changed(self, chain: list[str], gpus: int, protected_until: int) -> None:
         """Add (or remove, with negative gpus) a protected run's prepaid entry charge. O(depth)."""
+        self.version += 1
+        for p in chain:
+            self.touched[p] = None
         for p in (*chain, self.CLUSTER):
             u = self.nodes[p]
             u.prepaid_g += gpus

@@ -50,6 +50,7 @@ class Hosts:
         self.by_name: dict[str, int] = {}
         self.buckets: list[list[int]] = [[] for _ in range(per_node + 1)]
         self.capacity = 0  # GPUs on hosts that are not retired
+        self.healthy: list[bool] = []  # by host index: takes new work
 
     # ---- shape of the cluster ------------------------------------------------------------
     def resize(self, gpus: int, per_node: int) -> list[int]:
@@ -66,16 +67,19 @@ class Hosts:
                 h = self.hosts[i]
                 if h.state == "retired":
                     h.state = "healthy"
+                    self.healthy[i] = True
                     self._bucket_add(h)
                 continue
             h = Host(f"{self.cluster}-n{i:03d}", i, size)
             self.hosts.append(h)
+            self.healthy.append(True)
             self.by_name[h.name] = i
             self._bucket_add(h)
         for h in self.hosts[want:]:
             if h.state != "retired":
                 self._bucket_remove(h)
                 h.state = "retired"
+                self.healthy[h.index] = False
                 retired.append(h.index)
         self.capacity = sum(h.gpus for h in self.hosts if h.state != "retired")
         return retired
@@ -86,6 +90,7 @@ class Hosts:
         if h.state == "healthy":
             self._bucket_remove(h)
         h.state = state
+        self.healthy[index] = state == "healthy"
         if state == "healthy":
             self._bucket_add(h)
 

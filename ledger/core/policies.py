@@ -60,7 +60,7 @@ class FlatOrder:
         """Return how many workloads wait."""
         return len(self.queue)
 
-    def next_start(self, t: int, fits: Callable[[int], bool]) -> Pick | None:
+    def next_start(self, t: int, fits: Callable[[int], bool], allocated_only: bool = False) -> Pick | None:
         """Return the first waiting workload that fits, or None. O(distinct sizes + log n)."""
         key = self.queue.best(fits)
         if key is None:

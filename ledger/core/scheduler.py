@@ -23,15 +23,19 @@ from __future__ import annotations
 import heapq
 import math
 import pickle
+from collections import deque
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
-from ledger.core.fairshare import ALLOCATED, ORPHAN, UNALLOCATED, FairShareOrder, Pick
+from ledger.core.fairshare import FairShareOrder
 from ledger.core.knobs import Knobs, format_duration
 from ledger.core.occupancy import Occupancy
-from ledger.core.placement import Hosts, hosts_needed
+from ledger.core.placement import Hosts
 from ledger.core.policies import FlatOrder, team_limit
+from ledger.core.preemption import preempt_for, preempt_once
+from ledger.core.reasons import start_reason
 from ledger.core.tree import BudgetTree
 from ledger.errors import InputError
 from ledger.events import (
@@ -54,11 +58,32 @@ from ledger.events import (
 
 __all__ = ["SNAPSHOT_MAGIC", "DecisionCore"]
 
+
+@cache
+def _defaults(cls: type[Event]) -> dict[str, Any]:
+    return {name: f.default for name, f in cls.model_fields.items() if not f.is_required()}
+
+
+def _build(cls: type[Event], values: dict[str, Any]) -> Event:
+    """Build an event the core made from known-good values, without re-validating (a hot path).
+
+    Equivalent to ``cls.model_construct(**values)``: every field set, defaults filled in; the
+    property tests re-validate every output with ``ledger.events.validated``.
+    """
+    data = {**_defaults(cls), **values}
+    event = cls.__new__(cls)
+    object.__setattr__(event, "__dict__", data)
+    object.__setattr__(event, "__pydantic_fields_set__", set(values))
+    object.__setattr__(event, "__pydantic_extra__", None)
+    object.__setattr__(event, "__pydantic_private__", None)
+    return event
+
+
 SNAPSHOT_MAGIC = b"GPULEDGER-CORE-1\n"
 _US = 1_000_000
 
 # wake-up kinds
-_PROTECT, _EXIT, _START, _DRAIN = 0, 1, 2, 3
+_PROTECT, _EXIT, _START, _DRAIN, _CYCLE = 0, 1, 2, 3, 4
 
 
 class DecisionCore:
@@ -82,7 +107,12 @@ class DecisionCore:
         self.wseq = 0
         self.preemptible: dict[str, None] = {}  # running work that some waiter may preempt
         self.unalloc_gpus = 0  # GPUs held by running unallocated work
+        self.pool_on_host: dict[int, int] = {}  # host index -> GPUs of possible victims on it
         self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team
+        self._clock: tuple[int, Any] = (-1, None)  # last (µs, datetime) converted for outputs
+        self.finished: deque[tuple[int, str]] = deque()  # (when, workload id) of finished workloads
+        self.walk_after = 0  # µs: no full preemption walk before this (one per preemption cycle)
+        self.cycle_pending = False  # a wake-up for the next preemption cycle is queued
         self.lookback = (
             f"{format_duration(knobs.half_life_s)} half-life"
             if knobs.half_life_s
@@ -100,9 +130,11 @@ class DecisionCore:
         out = self.advance(t)
         t = max(t, self.now)  # a late event is applied at the core's clock: decisions never go back in time
         self.now = t
+        self._forget_finished(t)
         needs_pass = self._apply(event, t, out)
         if needs_pass:
-            self._pass(t, out)
+            fresh = self.workloads.get(event.workload_id) if isinstance(event, WorkloadSubmitted) else None
+            self._pass(t, out, fresh)
         return out
 
     def advance(self, until_us: int) -> list[Event]:
@@ -115,6 +147,10 @@ class DecisionCore:
             changed = False
             while heap and heap[0][0] == t:
                 _, _, kind, wid, epoch = heapq.heappop(heap)
+                if kind == _CYCLE:
+                    self.cycle_pending = False
+                    changed = True
+                    continue
                 w = self.workloads.get(wid)
                 if w is not None and w.epoch == epoch:
                     changed |= self._wake(kind, w, t, out)
@@ -126,9 +162,9 @@ class DecisionCore:
         """Return the time (µs) of the next pending wake-up, or None."""
         heap = self.wakeups
         while heap:
-            _, _, _, wid, epoch = heap[0]
+            _, _, kind, wid, epoch = heap[0]
             w = self.workloads.get(wid)
-            if w is not None and w.epoch == epoch:
+            if kind == _CYCLE or (w is not None and w.epoch == epoch):
                 return heap[0][0]
             heapq.heappop(heap)  # stale: its workload moved on
         return None
@@ -219,8 +255,11 @@ class DecisionCore:
         return False
 
     def _submitted(self, e: WorkloadSubmitted, t: int) -> bool:
-        if e.workload_id in self.workloads:
+        old = self.workloads.get(e.workload_id)
+        if old is not None and (old.state != DONE or old.submitted_by == e.event_id):
             return False  # a duplicate delivery
+        # (a finished workload submitted again under its id, e.g. a cancelled non-resumable one,
+        # starts afresh; its attempts keep counting)
         node = e.budget if e.budget in self.tree else None
         w = Workload(
             wid=e.workload_id,
@@ -233,7 +272,10 @@ class DecisionCore:
             priority=e.priority,
             kind=e.kind,
             submit_us=t,
+            submitted_by=e.event_id,
         )
+        if old is not None:
+            w.attempt, w.epoch = old.attempt, old.epoch + 1
         w.key = (0 if self.knobs.policy == "fifo" else -w.priority, w.submit_us, w.wid)
         self.workloads[w.wid] = w
         self.order.add(w)
@@ -252,9 +294,26 @@ class DecisionCore:
             self._account_stop(w, t)
         elif w.state == EXITING:
             self._account_stop(w, t)
-        w.state = DONE
+        self._finish(w, t)
         w.epoch += 1
         return True
+
+    def _finish(self, w: Workload, t: int) -> None:
+        w.state = DONE
+        self.finished.append((t, w.wid))
+
+    def _forget_finished(self, t: int) -> None:
+        """Drop workloads finished more than one window ago (amortised O(1)): state stays bounded.
+
+        A duplicate of their submission arriving later than that would be taken as new.
+        """
+        horizon = t - self.knobs.window_s * _US
+        finished = self.finished
+        while finished and finished[0][0] < horizon:
+            _, wid = finished.popleft()
+            w = self.workloads.get(wid)
+            if w is not None and w.state == DONE:
+                del self.workloads[wid]
 
     def _allocation(self, e: AllocationChanged, t: int, out: list[Event]) -> bool:
         reason = ""
@@ -285,6 +344,10 @@ class DecisionCore:
         self.hosts.set_state(i, e.state)
         why = f"host {h.name} is {e.state}" + (f" ({e.reason})" if e.reason else "")
         if e.state == "healthy":
+            for wid in h.workloads:  # pending drains are called off once every host of the run is healthy
+                w = self.workloads[wid]
+                if w.draining and all(self.hosts.healthy[j] for j in w.hosts):
+                    w.draining = False
             return True
         if e.state == "unhealthy":
             self._host_unhealthy(i, t, out, why)
@@ -354,6 +417,12 @@ class DecisionCore:
             return True
         return False
 
+    def _pool_add(self, w: Workload) -> None:
+        """Make a running workload a possible victim (and count its GPUs per host). O(hosts of w)."""
+        self.preemptible[w.wid] = None
+        for i in w.hosts:
+            self.pool_on_host[i] = self.pool_on_host.get(i, 0) + self.hosts.hosts[i].workloads[w.wid]
+
     def _protection_ends(self, w: Workload) -> None:
         chain = self._chain(w)
         if w.prepaid:
@@ -363,7 +432,7 @@ class DecisionCore:
             w.exposed = True
             self.occ.exposed_changed(chain, w.held)
             if self.knobs.policy == "fairshare":
-                self.preemptible[w.wid] = None
+                self._pool_add(w)
 
     # ================================================================ runs
     def _chain(self, w: Workload) -> list[str]:
@@ -379,8 +448,11 @@ class DecisionCore:
 
     def _detach(self, w: Workload) -> None:
         """Free a run's hosts and take it out of the victim pool (its charge runs on until it exits)."""
+        if w.wid in self.preemptible:
+            del self.preemptible[w.wid]
+            for i in w.hosts:
+                self.pool_on_host[i] -= self.hosts.hosts[i].workloads[w.wid]
         self.hosts.release(w.wid, w.hosts)
-        self.preemptible.pop(w.wid, None)
         if w.exposed:
             self.occ.exposed_changed(self._chain(w), -w.held)
             w.exposed = False
@@ -409,7 +481,7 @@ class DecisionCore:
             w.protected_until = t
             self.unalloc_gpus += w.held
             if self.knobs.policy != "fifo":
-                self.preemptible[w.wid] = None
+                self._pool_add(w)
         out.append(
             self._new(
                 WorkloadStarted, t, workload_id=w.wid, nodes=self.hosts.names(w.hosts), gpus=w.held,
@@ -481,7 +553,7 @@ class DecisionCore:
             out.append(self._decision("requeue", w, t, t, "resumable: requeued automatically, keeps its submit time"))
             out.append(self._new(WorkloadRequeued, t, workload_id=w.wid))
         else:
-            w.state = DONE
+            self._finish(w, t)
             out.append(
                 self._decision("complete", w, t, t, "not resumable: cancelled by the preemption, must be resubmitted")
             )
@@ -493,210 +565,47 @@ class DecisionCore:
         per, mx, whole = hosts.per_node, hosts.max_free(), hosts.whole_free()
         return lambda g: g <= mx if g <= per else -(-g // per) <= whole
 
-    def _pass(self, t: int, out: list[Event]) -> None:
+    def _pass(self, t: int, out: list[Event], fresh: Workload | None = None) -> None:
+        # Allocated work first, preemption for it next, and only then unallocated work into what is
+        # left: free-tier work started into room an allocated waiter is about to take would be
+        # preempted at the same instant.
+        cycle = self.knobs.preempt_cycle_s * _US
         while True:
-            self._fill(t, out)
-            if not self._preempt_once(t, out):
-                return
+            self._fill(t, out, allocated_only=True)
+            if fresh is not None and t < self.walk_after:
+                # a new submission is tried at once (O(p log p)) even between preemption cycles
+                waiter, fresh = fresh, None
+                if waiter.state == WAITING and waiter.wants_allocation and preempt_for(self, waiter, t, out):
+                    continue
+            if t >= self.walk_after:
+                if preempt_once(self, t, out):
+                    continue
+                self.walk_after = t + cycle
+            elif not self.cycle_pending and self.preemptible:
+                self.cycle_pending = True
+                self.wseq += 1
+                heapq.heappush(self.wakeups, (self.walk_after, self.wseq, _CYCLE, "", 0))
+            break
+        self._fill(t, out)
 
-    def _fill(self, t: int, out: list[Event]) -> None:
+    def _fill(self, t: int, out: list[Event], allocated_only: bool = False) -> None:
         order = self.order
         while True:
-            pick = order.next_start(t, self._fits())
+            pick = order.next_start(t, self._fits(), allocated_only)
             if pick is None:
                 return
             w = self.workloads[pick.key[2]]
             hosts = self.hosts.choose(w.gpus)
             assert hosts is not None
-            self._start(w, hosts, t, pick.position, out, self._start_reason(w, pick, hosts, t))
-
-    def _start_reason(self, w: Workload, pick: Pick, hosts: list[int], t: int) -> str:
-        where = self._where(w, hosts)
-        if self.knobs.policy == "fifo":
-            return f"first come, first served: earliest submitted work that fits; {where}"
-        if self.knobs.policy == "priority":
-            kind = (
-                "non-preemptible"
-                if self._runs_allocated(w)
-                else ("preemptible (team at its non-preemptible GPU limit)" if w.wants_allocation else "preemptible")
-            )
-            return f"priority {w.priority}: highest-priority work that fits; runs {kind}; {where}"
-        if pick.tier == ORPHAN:
-            return f"budget path {w.budget} is not defined: runs unallocated (charged to nobody, preemptible); {where}"
-        assert w.node is not None and isinstance(self.order, FairShareOrder)
-        ratio = self.order.ratio(w.node, t)
-        if pick.tier == UNALLOCATED:
-            return (
-                f"unallocated (minimum runtime 0): charged to nobody, preemptible by any allocated request; "
-                f"free room and no allocated work that fits waits; {where}"
-            )
-        return (
-            f"{w.node} has used {_pct(ratio)} of its allocation over the {self.lookback}; first in the fair-share "
-            f"order among work that fits; protected for {format_duration(w.min_runtime_s)}; {where}"
-        )
-
-    def _where(self, w: Workload, hosts: list[int]) -> str:
-        names = ", ".join(self.hosts.names(hosts))
-        if w.gpus > self.hosts.per_node:
-            return f"takes {len(hosts)} whole hosts ({names})"
-        return f"placed on {names}"
-
-    # ---- preemption ------------------------------------------------------------------------
-    def _preempt_once(self, t: int, out: list[Event]) -> bool:
-        if not self.preemptible or self.knobs.policy == "fifo":
-            return False
-        if isinstance(self.order, FlatOrder):
-            return self._preempt_for_priority(t, out)
-        order = self.order
-        totals = order.totals[ALLOCATED]
-        sizes = [s for r in self.tree.roots if totals.get(r) for s in order.sizes[ALLOCATED][r]]
-        if not sizes:
-            return False
-        smallest = min(sizes)
-        free = sum(k * len(b) for k, b in enumerate(self.hosts.buckets))
-        exposed_total = sum(self.occ.nodes[r].exposed for r in self.tree.roots)
-        fail = math.inf
-        for _node, queue, ahead, walker in order.walk_allocated(t):
-            bound = free + self.unalloc_gpus + exposed_total - walker.passed_exposed
-            if bound < smallest or fail <= smallest:
-                return False
-            for key, size in queue.heads():
-                if size >= fail:
-                    continue
-                per = self.hosts.per_node
-                need = size if size <= per else hosts_needed(size, per) * per
-                if need > bound:
-                    fail = min(fail, size)
-                    continue
-                waiter = self.workloads[key[2]]
-                ranks_after = walker.ranks_after
-
-                def eligible(v: Workload, ranks_after: Callable[[str], bool] = ranks_after) -> bool:
-                    # unallocated work yields to any allocated request; allocated work only to a higher-ranked one
-                    return not v.allocated or (v.node is not None and ranks_after(v.node))
-
-                if self._make_room(waiter, eligible, t, out, ahead + queue.position(key) + 1):
-                    return True
-                fail = min(fail, size)
-        return False
-
-    def _preempt_for_priority(self, t: int, out: list[Event]) -> bool:
-        assert isinstance(self.order, FlatOrder)
-        fail = math.inf
-        for key, size in self.order.queue.heads():
-            if size >= fail:
-                continue
-            waiter = self.workloads[key[2]]
-            position = self.order.queue.position(key) + 1
-
-            def outranked(v: Workload, prio: int = waiter.priority) -> bool:
-                return v.priority < prio
-
-            if self._make_room(waiter, outranked, t, out, position):
-                return True
-            fail = min(fail, size)
-        return False
-
-    def _make_room(
-        self, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event], position: int
-    ) -> bool:
-        """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible."""
-        hosts = self.hosts
-        per = hosts.per_node
-        cands = []
-        for wid in self.preemptible:
-            v = self.workloads[wid]
-            if not eligible(v):
-                continue
-            if any(hosts.hosts[i].state != "healthy" for i in v.hosts):
-                continue
-            tier = 0 if not v.allocated else (1 if v.resumable else 2)
-            cands.append((tier, v.lost_if_preempted(t), v.wid, v))
-        if not cands:
-            return False
-        cands.sort(key=lambda c: c[:3])
-        chosen_hosts: list[int]
-        victims: list[Workload]
-        if waiter.gpus <= per:
-            freed: dict[int, int] = {}
-            taken: list[Workload] = []
-            chosen = -1
-            for *_, v in cands:
-                taken.append(v)
-                for i in v.hosts:
-                    freed[i] = freed.get(i, 0) + hosts.hosts[i].workloads[v.wid]
-                    if hosts.hosts[i].free + freed[i] >= waiter.gpus:
-                        chosen = i
-                        break
-                if chosen >= 0:
-                    break
-            if chosen < 0:
-                return False
-            victims = [v for v in taken if chosen in v.hosts]
-            chosen_hosts = [chosen]
-        else:
-            n = hosts_needed(waiter.gpus, per)
-            whole = list(hosts.buckets[per])
-            left: dict[int, int] = {}
-            taken = []
-            done: list[int] = []
-            for *_, v in cands:
-                taken.append(v)
-                for i in v.hosts:
-                    h = hosts.hosts[i]
-                    if h.gpus != per:
-                        continue
-                    left[i] = left.get(i, len(h.workloads)) - 1
-                    if left[i] == 0:
-                        done.append(i)
-                if len(whole) + len(done) >= n:
-                    break
-            if len(whole) + len(done) < n:
-                return False
-            chosen_hosts = sorted(whole + done[: n - len(whole)])
-            targets = set(chosen_hosts)  # membership only; never iterated
-            victims = [v for v in taken if any(i in targets for i in v.hosts)]
-        why_victim = self._victim_reason(waiter, t)
-        for v in victims:
-            self._preempt(v, t, out, "fair_share", waiter, why_victim(v), position=position)
-        if waiter.gpus <= per:
-            assert hosts.hosts[chosen_hosts[0]].free >= waiter.gpus
-        freed_gpus = sum(v.held for v in victims)
-        why = (
-            f"preempted {len(victims)} workload(s) holding {freed_gpus} GPUs to make room; "
-            + self._start_reason(waiter, Pick(waiter.key, position, ALLOCATED), chosen_hosts, t)
-        )
-        self._start(waiter, chosen_hosts, t, position, out, why, grace=self.knobs.grace_s * _US)
-        return True
-
-    def _victim_reason(self, waiter: Workload, t: int) -> Callable[[Workload], str]:
-        if self.knobs.policy == "priority":
-            return lambda v: (
-                f"preemptible work of priority {v.priority}: {waiter.wid} of priority {waiter.priority} needs the room"
-            )
-        assert isinstance(self.order, FairShareOrder)
-        wr = self.order.ratio(waiter.node, t) if waiter.node else 0.0
-
-        def why(v: Workload) -> str:
-            if not v.allocated:
-                return (
-                    f"unallocated work is preemptible by any allocated request: "
-                    f"{waiter.wid} ({waiter.node}) needs the room"
-                )
-            vr = self.order.ratio(v.node, t) if isinstance(self.order, FairShareOrder) and v.node else 0.0
-            return (
-                f"past its protected window and {v.node} ({_pct(vr)} of its allocation used) ranks after "
-                f"{waiter.node} ({_pct(wr)}) in the fair-share order: {waiter.wid} needs the room; "
-                f"it discards {v.lost_if_preempted(t) // _US} GPU-seconds since its last checkpoint"
-            )
-
-        return why
+            self._start(w, hosts, t, pick.position, out, start_reason(self, w, pick, hosts, t))
 
     # ================================================================ events out
     def _new(self, cls: type[Event], t: int, **fields: Any) -> Any:
         self.n += 1
+        if self._clock[0] != t:  # many outputs of one pass share an instant: keep the last conversion
+            self._clock = (t, from_us(t))
         eid = f"{self.cluster}/d{self.n}"
-        return cls.model_construct(event_id=eid, cluster=self.cluster, time=from_us(t), **fields)
+        return _build(cls, {"event_id": eid, "cluster": self.cluster, "time": self._clock[1], **fields})
 
     def _decision(
         self, action: str, w: Workload, t: int, effective: int, reason: str,
@@ -712,9 +621,5 @@ class DecisionCore:
             effective_time=from_us(effective),
         )
         return result
-
-
-def _pct(ratio: float) -> str:
-    return "no allocation" if not math.isfinite(ratio) else f"{ratio:.0%}"
 
 

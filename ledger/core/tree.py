@@ -31,6 +31,7 @@ class BudgetTree:
     def __init__(self) -> None:
         self.nodes: dict[str, BudgetNode] = {}
         self.roots: list[str] = []
+        self._chains: dict[str, list[str]] = {}  # path -> itself and its ancestors (nodes never move)
 
     def __contains__(self, path: str) -> bool:
         return path in self.nodes
@@ -96,13 +97,16 @@ class BudgetTree:
         return self.nodes[path].fraction
 
     def ancestors(self, path: str) -> list[str]:
-        """Return the path itself and every ancestor, leaf first (O(depth))."""
-        out = []
-        p: str | None = path
-        while p is not None:
-            out.append(p)
-            p = self.nodes[p].parent
-        return out
+        """Return the path itself and every ancestor, leaf first (O(1) once cached; do not modify)."""
+        chain = self._chains.get(path)
+        if chain is None:
+            chain = []
+            p: str | None = path
+            while p is not None:
+                chain.append(p)
+                p = self.nodes[p].parent
+            self._chains[path] = chain
+        return chain
 
     def children_of(self, path: str | None) -> list[str]:
         """Return the children of a node (or the roots for None), sorted by path."""

@@ -61,6 +61,8 @@ class Walk:
     count: int
     blocks: int
     damage: str | None  # why the walk stopped before the end of the data, or None if it reached it
+    last_start: int = -1  # where the last complete block starts (-1: no block)
+    last_count: int = 0  # how many records it holds
 
 
 def schema_key(schema: Any) -> str:
@@ -121,24 +123,31 @@ def walk_blocks(data: Buffer, header: Header, *, start: int | None = None, count
     end = len(data)
     blocks = 0
     sync = header.sync
+    last_start, last_count = -1, 0
+    damage = None
     while pos < end:
         first = _varint(data, pos, end)
         second = None if first is None else _varint(data, first[1], end)
         if first is None or second is None:
-            return Walk(pos, count, blocks, f"block header cut short at byte {pos}")
+            damage = f"block header cut short at byte {pos}"
+            break
         n, size = first[0], second[0]
         body = second[1]
         if n <= 0 or size < 0:
-            return Walk(pos, count, blocks, f"bad block header at byte {pos} (count {n}, size {size})")
+            damage = f"bad block header at byte {pos} (count {n}, size {size})"
+            break
         stop = body + size + SYNC_SIZE
         if stop > end:
-            return Walk(pos, count, blocks, f"block at byte {pos} cut short ({end - pos} of {stop - pos} bytes)")
+            damage = f"block at byte {pos} cut short ({end - pos} of {stop - pos} bytes)"
+            break
         if bytes(data[stop - SYNC_SIZE : stop]) != sync:
-            return Walk(pos, count, blocks, f"block at byte {pos} does not end with the segment's sync marker")
+            damage = f"block at byte {pos} does not end with the segment's sync marker"
+            break
         count += n
         blocks += 1
+        last_start, last_count = pos, n
         pos = stop
-    return Walk(pos, count, blocks, None)
+    return Walk(pos, count, blocks, damage, last_start, last_count)
 
 
 def damage_is_torn_tail(data: Buffer, header: Header, walk: Walk) -> bool:

@@ -33,12 +33,14 @@ from ledger.log.checks import SHORT_NAMES, check_batch, explain_unencodable
 from ledger.log.container import BlockEncoder, write_all
 from ledger.log.lockfile import LOCK_NAME, WriterLock
 from ledger.log.segments import (
+    DECODE_ERRORS,
     SegmentView,
+    corrupt_block,
     count_segment,
     create_segment,
-    iter_records,
     list_segments,
     load_ids,
+    open_reader,
     remove_leftovers,
     save_ids,
     scan_ids,
@@ -242,16 +244,19 @@ class EventLog:
             writer = self._writer or self._become_writer(required=True)
             assert writer is not None
             known = writer.known_ids()
-            fresh: list[tuple[str, dict[str, Any]]] = []
-            fresh_ids: list[str] = []
-            for item in batch:
-                event_id = item[1]["event_id"]
-                if event_id not in known:
-                    known.add(event_id)  # also catches a repeat later in the same batch
-                    fresh.append(item)
-                    fresh_ids.append(event_id)
-            if not fresh:
-                return 0
+            ids = [record["event_id"] for _, record in batch]
+            if known.isdisjoint(ids) and len(set(ids)) == len(ids):
+                fresh, fresh_ids = batch, ids  # the common case, checked with set operations in C
+                known.update(ids)
+            else:
+                fresh, fresh_ids = [], []
+                for item, event_id in zip(batch, ids, strict=True):
+                    if event_id not in known:
+                        known.add(event_id)  # also catches a repeat later in the same batch
+                        fresh.append(item)
+                        fresh_ids.append(event_id)
+                if not fresh:
+                    return 0
             try:
                 writer.write(fresh, fresh_ids)
             except BaseException:
@@ -268,16 +273,22 @@ class EventLog:
         """Yield (event type name, Avro record dict) in append order: the fast path for projections."""
         short = SHORT_NAMES
         for view in self._views():
-            for full, record in iter_records(view):
-                yield short[full], record
+            try:
+                for full, record in open_reader(view):
+                    yield short[full], record
+            except DECODE_ERRORS as exc:
+                raise corrupt_block(view, exc) from None
 
     def __iter__(self) -> Iterator[Event]:
         """Yield the events in append order (rebuilt without re-validation: the log validated them)."""
         short = SHORT_NAMES
         build = trusted_from_record
         for view in self._views():
-            for full, record in iter_records(view):
-                yield build(short[full], record)
+            try:
+                for full, record in open_reader(view):
+                    yield build(short[full], record)
+            except DECODE_ERRORS as exc:
+                raise corrupt_block(view, exc) from None
 
     def __len__(self) -> int:
         """Return how many events the log holds (reads block headers only)."""

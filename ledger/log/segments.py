@@ -21,8 +21,9 @@ from typing import Any
 import fastavro
 from fastavro.types import Schema
 
-from ledger.codec import union_schema
-from ledger.errors import LogCorruptError, LogError
+from ledger.codec import from_record, union_schema
+from ledger.errors import EventValidationError, LogCorruptError, LogError
+from ledger.log.checks import SHORT_NAMES
 from ledger.log.container import (
     Header,
     Walk,
@@ -34,14 +35,16 @@ from ledger.log.container import (
 )
 
 __all__ = [
+    "DECODE_ERRORS",
     "SegmentView",
+    "corrupt_block",
     "count_segment",
     "create_segment",
     "current_schema_key",
     "fsync_dir",
-    "iter_records",
     "list_segments",
     "load_ids",
+    "open_reader",
     "remove_leftovers",
     "save_ids",
     "scan_ids",
@@ -49,7 +52,7 @@ __all__ = [
     "view_segment",
 ]
 
-_SEGMENT = re.compile(r"^(\d{8})\.avro$")
+_SEGMENT = re.compile(r"^(\d{8,})\.avro$")
 _TMP_SUFFIX = ".tmp"
 
 
@@ -128,15 +131,45 @@ class SegmentView:
         return schema_key(self.header.schema) == current_schema_key()
 
 
+def _last_block_is_whole(data: bytes | mmap.mmap, header: Header, walk: Walk) -> bool:
+    """Tell whether the last complete-looking block decodes to exactly its count of valid events.
+
+    Framing alone cannot tell a finished block from one a power cut left with a hole: pages may
+    reach the disk out of order, so the block's end (and sync marker) can be there while part of
+    its middle is zeros. Only the last block can be unfinished (batches are fsynced one at a time),
+    so it alone is decoded, checked to fill its byte size exactly, and validated event by event.
+    """
+    alone = bytes(data[: header.end]) + bytes(data[walk.last_start : walk.valid_end])
+    reader_schema = None if schema_key(header.schema) == current_schema_key() else union_schema()
+    try:
+        blocks: Iterator[Any] = fastavro.block_reader(
+            io.BytesIO(alone), reader_schema=reader_schema, return_record_name=True
+        )
+        (block,) = blocks
+        for full, record in block:
+            from_record(SHORT_NAMES[full], record)
+        body = block.bytes_  # the block's record bytes, positioned after the last record decoded
+        return bool(body.tell() == len(body.getvalue()))
+    except (*DECODE_ERRORS, UnicodeDecodeError, EventValidationError):
+        return False
+
+
 def _check(path: Path, data: bytes | mmap.mmap, last: bool) -> tuple[Header, Walk]:
     header = read_header(data, str(path))
     walk = walk_blocks(data, header)
     if walk.damage is not None and not (last and damage_is_torn_tail(data, header, walk)):
-        kind = "segment" if last else "sealed segment"
-        raise LogCorruptError(
-            f"{path}: {walk.damage}, in a {kind} with complete batches after it or beside it; "
-            f"{walk.count} event(s) before byte {walk.valid_end} are intact; refusing to cut acknowledged data"
+        reason = (
+            "complete batches follow the damage, so it is not an unfinished append"
+            if last
+            else "a sealed segment (one with a newer segment after it) must end with a complete batch"
         )
+        raise LogCorruptError(
+            f"{path}: {walk.damage}; {reason}. The {walk.count} event(s) before byte {walk.valid_end} "
+            "are intact; refusing to cut acknowledged data"
+        )
+    if last and walk.blocks and not _last_block_is_whole(data, header, walk):
+        damage = f"the last block (at byte {walk.last_start}) does not decode to {walk.last_count} whole valid events"
+        walk = Walk(walk.last_start, walk.count - walk.last_count, walk.blocks - 1, damage)
     return header, walk
 
 
@@ -151,7 +184,10 @@ def view_segment(path: Path, *, last: bool) -> SegmentView:
 
 
 def count_segment(path: Path, *, last: bool) -> int:
-    """Return how many events a segment holds, touching only block headers (through a memory map)."""
+    """Return how many events a segment holds, reading block headers through a memory map.
+
+    Only the last segment's last block is decoded (see ``_last_block_is_whole``).
+    """
     try:
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size == 0:
@@ -162,31 +198,37 @@ def count_segment(path: Path, *, last: bool) -> int:
         raise LogError(f"{path}: cannot read segment ({exc.strerror})") from None
 
 
-def _reader(view: SegmentView, *, names: bool) -> Any:
+DECODE_ERRORS = (ValueError, EOFError, KeyError, IndexError, TypeError, OverflowError)
+"""What fastavro raises on bytes inside a well-framed block that do not decode."""
+
+
+def corrupt_block(view: SegmentView, exc: Exception) -> LogCorruptError:
+    """Describe a block whose framing is intact but whose records do not decode (Avro null codec has no checksum)."""
+    return LogCorruptError(f"{view.path}: a block does not decode ({type(exc).__name__}: {exc})")
+
+
+def open_reader(view: SegmentView, *, names: bool = True) -> Iterator[Any]:
+    """Return fastavro's reader over a segment's complete batches: (full record name, record) if names, else records.
+
+    The caller wraps iteration in ``except DECODE_ERRORS`` (see ``corrupt_block``); doing it
+    there rather than in a wrapping generator saves a generator hop per event on the read path.
+    """
     body = view.data if view.torn_bytes == 0 else view.data[: view.valid_end]
     # Resolution (an older writer's schema) is slower, so it is used only for segments that need it.
     reader_schema: Schema | None = None if view.current_schema else union_schema()
     try:
-        return fastavro.reader(io.BytesIO(body), reader_schema=reader_schema, return_record_name=names)
+        reader: Iterator[Any] = fastavro.reader(io.BytesIO(body), reader_schema=reader_schema, return_record_name=names)
     except Exception as exc:
         raise LogError(f"{view.path}: cannot read with this version's schemas ({type(exc).__name__}: {exc})") from None
-
-
-def iter_records(view: SegmentView) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Yield (full record name, record) of every complete batch in a segment, in append order."""
-    try:
-        yield from _reader(view, names=True)
-    except (ValueError, EOFError, KeyError, IndexError, TypeError, OverflowError) as exc:
-        # The blocks were framed correctly, so bytes inside one are damaged (Avro null codec has no checksum).
-        raise LogCorruptError(f"{view.path}: a block does not decode ({type(exc).__name__}: {exc})") from None
+    return reader
 
 
 def scan_ids(view: SegmentView) -> list[str]:
     """Return the event_ids of a segment, in order, by decoding its records."""
     try:
-        return [record["event_id"] for record in _reader(view, names=False)]
-    except (ValueError, EOFError, KeyError, IndexError, TypeError, OverflowError) as exc:
-        raise LogCorruptError(f"{view.path}: a block does not decode ({type(exc).__name__}: {exc})") from None
+        return [record["event_id"] for record in open_reader(view, names=False)]
+    except DECODE_ERRORS as exc:
+        raise corrupt_block(view, exc) from None
 
 
 def _ids_path(segment: Path) -> Path:

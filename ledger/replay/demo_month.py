@@ -16,7 +16,7 @@ import itertools
 import math
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from ledger.events import WorkloadKind, WorkloadSubmitted
@@ -42,16 +42,26 @@ PROGRAMS: dict[str, tuple[float, dict[str, float]]] = {
 class Mix:
     """How many workloads of each kind a month holds (before bursts reshape when they arrive)."""
 
-    debug: int = 52_000
-    batch: int = 36_000
-    sweep: int = 9_000  # unallocated: minimum runtime 0
-    interactive: int = 2_500
-    training: int = 260
+    debug: int = 5_000
+    batch: int = 2_000
+    sweep: int = 300  # unallocated: minimum runtime 0
+    interactive: int = 500
+    training: int = 250
     backlog_training: int = 24  # already queued when the month starts
+    batch_hours: float = 6.0  # median productive hours of a batch job
+    sweep_hours: float = 6.0  # median productive hours of an unallocated sweep job
 
     def scaled(self, factor: float) -> Mix:
         """Return the same mix with every count multiplied by ``factor`` (at least 1 each)."""
-        return Mix(*(max(1, round(getattr(self, f) * factor)) for f in self.__dataclass_fields__))
+        counts = {f: max(1, round(getattr(self, f) * factor)) for f in self.__dataclass_fields__ if "hours" not in f}
+        return replace(self, **counts)
+
+
+DEMO = Mix()
+"""What ``gpuledger demo`` replays: about 8,000 workloads, submitted work about 0.85x capacity, which
+with bursts and preemption keeps demand (GPUs waiting or running) about 2.2-2.8x capacity (depending on the policy)."""
+FULL = Mix(debug=52_000, batch=36_000, sweep=9_000, interactive=2_500, training=170, batch_hours=0.8, sweep_hours=0.7)
+"""The same month with about 100,000 workloads (many more short jobs): ``make bench`` and ``demo --month full``."""
 
 
 @dataclass
@@ -122,11 +132,13 @@ def _times(rng: random.Random, count: int, span_s: int, weight: Callable[[int], 
     return [h * HOUR + rng.randrange(HOUR) for h in rng.choices(range(hours), cum_weights=cum, k=count)]
 
 
-def generate(seed: int = 7, *, scale: float = 1.0, researchers: int = 150, cluster: str = "demo") -> DemoMonth:
-    """Return the demo month for ``seed``; ``scale`` multiplies every workload count (tests use small ones)."""
+def generate(
+    seed: int = 7, *, scale: float = 1.0, mix: Mix = DEMO, researchers: int = 150, cluster: str = "demo"
+) -> DemoMonth:
+    """Return the month for ``seed`` and ``mix``; ``scale`` multiplies every workload count (tests use small ones)."""
     rng = random.Random(seed)
     budgets, per_project = _tree(rng, cluster, researchers)
-    mix = Mix().scaled(scale) if scale != 1.0 else Mix()
+    mix = mix.scaled(scale) if scale != 1.0 else mix
     span = DAYS * 86_400
     projects = sorted(per_project)
     pweight = {p: len(per_project[p]) for p in projects}
@@ -150,9 +162,9 @@ def generate(seed: int = 7, *, scale: float = 1.0, researchers: int = 150, clust
         for t in _times(rng, round(mix.debug * share), span, working):
             add(t, project, "debug", _debug(rng))
         for t in _times(rng, round(mix.batch * share), span, bursty):
-            add(t, project, "batch", _batch(rng))
+            add(t, project, "batch", _batch(rng, mix.batch_hours))
         for t in _times(rng, round(mix.sweep * share), span, bursty):
-            add(t, project, "batch", _sweep(rng))
+            add(t, project, "batch", _sweep(rng, mix.sweep_hours))
         for t in _times(rng, round(mix.interactive * share), span, working):
             add(t, project, "interactive", _interactive(rng))
         for t in _times(rng, round(mix.training * share), span, bursty):
@@ -204,24 +216,24 @@ def _debug(rng: random.Random) -> dict[str, object]:
     }
 
 
-def _batch(rng: random.Random) -> dict[str, object]:
+def _batch(rng: random.Random, hours: float) -> dict[str, object]:
     resumable = rng.random() < 0.85
     return {
         "gpus": rng.choice((1, 1, 2, 4, 4, 8, 8, 16)),
         "min_runtime_s": rng.choice((1800, 3600, 3600, 7200)),
         "resumable": resumable,
-        "work_s": int(rng.lognormvariate(math.log(1.2 * HOUR), 0.7)) + 600,
+        "work_s": int(rng.lognormvariate(math.log(hours * HOUR), 0.7)) + 600,
         "checkpoint_interval_s": rng.choice((900, 1800, 1800)) if resumable else 0,
         "restart_s": rng.randint(60, 300) if resumable else 0,
     }
 
 
-def _sweep(rng: random.Random) -> dict[str, object]:
+def _sweep(rng: random.Random, hours: float) -> dict[str, object]:
     return {
         "gpus": rng.choice((1, 1, 2, 4, 8)),
         "min_runtime_s": 0,
         "resumable": True,
-        "work_s": int(rng.lognormvariate(math.log(1.0 * HOUR), 0.6)) + 300,
+        "work_s": int(rng.lognormvariate(math.log(hours * HOUR), 0.6)) + 300,
         "checkpoint_interval_s": rng.choice((600, 900, 1800)),
         "restart_s": rng.randint(30, 180),
     }
@@ -252,4 +264,4 @@ def _training(rng: random.Random) -> dict[str, object]:
     }
 
 
-__all__ = ["DAYS", "START", "DemoMonth", "Mix", "generate"]
+__all__ = ["DAYS", "DEMO", "FULL", "START", "DemoMonth", "Mix", "generate"]

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ledger.errors import InputError
-from ledger.events import Event, WorkloadSubmitted
+from ledger.events import Event, WorkloadKind, WorkloadSubmitted
 from ledger.replay.budgets import BudgetNode, Budgets, load_budgets
 from ledger.replay.run import ReplayInputs, inputs_from_budgets
 from ledger.replay.trace import RejectedRow
@@ -117,7 +117,7 @@ def load_itp(
             continue
         leaf = team_of(job, leaves, seed)
         resumable = duration > 3600
-        kind = "debug" if duration <= DEBUG_S else "training" if resumable else "batch"
+        kind: WorkloadKind = "debug" if duration <= DEBUG_S else "training" if resumable else "batch"
         subs.append(
             WorkloadSubmitted(
                 event_id=f"{cluster}/t{line}",

@@ -19,19 +19,27 @@ class ProgressBar:
         self.width = width
         self._t0 = time.perf_counter()
         self._shown = False
+        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._next_line = 0.0  # not a terminal: a plain line every few seconds instead of redrawing
 
     def __call__(self, first_us: int, now_us: int, last_input_us: int) -> None:
         """Redraw the bar for simulated time ``now_us`` between ``first_us`` and ``last_input_us``."""
-        if time.perf_counter() - self._t0 < self.after_s:
+        elapsed = time.perf_counter() - self._t0
+        if elapsed < self.after_s or (not self._tty and elapsed < self._next_line):
             return
         total = max(last_input_us - first_us, 1)
         done = max(now_us - first_us, 0)
         frac = min(done / total, 1.0)
         filled = int(frac * self.width)
         bar = "#" * filled + "." * (self.width - filled)
-        self.stream.write(f"\r{self.label} [{bar}] day {done / _DAY_US:5.1f} of {total / _DAY_US:.1f}")
+        text = f"{self.label} [{bar}] day {done / _DAY_US:5.1f} of {total / _DAY_US:.1f}"
+        if self._tty:
+            self.stream.write("\r" + text)
+            self._shown = True
+        else:
+            self.stream.write(text + "\n")
+            self._next_line = elapsed + 5.0
         self.stream.flush()
-        self._shown = True
 
     def close(self) -> None:
         """End the bar's line if it was ever drawn."""

@@ -98,11 +98,10 @@ def replay(
     try:
         stats = driver.run(progress=progress, until_us=to_us(until) if until else None)
     except BaseException:
+        log.close()
         shutil.rmtree(building, ignore_errors=True)
         raise
-    close = getattr(log, "close", None)
-    if callable(close):
-        close()
+    log.close()
     if final.exists():
         if not (final.is_dir() and (not any(final.iterdir()) or _looks_like_log(final))):
             shutil.rmtree(building, ignore_errors=True)

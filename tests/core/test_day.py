@@ -54,6 +54,16 @@ def test_morning_two_teams_share_a_small_cluster_and_time_slice_after_protection
     assert start.workload_id == "t1"  # type: ignore[attr-defined]
     decision = next(d for d in of(out, ev.SchedulingDecision) if d.action == "preempt")  # type: ignore[attr-defined]
     assert decision.for_workload == "t1" and "ranks after" in decision.reason  # type: ignore[attr-defined]
+    start = next(d for d in of(out, ev.SchedulingDecision) if d.action == "start")  # type: ignore[attr-defined]
+    # enough for `explain`: where, why, the budget's ratio and the place in the queue
+    assert start.nodes == pre_nodes(out) and start.queue_position == 1  # type: ignore[attr-defined]
+    assert start.budget_ratio is not None and start.budget_ratio < 0.01  # type: ignore[attr-defined]
+    assert "lab/text has used 0% of its allocation" in start.reason  # type: ignore[attr-defined]
+
+
+def pre_nodes(out: list[ev.Event]) -> tuple[str, ...]:
+    """Return the hosts of the preempt decision in ``out``."""
+    return next(d.nodes for d in of(out, ev.SchedulingDecision) if d.action == "preempt")  # type: ignore[attr-defined]
 
 
 def test_a_manager_of_another_team_cannot_change_a_share() -> None:

@@ -23,14 +23,35 @@ def lab(gpus: int = 16, teams: tuple[tuple[str, float], ...] = (("a", 0.5), ("b"
 
 
 def submit(
-    minutes: float, wid: str, team: str, gpus: int, work_s: int, *, min_runtime_s: int = H, resumable: bool = True,
-    interval_s: int = 0, restart_s: int = 0, priority: int = 0, kind: str = "batch",
+    minutes: float,
+    wid: str,
+    team: str,
+    gpus: int,
+    work_s: int,
+    *,
+    min_runtime_s: int = H,
+    resumable: bool = True,
+    interval_s: int = 0,
+    restart_s: int = 0,
+    priority: int = 0,
+    kind: str = "batch",
 ) -> WorkloadSubmitted:
     """Return a submission to team ``lab/<team>`` at DAY0 + minutes."""
     return WorkloadSubmitted(
-        event_id=f"lab/t/{wid}", cluster="lab", time=at(minutes), workload_id=wid, budget=f"lab/{team}", user="u",
-        gpus=gpus, min_runtime_s=min_runtime_s, resumable=resumable, priority=priority, kind=kind,  # type: ignore[arg-type]
-        work_s=work_s, checkpoint_interval_s=interval_s, restart_s=restart_s,
+        event_id=f"lab/t/{wid}",
+        cluster="lab",
+        time=at(minutes),
+        workload_id=wid,
+        budget=f"lab/{team}",
+        user="u",
+        gpus=gpus,
+        min_runtime_s=min_runtime_s,
+        resumable=resumable,
+        priority=priority,
+        kind=kind,  # type: ignore[arg-type]
+        work_s=work_s,
+        checkpoint_interval_s=interval_s,
+        restart_s=restart_s,
     )
 
 
@@ -66,12 +87,9 @@ def drive(budgets: Budgets, subs: list[WorkloadSubmitted], knobs: Knobs | None =
 
 def of(events: list[Event], wid: str, *types: str) -> list[Any]:
     """Return the events about one workload, optionally only some types."""
-    return [
-        e for e in events
-        if getattr(e, "workload_id", None) == wid and (not types or e.type_name in types)
-    ]
+    return [e for e in events if getattr(e, "workload_id", None) == wid and (not types or e.type_name in types)]
 
 
 def segment_bytes(log_dir: Path) -> dict[str, bytes]:
-    """Return the bytes of every segment file of an embedded log (the log's data, not its lock)."""
-    return {p.name: p.read_bytes() for p in sorted(log_dir.iterdir()) if p.is_file() and "lock" not in p.name}
+    """Return the bytes of every segment file of an embedded log (its data; not the lock or id index)."""
+    return {p.name: p.read_bytes() for p in sorted(log_dir.glob("*.avro"))}

@@ -82,5 +82,5 @@ def test_broken_yaml_is_an_input_error(tmp_path: Path) -> None:
 def test_the_contract_budgets_file_loads() -> None:
     b = parse_budgets({"cluster": {"name": "lab", "gpus": 64}, "nodes": [{"path": "lab"}]})
     assert b.leaves == ("lab",)
-    lab = load_budgets(CONTRACT / 'budgets.yaml')
+    lab = load_budgets(CONTRACT / "budgets.yaml")
     assert (lab.cluster, lab.gpus, len(lab.leaves)) == ("lab", 64, 4)

@@ -33,15 +33,24 @@ def replay(trace: Path, budgets: Path, out: Path, *extra: str) -> int:
     return main(["replay", str(trace), "--budgets", str(budgets), "--out", str(out), "--quiet", *extra])
 
 
-def test_replay_writes_the_event_log_and_an_audit_of_every_workload(lab_trace: tuple[Path, Path], tmp_path: Path) -> None:
+def test_replay_writes_the_event_log_and_an_audit_of_every_workload(
+    lab_trace: tuple[Path, Path], tmp_path: Path
+) -> None:
     assert replay(*lab_trace, tmp_path / "run") == 0
     audit = json.loads((tmp_path / "run" / "audit.json").read_text())
     assert {"owed_hours", "discarded_work", "wait_by_size", "occupancy", "workloads"} <= set(audit)
     assert len(audit["workloads"]) == 12
     assert all(w["first_start_time"] >= w["submit_time"] for w in audit["workloads"])
     types = {name for name, _ in open_log(tmp_path / "run").records()}
-    assert {"WorkloadSubmitted", "WorkloadStarted", "CheckpointWritten", "WorkloadCompleted",
-            "SchedulingDecision", "WorkloadPreempted", "WorkloadRequeued"} <= types
+    assert {
+        "WorkloadSubmitted",
+        "WorkloadStarted",
+        "CheckpointWritten",
+        "WorkloadCompleted",
+        "SchedulingDecision",
+        "WorkloadPreempted",
+        "WorkloadRequeued",
+    } <= types
     info = json.loads((tmp_path / "run" / "replay.json").read_text())
     assert info["events_by_type"]["WorkloadSubmitted"] == 12 and info["rejected_rows"] == 0
 
@@ -106,8 +115,14 @@ def test_compare_puts_policies_and_cap_lists_side_by_side(
     table = json.loads(capsys.readouterr().out)
     assert table["columns"] == ["fairshare cap 1h", "fairshare cap 8h", "priority cap 1h", "priority cap 8h"]
     rows = {r["measure"]: r["values"] for r in table["rows"]}
-    assert {"owed_ratio", "debug_p90_wait_s", "discarded_share", "largest_mean_wait_s", "largest_p90_wait_s",
-            "occupied_share"} <= set(rows)
+    assert {
+        "owed_ratio",
+        "debug_p90_wait_s",
+        "discarded_share",
+        "largest_mean_wait_s",
+        "largest_p90_wait_s",
+        "occupied_share",
+    } <= set(rows)
     assert all(len(v) == 4 for v in rows.values())
     assert main([*args[:-2], "--format", "csv", "--policy", "fifo"]) == 0
     csv_out = capsys.readouterr().out.splitlines()
@@ -128,9 +143,10 @@ def test_demo_prints_the_side_by_side_audits_and_writes_the_report(
     assert "fairshare" in out and "priority" in out and "received / owed" in out and "debug" in out
     for name in ("trace.csv", "budgets.yaml", "report.html", "fairshare/audit.json", "priority/audit.json"):
         assert (tmp_path / "demo" / name).exists(), name
-    assert "<table" in (tmp_path / "demo" / "report.html").read_text() or "<pre>" in (
-        tmp_path / "demo" / "report.html"
-    ).read_text()
+    assert (
+        "<table" in (tmp_path / "demo" / "report.html").read_text()
+        or "<pre>" in (tmp_path / "demo" / "report.html").read_text()
+    )
 
 
 def _placeholder(command: str) -> bool:

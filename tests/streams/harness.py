@@ -6,7 +6,6 @@ import asyncio
 import contextlib
 import itertools
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -20,7 +19,8 @@ from typing import Any
 from ledger.codec import decode
 from ledger.events import Event
 from streams.publisher import event_record
-from streams.testbroker import free_port
+from streams.sources import is_core_output
+from streams.testbroker import die_with_parent, free_port
 from streams.topics import TopicNames, ensure_topics_sync, worker_topics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def namespace() -> tuple[str, str]:
 
 def is_output(event: Event) -> bool:
     """Return whether an event was emitted by the decision core (ids ``{cluster}/d{n}``)."""
-    return re.fullmatch(rf"{re.escape(event.cluster)}/d\d+", event.event_id) is not None
+    return is_core_output(event)
 
 
 @dataclass
@@ -59,13 +59,16 @@ class WorkerProc:
         ensure_topics_sync(self.bootstrap, worker_topics(self.partitions, self.app_id, self.prefix))
 
     def start(self) -> None:
+        flags = os.environ.get("GPULEDGER_WORKER_PYFLAGS", "").split()  # e.g. "-m cProfile -o worker.prof"
         cmd = [
-            sys.executable, *os.environ.get("GPULEDGER_WORKER_PYFLAGS", "").split(), "-m", "ledger.cli", "worker", "--bootstrap", self.bootstrap,
+            sys.executable, *flags, "-m", "ledger.cli", "worker", "--bootstrap", self.bootstrap,
             "--partitions", str(self.partitions), "--app-id", self.app_id, "--topic-prefix", self.prefix,
             "--http", f"127.0.0.1:{self.http_port}", *self.extra,
         ]
         log: Any = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, stdout=log, stderr=log, stdin=subprocess.DEVNULL, preexec_fn=die_with_parent
+        )
         if log is not subprocess.DEVNULL:
             log.close()
 
@@ -95,6 +98,14 @@ class WorkerProc:
         if self.proc is not None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
+
+    def kill_after(self, seconds: float) -> None:
+        """Let the worker run for ``seconds`` (or exit by itself), then SIGKILL it."""
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=seconds)
+            except subprocess.TimeoutExpired:
+                self.kill()
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -45,7 +45,7 @@ def same_state(a: ClusterState, b: ClusterState) -> bool:
 
 
 def canonical(obj: object, _active: frozenset[int] = frozenset()) -> object:
-    """Return a plain, comparable structure of an object graph (values only, no identities)."""
+    """Return a plain, comparable structure of an object graph (values only, no identities, no caches)."""
     if obj is None or isinstance(obj, str | int | float | bool | bytes):
         return obj
     if id(obj) in _active:
@@ -61,7 +61,8 @@ def canonical(obj: object, _active: frozenset[int] = frozenset()) -> object:
     for slot in getattr(type(obj), "__slots__", ()):
         if hasattr(obj, slot):
             fields[slot] = getattr(obj, slot)
-    return (type(obj).__name__, canonical(fields, active))
+    facts = {k: v for k, v in fields.items() if "cache" not in k}  # memoised values are derived, not state
+    return (type(obj).__name__, canonical(facts, active))
 
 
 def _header(st: ClusterState) -> tuple[object, ...]:

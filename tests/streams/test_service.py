@@ -102,23 +102,24 @@ def test_undecodable_and_invalid_records_become_dead_letters_and_touch_nothing()
     assert svc.states == {}
 
 
-def _contested_cluster() -> tuple[Events, list[Event]]:
-    """One 8-GPU host; vision runs first with a 10-minute protected window; speech waits behind it."""
+def _draining_cluster() -> tuple[Events, list[Event]]:
+    """Two 8-GPU hosts; v1 starts on the first with a 10-minute protected window, then that host is drained."""
     ev = Events()
     return ev, [
-        ev.capacity(0, gpus=8),
+        ev.capacity(0, gpus=16),
         ev.node(0, "lab"),
         ev.node(0, "lab/vision", share=0.5),
         ev.node(0, "lab/speech", share=0.5),
         ev.submit(1, "v1", "lab/vision", gpus=8, min_runtime_s=600, work_s=86_400),
-        ev.submit(2, "s1", "lab/speech", gpus=8, min_runtime_s=600, work_s=86_400),
+        ev.host(3, "lab-n000", "unhealthy", reason="ECC errors"),
     ]
 
 
 def test_the_timer_ends_a_protected_window_with_no_new_event_as_the_next_event_would_have() -> None:
+    """Nothing arrives after the drain is announced; the timer still preempts v1 when its window ends."""
     wall = [0.0]
     svc = DecisionService(Knobs(), idle_clock_rate=60.0, idle_after_s=1.0, clock=lambda: wall[0])
-    ev, setup = _contested_cluster()
+    ev, setup = _draining_cluster()
     feed(svc, setup)
     st = svc.states["lab"]
     wake = st.core.next_wakeup()
@@ -127,7 +128,10 @@ def test_the_timer_ends_a_protected_window_with_no_new_event_as_the_next_event_w
     assert svc.due() == []
     wall[0] += 1.0
     (tick,) = svc.due()
-    assert {e.type_name for e in tick.emit} >= {"WorkloadPreempted", "SchedulingDecision"}
+    # the drain falls due when v1's protected window ends: preempted there, requeued, started elsewhere
+    assert [e.type_name for e in tick.emit if e.type_name != "SchedulingDecision"] == [
+        "WorkloadPreempted", "WorkloadRequeued", "WorkloadStarted"
+    ]
     assert all(to_us(e.time) <= wake for e in tick.emit)
     # the same wake-up reached by the next input instead of the timer: the same outputs, same ids
     other = DecisionService(Knobs())

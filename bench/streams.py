@@ -1,0 +1,166 @@
+"""Streaming benchmark: worker throughput against raw aiokafka on the same topic, and decision latency.
+
+1. Throughput: N ledger events (mostly checkpoints, as a busy cluster writes them) are put on the
+   events topic; the same records are read by a bare aiokafka consumer (the baseline: what the broker
+   and client can deliver) and then processed by a ``gpuledger worker`` (decode, validate, decide,
+   emit, checkpoint). Target: the worker at least half the baseline.
+2. Latency: with the worker running, submissions are published at 1,000 events/s; each starts at
+   once on a large cluster, so its ``SchedulingDecision`` is the answer. Latency = arrival of the
+   decision on the decisions topic - send time of the submission (one clock, loopback). Target
+   p99 < 100 ms.
+
+Run: ``python -m bench streams`` (uses ``GPULEDGER_KAFKA_BOOTSTRAP`` or starts a local tansu broker).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from ledger.codec import decode, encode  # noqa: E402
+from ledger.core import Knobs  # noqa: E402
+from ledger.events import BudgetNodeDefined, ClusterCapacityChanged, Event, WorkloadSubmitted  # noqa: E402
+from streams.service import DecisionService  # noqa: E402
+from streams.testbroker import kafka_broker  # noqa: E402
+from tests.streams.harness import produce_events, running_worker, wait_for  # noqa: E402
+from tests.streams.scenarios import checkpoint_heavy  # noqa: E402
+
+N_THROUGHPUT = 20_000
+RATE = 1_000
+N_LATENCY = 5_000
+FAST_GROUP = ["--session-timeout", "2", "--rebalance-timeout", "1", "--idle-clock-rate", "0"]
+
+
+async def _raw_consume(bootstrap: str, topic: str, n: int) -> float:
+    from aiokafka import AIOKafkaConsumer
+
+    c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest", enable_auto_commit=False,
+                         group_id=f"bench-raw-{time.monotonic_ns()}")
+    await c.start()
+    try:
+        got = 0
+        t0 = time.perf_counter()
+        while got < n:
+            batch = await c.getmany(timeout_ms=1000, max_records=5000)
+            got += sum(len(v) for v in batch.values())
+        return n / (time.perf_counter() - t0)
+    finally:
+        await c.stop()
+
+
+def throughput(bootstrap: str, tmp: Path) -> dict[str, float]:
+    """Return events/s of the raw consumer, the worker, and the decision service alone (no Kafka)."""
+    events = checkpoint_heavy().inputs[:N_THROUGHPUT]
+    svc = DecisionService(Knobs())
+    encoded = [encode(e) for e in events]
+    t0 = time.perf_counter()
+    for i, v in enumerate(encoded):
+        svc.process(v, b"busy", 0, i)
+    service = len(events) / (time.perf_counter() - t0)
+    with running_worker(bootstrap, tmp, extra=FAST_GROUP) as worker:
+        produce_events(bootstrap, worker.topics.events, events)
+        raw = asyncio.run(_raw_consume(bootstrap, worker.topics.events, len(events)))
+        worker.start()
+        worker.wait_ready()
+        t0 = time.perf_counter()
+        wait_for(lambda: worker.metric("gpuledger_worker_records_total") >= len(events), timeout_s=600, every_s=0.1)
+        through_worker = len(events) / (time.perf_counter() - t0)
+    return {"raw_aiokafka": raw, "worker": through_worker, "service_only": service}
+
+
+def _big_cluster(n: int) -> tuple[list[Event], list[WorkloadSubmitted]]:
+    day0 = datetime(2026, 3, 2, tzinfo=UTC)
+    setup: list[Event] = [
+        ClusterCapacityChanged(event_id="lat/capacity", cluster="lat", time=day0, gpus=8192, gpus_per_node=8),
+        BudgetNodeDefined(event_id="lat/b/lab", cluster="lat", time=day0, path="lab", share=1.0, set_by="admin"),
+        BudgetNodeDefined(event_id="lat/b/a", cluster="lat", time=day0, path="lab/a", parent="lab", share=1.0,
+                          set_by="admin"),
+    ]
+    subs = [
+        WorkloadSubmitted(event_id=f"lat/s{i}", cluster="lat", time=day0 + timedelta(seconds=1, milliseconds=i),
+                          workload_id=f"w{i}", budget="lab/a", user="u", gpus=1, min_runtime_s=0, resumable=True)
+        for i in range(n)
+    ]
+    return setup, subs
+
+
+async def _latency_run(
+    bootstrap: str, events_topic: str, decisions_topic: str, subs: list[WorkloadSubmitted], rate: int
+) -> list[float]:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    consumer = AIOKafkaConsumer(decisions_topic, bootstrap_servers=bootstrap, auto_offset_reset="latest",
+                                enable_auto_commit=False, fetch_max_wait_ms=10)
+    await consumer.start()
+    await consumer.getmany(timeout_ms=500)  # settle the assignment at the end of the topic
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    await producer.start()
+    sent: dict[str, float] = {}
+    arrived: dict[str, float] = {}
+
+    async def collect() -> None:
+        while len(arrived) < len(subs):
+            batch = await consumer.getmany(timeout_ms=100)
+            now = time.perf_counter()
+            for msgs in batch.values():
+                for m in msgs:
+                    e = decode(m.value)
+                    if e.type_name == "SchedulingDecision" and e.workload_id not in arrived:
+                        arrived[e.workload_id] = now
+
+    reader = asyncio.create_task(collect())
+    t0 = time.perf_counter()
+    for i, s in enumerate(subs):
+        delay = t0 + i / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        sent[s.workload_id] = time.perf_counter()
+        await producer.send(events_topic, encode(s), key=b"lat")
+    await asyncio.wait_for(reader, timeout=120)
+    await producer.stop()
+    await consumer.stop()
+    return sorted((arrived[w] - sent[w]) * 1000 for w in sent)
+
+
+def latency(bootstrap: str, tmp: Path, rate: int, n: int) -> dict[str, float]:
+    """Return p50/p99/max milliseconds from a submission's send to its decision's arrival, at ``rate`` events/s."""
+    setup, subs = _big_cluster(n)
+    with running_worker(bootstrap, tmp, extra=FAST_GROUP) as worker:
+        produce_events(bootstrap, worker.topics.events, setup)
+        worker.start()
+        worker.wait_ready()
+        wait_for(lambda: worker.metric("gpuledger_worker_records_total") >= len(setup), timeout_s=60)
+        ms = asyncio.run(_latency_run(bootstrap, worker.topics.events, worker.topics.decisions, subs, rate))
+    return {"p50_ms": statistics.median(ms), "p99_ms": ms[int(0.99 * (len(ms) - 1))], "max_ms": ms[-1]}
+
+
+def main() -> None:
+    """Run both measurements and print them."""
+    with tempfile.TemporaryDirectory() as d, kafka_broker(Path(d)) as broker:
+        tmp = Path(d)
+        print(f"broker: {broker.kind} at {broker.bootstrap}")
+        t = throughput(broker.bootstrap, tmp)
+        print(
+            f"throughput ({N_THROUGHPUT} events): raw aiokafka {t['raw_aiokafka']:,.0f}/s, "
+            f"worker {t['worker']:,.0f}/s ({t['worker'] / t['raw_aiokafka']:.1%} of raw; target >= 50%), "
+            f"decision service alone {t['service_only']:,.0f}/s"
+        )
+        for rate, n in ((RATE, N_LATENCY), (RATE // 4, N_LATENCY // 2), (RATE // 10, N_LATENCY // 10)):
+            lat = latency(broker.bootstrap, tmp, rate, n)
+            print(
+                f"latency at {rate}/s ({n} submissions): p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
+                f"max {lat['max_ms']:.1f} ms (target at 1000/s: p99 < 100 ms)"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""Tell one workload's story from the log: when it waited, who was ahead, who held the GPUs, what it lost.
+
+Everything is recounted from the projection (runs, preemptions, shares, capacity); the
+``SchedulingDecision`` events in the log are quoted beside the recount when present. The
+fair-share standing is recomputed as the design ranks it (Fair Tree): siblings at each level
+of the budget tree by usage ÷ allocation over the lookback window, lowest first, depth first.
+Usage here is as accrued from the runs in the log (no up-front entry charge).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import duckdb
+
+from ledger.errors import InputError
+from queries.audit import WEEK_S, Source, connect, prepare, rows
+from queries.projection import sql_text
+from queries.timefmt import iso
+
+MAX_MOMENTS = 5  # moments shown per waiting period; the rest are summarised
+
+
+def _dur(us: int) -> str:
+    s = int(us // 1_000_000)
+    if s < 120:
+        return f"{s} s"
+    if s < 7200:
+        return f"{s // 60} min"
+    if s < 2 * 86_400:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86_400:.1f} days"
+
+
+def _gpus(n: int) -> str:
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+
+
+def _gh(gpu_us: float) -> str:
+    return f"{gpu_us / 3.6e9:,.2f} GPU-hours"
+
+
+def fair_tree_order(con: duckdb.DuckDBPyConnection, t_us: int) -> list[dict[str, Any]]:
+    """Return the teams in fair-share order at ``t_us``: Fair Tree walk by usage ÷ allocation, lowest first."""
+    standing = {r["budget"]: r for r in rows(con, sql_text("standing").replace("$t", str(int(t_us))))}
+    parents = {r["path"]: r["parent"] for r in rows(con, "SELECT path, parent FROM nodes")}
+    children: dict[str | None, list[str]] = defaultdict(list)
+    for path, parent in parents.items():
+        children[parent].append(path)
+    used: dict[str, float] = defaultdict(float)
+    alloc: dict[str, float] = defaultdict(float)
+    for team, r in standing.items():
+        node: str | None = team
+        seen = 0
+        while node is not None and seen < 64:  # sum leaves into every ancestor
+            used[node] += r["used_gpu_us"]
+            alloc[node] += r["allocated_gpu_us"]
+            node = parents.get(node)
+            seen += 1
+
+    def ratio(node: str) -> float:
+        return used[node] / alloc[node] if alloc[node] > 0 else float("inf")
+
+    order: list[dict[str, Any]] = []
+
+    def walk(parent: str | None, depth: int) -> None:
+        for node in sorted(children.get(parent, []), key=lambda n: (ratio(n), n)):
+            if node in standing:
+                r = standing[node]
+                order.append({"budget": node, "ratio": r["ratio"], "used_gpu_us": r["used_gpu_us"],
+                              "allocated_gpu_us": r["allocated_gpu_us"]})
+            if depth < 64:
+                walk(node, depth + 1)
+
+    walk(None, 0)
+    return order
+
+
+def _running_at(con: duckdb.DuckDBPyConnection, t_us: int, exclude: str) -> list[dict[str, Any]]:
+    return rows(con, f"""
+        SELECT workload_id, budget, gpus, allocated, nodes, protected_until, start_us FROM runs
+        WHERE start_us <= {int(t_us)} AND coalesce(end_us, (SELECT t1 FROM params) + 1) > {int(t_us)}
+          AND workload_id <> '{exclude.replace("'", "''")}'
+        ORDER BY gpus DESC, start_us LIMIT 4""")
+
+
+def _holders_text(holders: list[dict[str, Any]], t_us: int) -> str:
+    if not holders:
+        return "nothing else was running"
+    parts = []
+    for h in holders:
+        tier = "allocated" if h["allocated"] else "unallocated"
+        if h["allocated"] and h["protected_until"] > t_us:
+            prot = f"protected until {iso(h['protected_until'])}"
+        elif h["allocated"]:
+            prot = f"protection ended {iso(h['protected_until'])}"
+        else:
+            prot = "never protected"
+        parts.append(f"{h['workload_id']} ({h['budget']}, {_gpus(h['gpus'])}, {tier}, {prot})")
+    return "GPUs held by " + "; ".join(parts)
+
+
+def _moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, why: str) -> dict[str, Any]:
+    order = fair_tree_order(con, t_us)
+    place = next((i for i, o in enumerate(order, 1) if o["budget"] == me["budget"]), None)
+    ahead = order[: place - 1] if place else order
+    mine = order[place - 1] if place else None
+    holders = _running_at(con, t_us, me["workload_id"])
+
+    def fmt(o: dict[str, Any]) -> str:
+        return f"{o['budget']} {'-' if o['ratio'] is None else format(o['ratio'], '.2f')}"
+
+    own = "its budget is not a team of the tree" if mine is None else (
+        f"its team {me['budget']} stood {place} of {len(order)} by usage ÷ allocation "
+        f"({'-' if mine['ratio'] is None else format(mine['ratio'], '.2f')} over the window, as far as the log "
+        "covers it)")
+    text = f"{iso(t_us)}: {why}; {own}"
+    if ahead:
+        text += "; ahead of it: " + ", ".join(fmt(o) for o in ahead[:5]) + (" ..." if len(ahead) > 5 else "")
+    text += "; " + _holders_text(holders, t_us) + "."
+    return {"time": iso(t_us), "event": "could_start", "text": text, "place": place, "teams": len(order),
+            "ahead": [{"budget": o["budget"], "ratio": o["ratio"]} for o in ahead], "holders": [
+                {"workload_id": h["workload_id"], "budget": h["budget"], "gpus": h["gpus"],
+                 "allocated": h["allocated"], "protected_until": iso(h["protected_until"])} for h in holders]}
+
+
+def _waiting_moments(con: duckdb.DuckDBPyConnection, me: dict[str, Any], lo: int, hi: int | None) -> list[
+        dict[str, Any]]:
+    hi_sql = "(SELECT t1 FROM params) + 1" if hi is None else str(int(hi))
+    wid = me["workload_id"].replace("'", "''")
+    others = rows(con, f"""
+        SELECT start_us, workload_id, budget, gpus FROM runs
+        WHERE start_us > {int(lo)} AND start_us < {hi_sql} AND workload_id <> '{wid}'
+        ORDER BY start_us, start_seq""")
+    moments = []
+    for o in others[:MAX_MOMENTS]:
+        why = f"{o['workload_id']} ({o['budget']}, {_gpus(o['gpus'])}) started instead"
+        moments.append(_moment(con, me, o["start_us"], why))
+    if len(others) > MAX_MOMENTS:
+        moments.append({"time": iso(others[MAX_MOMENTS]["start_us"]), "event": "more",
+                        "text": f"... and {len(others) - MAX_MOMENTS} more start(s) of other workloads while it "
+                                "waited."})
+    if not others:
+        moments.append(_moment(con, me, lo, "it was waiting for room"))
+    return moments
+
+
+def _decisions(con: duckdb.DuckDBPyConnection, wid: str) -> list[dict[str, Any]]:
+    q = wid.replace("'", "''")
+    out = []
+    for d in rows(con, f"""SELECT "time", action, reason, queue_position, budget_ratio, for_workload
+                           FROM ev_decision WHERE workload_id = '{q}' ORDER BY seq"""):
+        extra = []
+        if d["queue_position"] is not None:
+            extra.append(f"queue position {d['queue_position']}")
+        if d["budget_ratio"] is not None:
+            extra.append(f"budget usage ÷ allocation {d['budget_ratio']:.2f}")
+        if d["for_workload"]:
+            extra.append(f"for {d['for_workload']}")
+        text = f"{iso(d['time'])}: the scheduler decided to {d['action']}: {d['reason']}"
+        out.append({"time": iso(d["time"]), "event": "decision", "action": d["action"],
+                    "text": text + (f" ({', '.join(extra)})" if extra else "") + "."})
+    return out
+
+
+def explain(source: Source, workload_id: str, window_s: int = WEEK_S) -> dict[str, Any]:
+    """Return the story of one workload: a list of dated sentences and the facts behind them."""
+    con = connect(source)
+    if not rows(con, "SELECT 1 FROM duckdb_tables() WHERE table_name = 'params'"):
+        prepare(con, window_s=window_s)
+    q = workload_id.replace("'", "''")
+    found = rows(con, f"SELECT * FROM workload_facts WHERE workload_id = '{q}'")
+    if not found:
+        known = rows(con, "SELECT count(*) AS n, min(workload_id) AS example FROM workloads")[0]
+        hint = f" (the log has {known['n']} workload(s), e.g. {known['example']})" if known["n"] else " (empty log)"
+        raise InputError(f"workload {workload_id!r} is not in the log{hint}")
+    me = found[0]
+    story: list[dict[str, Any]] = []
+    mode = "allocated" if me["min_runtime_s"] > 0 else "unallocated (minimum runtime 0, preemptible by anyone)"
+    story.append({"time": iso(me["submit_us"]), "event": "submitted", "text": (
+        f"{iso(me['submit_us'])}: {workload_id} was submitted by {me['user']} to {me['budget']}: {_gpus(me['gpus'])}, "
+        f"{mode}, minimum runtime {_dur(me['min_runtime_s'] * 1_000_000)}, "
+        f"{'resumable' if me['resumable'] else 'not resumable'}, kind {me['kind']}.")})
+    runs = rows(con, f"SELECT * FROM runs WHERE workload_id = '{q}' ORDER BY start_seq")
+    pre = {r["event_id"]: r for r in rows(con, f"SELECT * FROM preemptions WHERE workload_id = '{q}'")}
+    wait_from = me["submit_us"]
+    for run in runs:
+        story.extend(_waiting_moments(con, me, wait_from, run["start_us"]))
+        tier = "allocated" if run["allocated"] else "unallocated"
+        prot = (f"protected until {iso(run['protected_until'])}" if run["allocated"] else "not protected")
+        story.append({"time": iso(run["start_us"]), "event": "started", "text": (
+            f"{iso(run['start_us'])}: started (attempt {run['attempt']}) after waiting "
+            f"{_dur(run['start_us'] - wait_from)}, on {', '.join(run['nodes'])}, {_gpus(run['gpus'])}, "
+            f"{tier}, {prot}.")})
+        if run["end_kind"] == "preempt":
+            p = pre[run["end_event_id"]]
+            by = ""
+            if p["preempted_by"]:
+                who = rows(con, f"SELECT budget, gpus FROM workloads WHERE workload_id = "
+                                f"'{p['preempted_by'].replace(chr(39), chr(39) * 2)}'")
+                by = f" to make room for {p['preempted_by']}" + (
+                    f" ({who[0]['budget']}, {_gpus(who[0]['gpus'])})" if who else " (not in the log)")
+            lost = p["gpus"] * p["lost_us"]
+            restart = p["gpus"] * p["restart_us"]
+            story.append({"time": iso(p["preempt_us"]), "event": "preempted", "reason": p["reason"],
+                          "preempted_by": p["preempted_by"], "discarded_gpu_hours": (lost + restart) / 3.6e9,
+                          "text": (
+                f"{iso(p['preempt_us'])}: preempted ({p['reason'].replace('_', ' ')}){by} after running "
+                f"{_dur(p['preempt_us'] - run['start_us'])}; it lost {_gh(lost)} of work since its last checkpoint "
+                f"or start" + (f" and {_gh(restart)} restarting ({p['restart_s']} s restart)" if restart else "")
+                + ".")})
+            wait_from = p["preempt_us"]
+        elif run["end_kind"] == "complete":
+            story.append({"time": iso(run["end_us"]), "event": "completed", "text": (
+                f"{iso(run['end_us'])}: completed ({run['outcome']}) after running "
+                f"{_dur(run['end_us'] - run['start_us'])}.")})
+            wait_from = None
+        else:
+            story.append({"time": None, "event": "running", "text": "Still running at the end of the log."})
+            wait_from = None
+        if wait_from is None:
+            break
+    if wait_from is not None:
+        if me["end_us"] is not None:
+            story.append({"time": iso(me["end_us"]), "event": "ended", "text": (
+                f"{iso(me['end_us'])}: ended without running again (completion recorded).")})
+        else:
+            story.extend(_waiting_moments(con, me, wait_from, None))
+            story.append({"time": None, "event": "waiting", "text": "Still waiting at the end of the log."})
+    decisions = _decisions(con, workload_id)
+    anomalies = rows(con, f"SELECT kind, reason FROM anomalies WHERE workload_id = '{q}'")
+    return {"workload_id": workload_id, "budget": me["budget"], "gpus": me["gpus"],
+            "story": story, "decisions": decisions,
+            "anomalies": [{"kind": a["kind"], "reason": a["reason"]} for a in anomalies]}
+
+
+def as_text(result: dict[str, Any]) -> str:
+    """Return the story as plain text, one dated sentence a line."""
+    lines = [f"Workload {result['workload_id']} ({result['budget']}, {_gpus(result['gpus'])})", ""]
+    lines += [f"- {s['text']}" for s in result["story"]]
+    if result["decisions"]:
+        lines += ["", "Scheduling decisions recorded in the log:"] + [f"- {d['text']}" for d in result["decisions"]]
+    if result["anomalies"]:
+        lines += ["", "Records about it that the audit could not take at face value:"]
+        lines += [f"- {a['kind']}: {a['reason']}" for a in result["anomalies"]]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["as_text", "explain", "fair_tree_order"]

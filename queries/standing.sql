@@ -1,0 +1,21 @@
+-- standing.sql: each team's usage / allocation over the lookback window ending at $t (microseconds).
+-- usage = allocated GPU-microseconds run in [t - window, t); allocation = the team's fraction of the
+-- available GPU-microseconds in that window. Rank by usage / allocation, lowest (most under-served) first.
+-- Parameters: $t. Needs derive.sql.
+WITH p AS (SELECT $t::BIGINT AS t, $t::BIGINT - window_us AS w0 FROM params),
+usage AS (
+    SELECT r.budget, sum(r.gpus * (least(coalesce(r.end_us, p.t), p.t) - greatest(r.start_us, p.w0))) AS used
+    FROM runs r, p
+    WHERE r.allocated AND r.start_us < p.t AND coalesce(r.end_us, p.t) > p.w0
+    GROUP BY r.budget
+),
+alloc AS (
+    SELECT f.budget, sum(f.fraction * a.avail_gpus * (least(a.e, p.t) - greatest(a.s, p.w0))) AS allocated
+    FROM team_fraction f JOIN segment_avail a USING (s), p
+    WHERE a.s < p.t AND a.e > p.w0
+    GROUP BY f.budget
+)
+SELECT t.budget, coalesce(u.used, 0) AS used_gpu_us, coalesce(a.allocated, 0) AS allocated_gpu_us,
+       CASE WHEN coalesce(a.allocated, 0) > 0 THEN coalesce(u.used, 0) / a.allocated END AS ratio
+FROM teams t LEFT JOIN usage u USING (budget) LEFT JOIN alloc a USING (budget)
+ORDER BY budget

@@ -1,0 +1,86 @@
+"""`gpuledger audit` and `gpuledger explain` on a real run directory."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from ledger.cli import main
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_audit_json_has_the_keys_of_audit_json(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "audit", str(run_dir), "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    assert {"owed_hours", "discarded_work", "wait_by_size", "occupancy", "workloads", "anomalies"} <= set(data)
+    assert [w["workload_id"] for w in data["workloads"]] == ["a1", "b1", "dbg"]
+
+
+def test_audit_table_shows_each_report_and_one_report_on_request(run_dir: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "audit", str(run_dir))
+    assert code == 0
+    for title in ("owed hours", "discarded work", "wait by size", "occupancy", "workloads"):
+        assert title in out
+    code, out, _ = run(capsys, "audit", str(run_dir / "events"), "--report", "owed-hours")
+    assert code == 0 and out.startswith("owed hours") and "org/b" in out and "wait by size" not in out
+
+
+def test_audit_csv_of_one_report_parses(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "audit", str(run_dir), "--format", "csv", "--report", "wait_by_size")
+    assert code == 0
+    table = list(csv.DictReader(io.StringIO(out)))
+    first = {r["size"]: r for r in table if r["wait"] == "first"}
+    assert first["2-8"]["jobs"] == "2" and float(first["2-8"]["mean_s"]) == 1800.0
+
+
+def test_audit_since_until_limits_the_period(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "audit", str(run_dir), "--format", "json", "--since", "2026-03-02T01:00:00",
+                       "--until", "2026-03-02T02:00:00Z")
+    assert code == 0
+    assert json.loads(out)["period"] == {"start": "2026-03-02T01:00:00Z", "end": "2026-03-02T02:00:00Z"}
+    code, _, err = run(capsys, "audit", str(run_dir), "--since", "yesterday")
+    assert code != 0 and "--since 'yesterday'" in err
+
+
+def test_audit_html_writes_one_file(run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.html"
+    code, _, _ = run(capsys, "audit", str(run_dir), "--format", "html", "--out", str(out))
+    assert code == 0 and out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_audit_of_a_missing_source_fails_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "audit", str(tmp_path / "nope"))
+    assert code != 0 and "nope" in err
+
+
+def test_explain_tells_why_b1_waited_and_why_a1_was_preempted(run_dir: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "explain", str(run_dir), "b1")
+    assert code == 0
+    assert "b1 was submitted" in out
+    assert "GPUs held by a1 (org/a, 8 GPUs, allocated, protected until 2026-03-02T01:00:00Z)" in out
+    assert "started (attempt 1) after waiting 60 min" in out
+    code, out, _ = run(capsys, "explain", str(run_dir), "a1")
+    assert "preempted (fair share) to make room for b1 (org/b, 8 GPUs)" in out
+    assert "lost 2.67 GPU-hours of work since its last checkpoint" in out and "1.33 GPU-hours restarting" in out
+    assert "2026-03-02T01:30:00Z: started (attempt 2) after waiting 30 min" in out
+
+
+def test_explain_json_and_unknown_workload(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "explain", str(run_dir), "a1", "--format", "json")
+    story = json.loads(out)["story"]
+    assert [s["event"] for s in story if s["event"] != "could_start"] == [
+        "submitted", "started", "preempted", "started", "completed"]
+    code, _, err = run(capsys, "explain", str(run_dir), "zz9")
+    assert code != 0 and "workload 'zz9' is not in the log" in err

@@ -1,0 +1,97 @@
+"""Every audit computed a second way (plain Python, minute by minute) must give the same numbers."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ledger import events as ev
+from ledger.events import to_us
+from queries import audit
+from queries.timefmt import parse_iso
+from tests.audits.reference import MIN, reference_audit
+from tests.audits.strategies import cluster_logs
+from tests.factories import DAY0
+
+DAY0_MIN = to_us(DAY0) // MIN
+
+
+def same(a: Any, b: Any, where: str) -> None:
+    if isinstance(a, float) or isinstance(b, float):
+        assert a is not None and b is not None, f"{where}: {a!r} != {b!r}"
+        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9), f"{where}: {a!r} != {b!r}"
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def same_keys(got: dict[str, Any], want: dict[str, Any], where: str) -> None:
+    for k, v in want.items():
+        if isinstance(v, dict | list):
+            continue
+        same(got[k], v, f"{where}.{k}")
+
+
+def minutes(iso_text: str | None) -> int | None:
+    return None if iso_text is None else parse_iso(iso_text) // MIN
+
+
+def check(events: list[ev.Event], since: int | None = None, until: int | None = None) -> None:
+    got = audit(events, since=None if since is None else since * MIN, until=None if until is None else until * MIN,
+                window_s=2 * 3600)
+    want = reference_audit(events, since, until, window_h=2)
+
+    assert [t["budget"] for t in got["owed_hours"]["teams"]] == [t["budget"] for t in want["owed_hours"]["teams"]]
+    for g, w in zip(got["owed_hours"]["teams"], want["owed_hours"]["teams"], strict=True):
+        same_keys(g, w, f"owed_hours[{w['budget']}]")
+    same(got["owed_hours"]["overall_ratio"], want["owed_hours"]["overall_ratio"], "overall_ratio")
+    same(got["owed_hours"]["teams_at_95"], want["owed_hours"]["teams_at_95"], "teams_at_95")
+    worst = got["owed_hours"]["worst_team"]
+    same(worst and worst["budget"], want["owed_hours"]["worst_team"], "worst_team")
+
+    gd, wd = got["discarded_work"], want["discarded_work"]
+    same_keys(gd, wd, "discarded_work")
+    for tier in ("allocated", "unallocated"):
+        same_keys(gd["by_tier"][tier], wd["by_tier"][tier], f"discarded_work.{tier}")
+    assert [t["budget"] for t in gd["by_team"]] == [t["budget"] for t in wd["by_team"]]
+    for g, w in zip(gd["by_team"], wd["by_team"], strict=True):
+        same_keys(g, w, f"discarded_work.by_team[{w['budget']}]")
+
+    for block, gw, ww in (("first", got["wait_by_size"], want["wait_by_size"]),
+                          ("requeue", got["wait_by_size"]["requeue"], want["wait_by_size"]["requeue"])):
+        for g, w in zip([*gw["buckets"], gw["debug"]], [*ww["buckets"], ww["debug"]], strict=True):
+            same_keys(g, w, f"wait_by_size.{block}[{w['size']}]")
+
+    same_keys(got["occupancy"], want["occupancy"], "occupancy")
+
+    assert len(got["fairness"]["hourly"]) == len(want["fairness"])
+    for g, w in zip(got["fairness"]["hourly"], want["fairness"], strict=True):
+        same_keys(g, w, f"fairness[{w['budget']} {g['hour']}]")
+
+    for g, w in zip(got["workloads"], want["workloads"], strict=True):
+        assert g["workload_id"] == w["workload_id"]
+        same(minutes(g["first_start_time"]), w["first_start_min"], f"{w['workload_id']}.first_start")
+        same(minutes(g["end_time"]), w["end_min"], f"{w['workload_id']}.end")
+        same(g["preemptions"], w["preemptions"], f"{w['workload_id']}.preemptions")
+
+    assert {(a["kind"], a["event_id"]) for a in got["anomalies"]} == want["anomalies"]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_logs(anomalies=False))
+def test_audits_agree_with_a_minute_by_minute_recount_on_consistent_logs(events: list[ev.Event]) -> None:
+    check(events)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_logs(anomalies=True))
+def test_audits_agree_on_logs_with_anomalies(events: list[ev.Event]) -> None:
+    check(events)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cluster_logs(anomalies=True), st.integers(0, 200), st.integers(1, 300))
+def test_audits_agree_inside_a_since_until_window(events: list[ev.Event], since: int, length: int) -> None:
+    check(events, DAY0_MIN + since, DAY0_MIN + since + length)

@@ -1,0 +1,85 @@
+"""The HTML report is one self-contained file: inline SVG charts and tables, nothing fetched."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from queries import audit, connect, render_html
+from tests.audits.conftest import two_teams_day
+
+
+class Outline(HTMLParser):
+    """Collect what the checks need: tags, svg titles, external references, table headers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.external: list[str] = []
+        self.svg_labels: list[str] = []
+        self.headers: list[str] = []
+        self._in_th = False
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        a = dict(attrs)
+        for key in ("src", "href"):
+            if a.get(key):
+                self.external.append(str(a[key]))
+        if tag == "svg":
+            self.svg_labels.append(a.get("aria-label") or "")
+        self._in_th = tag == "th"
+
+    def handle_data(self, data: str) -> None:
+        if self._in_th:
+            self.headers.append(data)
+            self._in_th = False
+
+
+def outline(path: Path) -> Outline:
+    o = Outline()
+    o.feed(path.read_text(encoding="utf-8"))
+    return o
+
+
+def test_report_has_the_three_charts_and_the_tables_and_fetches_nothing(tmp_path: Path) -> None:
+    path = render_html(audit(two_teams_day()), tmp_path / "report.html")
+    o = outline(path)
+    assert "script" not in o.tags and "link" not in o.tags and "img" not in o.tags and o.external == []
+    labels = " | ".join(o.svg_labels)
+    assert "org/a" in labels and "org/b" in labels  # occupancy against allocation, one chart per team
+    assert "Share of workloads started within a wait, by size" in labels
+    assert "Discarded GPU-hours by team" in labels
+    for header in ("owed gpu hours", "received gpu hours", "p90 s", "discarded gpu hours", "first start time"):
+        assert header in o.headers
+    text = path.read_text()
+    assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", text)
+
+
+def test_report_renders_from_a_projected_connection(tmp_path: Path) -> None:
+    path = render_html(connect(two_teams_day()), tmp_path / "r.html")
+    assert "Occupancy by team against its allocation" in path.read_text()
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not on the PATH")
+def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    path = render_html(audit(two_teams_day()), tmp_path / "report.html")
+    shot = tmp_path / "shot.png"
+    subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--no-first-run", "--window-size=1200,1600", f"--screenshot={shot}", path.as_uri()],
+        check=True, capture_output=True, timeout=120,
+    )
+    data = shot.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a blank page compresses to a few KB
+
+
+def test_without_a_path_the_report_is_a_fragment_to_embed() -> None:
+    fragment = render_html(audit(two_teams_day()))
+    assert isinstance(fragment, str) and fragment.startswith('<div class="gpuledger-audit">')
+    assert "<html" not in fragment and "<svg" in fragment

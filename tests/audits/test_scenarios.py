@@ -1,0 +1,153 @@
+"""Narrated cluster days with figures worked out by hand."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from ledger.errors import InputError
+from queries import audit, audit_run
+from tests.audits.conftest import two_teams_day
+from tests.factories import Events
+
+
+def close(a: float | None, b: float) -> bool:
+    return a is not None and math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-9)
+
+
+def test_team_b_is_owed_its_quarter_and_an_over_served_hour_does_not_make_up_for_a_short_one() -> None:
+    # 16 GPUs, org/a : org/b = 3 : 1. Each hour a may claim 12 GPU-hours, b 4.
+    # Hour 0: a runs 8 GPUs (owed min(12, 8) = 8, received 8); b1 waits (owed min(4, 8) = 4, received 0).
+    # Hour 1: b1 runs the whole hour (delivered 8, owed 4, received 4).
+    a = audit(two_teams_day())
+    teams = {t["budget"]: t for t in a["owed_hours"]["teams"]}
+    b = teams["org/b"]
+    assert close(b["owed_gpu_hours"], 8.0)
+    assert close(b["delivered_gpu_hours"], 8.0)
+    assert close(b["received_gpu_hours"], 4.0)
+    assert close(b["ratio"], 0.5)
+    # Team a in hour 1: a1 waits 60..90 then runs 90..120 (4 GPU-h), dbg runs 10 min on 1 GPU.
+    # Demand in hour 1: a1 8 GPUs all hour + dbg 1 GPU from 1:10 to 1:25 -> 8.25, under the share of 12.
+    a_team = teams["org/a"]
+    assert close(a_team["owed_gpu_hours"], 8 + 8 + 15 / 60)
+    assert close(a_team["delivered_gpu_hours"], 8 + 4 + 10 / 60)
+    assert close(a_team["received_gpu_hours"], 8 + 4 + 10 / 60)
+    assert a["owed_hours"]["worst_team"] == {"budget": "org/b", "ratio": 0.5}
+    assert a["owed_hours"]["teams_at_95"] == 0
+
+
+def test_preemption_bill_counts_work_since_the_checkpoint_plus_the_restart() -> None:
+    # a1 (8 GPUs) checkpointed at 0:40, preempted at 1:00 for b1 -> 8 x 20 min = 2.667 GPU-h lost;
+    # it came back at 1:30 with a 600 s restart -> 8 x 10 min = 1.333 GPU-h more.
+    dw = audit(two_teams_day())["discarded_work"]
+    assert dw["preemptions"] == 1
+    assert close(dw["discarded_gpu_hours"], 8 * 20 / 60 + 8 * 10 / 60)
+    assert close(dw["median_restart_s"], 600.0)
+    delivered = 8 + 8 + 4 + 10 / 60
+    assert close(dw["discarded_share"], 4.0 / delivered)
+    assert dw["by_tier"]["allocated"]["preemptions"] == 1
+    assert dw["by_tier"]["unallocated"]["preemptions"] == 0
+    assert close(dw["eviction_ratio"], 1.0)  # 8 GPUs preempted to start b1's 8
+
+
+def test_first_waits_and_requeue_waits_are_counted_apart() -> None:
+    w = audit(two_teams_day())["wait_by_size"]
+    eight = next(b for b in w["buckets"] if b["size"] == "2-8")
+    assert eight["jobs"] == 2  # a1 waited 0 s, b1 3600 s
+    assert close(eight["mean_s"], 1800.0) and close(eight["p90_s"], 3240.0) and close(eight["p99_s"], 3564.0)
+    one = next(b for b in w["buckets"] if b["size"] == "1")
+    assert one["jobs"] == 1 and close(one["p50_s"], 300.0)
+    assert w["debug"]["jobs"] == 1 and close(w["debug"]["mean_s"], 300.0)
+    requeued = next(b for b in w["requeue"]["buckets"] if b["size"] == "2-8")
+    assert requeued["jobs"] == 1 and close(requeued["mean_s"], 1800.0)
+
+
+def test_down_host_hours_are_reported_apart_and_left_out_of_capacity() -> None:
+    E = Events()
+    log = [E.capacity(0, 16), E.node(0, "org"), E.submit(0, "w", "org", gpus=8), E.start(0, "w", ("lab-n001",), 8),
+           E.host(60, "lab-n001", "unhealthy"), E.complete(120, "w")]
+    occ = audit(log)["occupancy"]
+    assert close(occ["capacity_gpu_hours"], 32 - 8)
+    assert close(occ["down_gpu_hours"], 8.0)
+    assert close(occ["occupied_on_down_gpu_hours"], 8.0)  # w kept running on the draining host
+    assert close(occ["occupied_gpu_hours"], 8.0)
+    assert close(occ["occupied_share"], 8 / 24)
+
+
+def test_partial_hours_count_pro_rata_inside_a_since_until_window() -> None:
+    E = Events()
+    log = [E.capacity(0, 8), E.node(0, "org"), E.submit(0, "w", "org", gpus=8), E.start(0, "w", ("lab-n000",), 8),
+           E.complete(180, "w")]
+    a = audit(log, since="2026-03-02T00:30:00Z", until="2026-03-02T02:00:00Z")
+    assert a["period"] == {"start": "2026-03-02T00:30:00Z", "end": "2026-03-02T02:00:00Z"}
+    team = a["owed_hours"]["teams"][0]
+    assert close(team["owed_gpu_hours"], 8 * 1.5) and close(team["ratio"], 1.0)
+    assert close(a["occupancy"]["capacity_gpu_hours"], 12.0)
+    hours = [h["hour"] for h in a["occupancy"]["hourly"]]
+    assert hours == ["2026-03-02T00:00:00Z", "2026-03-02T01:00:00Z"]
+    assert close(a["occupancy"]["hourly"][0]["capacity_gpu_hours"], 4.0)
+
+
+def test_shares_are_normalised_and_multiplied_down_the_tree_and_follow_allocation_changes() -> None:
+    E = Events()
+    log = [E.capacity(0, 100), E.node(0, "org", 2.0), E.node(0, "org/x", 1.0), E.node(0, "org/y", 1.0),
+           E.node(0, "org/y/p", 1.0), E.node(0, "org/y/q", 3.0), E.allocate(60, "org/x", 3.0, "admin"),
+           E.submit(0, "filler", "org/y/q", gpus=100), E.complete(120, "filler")]
+    teams = {t["budget"]: t for t in audit(log)["owed_hours"]["teams"]}
+    # q: 1/2 * 3/4 of 100 GPUs in hour 0, then 1/4 * 3/4 in hour 1.
+    assert close(teams["org/y/q"]["share_gpu_hours"], 100 * (0.5 * 0.75 + 0.25 * 0.75))
+    assert close(teams["org/y/q"]["owed_gpu_hours"], 100 * (0.5 * 0.75 + 0.25 * 0.75))
+    assert close(teams["org/x"]["share_gpu_hours"], 100 * (0.5 + 0.75))
+    assert close(teams["org/x"]["owed_gpu_hours"], 0.0) and teams["org/x"]["ratio"] is None
+
+
+def test_every_submitted_workload_is_listed_with_null_times_when_absent() -> None:
+    E = Events()
+    log = [E.capacity(0, 8), E.node(0, "org"), E.submit(0, "ran", "org", gpus=8), E.start(0, "ran", ("lab-n000",), 8),
+           E.submit(5, "waits", "org", gpus=8)]
+    ws = {w["workload_id"]: w for w in audit(log)["workloads"]}
+    assert ws["ran"]["first_start_time"] == "2026-03-02T00:00:00Z" and ws["ran"]["end_time"] is None
+    assert ws["waits"]["first_start_time"] is None and ws["waits"]["submit_time"] == "2026-03-02T00:05:00Z"
+
+
+def test_bad_records_are_listed_as_anomalies_and_left_out_of_the_figures() -> None:
+    E = Events()
+    log = [
+        E.capacity(0, 16), E.node(0, "org"),
+        E.submit(0, "ok", "org", gpus=8), E.start(0, "ok", ("lab-n000",), 8), E.complete(60, "ok"),
+        E.complete(30, "stranger"),                                       # unknown workload
+        E.submit(0, "rewind", "org", gpus=8), E.start(50, "rewind", ("lab-n001",), 8),
+        E.complete(20, "rewind"),                                         # completion before its start
+        E.submit(0, "twice", "org", gpus=1), E.start(10, "twice", ("lab-n001",), 1),
+        E.start(20, "twice", ("lab-n001",), 1),                           # overlapping runs
+        E.complete(40, "twice"),
+        E.submit(0, "orphan", "nowhere/team", gpus=1),                    # budget path never defined
+        E.start(0, "orphan", ("lab-n001",), 1), E.complete(60, "orphan"),
+    ]
+    a = audit(log)
+    kinds = {(x["kind"], x["workload_id"]): x for x in a["anomalies"]}
+    assert kinds[("unknown_workload", "stranger")]["included"] is False
+    assert kinds[("completion_before_start", "rewind")]["included"] is False
+    assert kinds[("overlapping_runs", "twice")]["included"] is False
+    assert kinds[("undefined_budget", "orphan")]["included"] is True
+    assert all(x["reason"] for x in a["anomalies"])
+    # Figures: ok 8 GPU-h + twice 1 GPU x 30 min + orphan 1 GPU-h; rewind's bogus run is left out.
+    assert close(a["occupancy"]["occupied_gpu_hours"], 8 + 0.5 + 1)
+    assert [t["budget"] for t in a["owed_hours"]["teams"]] == ["org"]
+
+
+def test_audit_run_writes_audit_json_beside_the_events(run_dir: Path) -> None:
+    data = audit_run(run_dir)
+    on_disk = (run_dir / "audit.json").read_text()
+    assert '"owed_hours"' in on_disk and data["owed_hours"]["teams"][1]["budget"] == "org/b"
+    assert not [p for p in run_dir.iterdir() if p.name.startswith(".")]
+
+
+def test_an_empty_log_audits_to_empty_figures(tmp_path: Path) -> None:
+    a = audit([])
+    assert a["workloads"] == [] and a["owed_hours"]["overall_ratio"] is None
+    assert a["occupancy"]["occupied_share"] is None
+    with pytest.raises(InputError):
+        audit(tmp_path / "missing")

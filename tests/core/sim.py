@@ -1,0 +1,150 @@
+"""A tiny driver for core tests: feeds inputs in time order, completes started work, checks facts as they flow."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ledger import events as ev
+from ledger.codec import encode
+from ledger.core import DecisionCore
+
+
+@dataclass
+class Ledger:
+    """What the emitted facts say: runs, host use, waiting work — recounted from outputs, not from the core."""
+
+    per_node: int
+    host_gpus: dict[str, int]
+    budgets: dict[str, str | None] = field(default_factory=dict)  # workload -> defined budget node (None: undefined)
+    gpus: dict[str, int] = field(default_factory=dict)
+    runs: list[list[object]] = field(default_factory=list)  # [wid, nodes, gpus, allocated, start, protected, end]
+    open: dict[str, list[object]] = field(default_factory=dict)
+    used: dict[str, int] = field(default_factory=dict)
+    waiting: dict[str, None] = field(default_factory=dict)
+    health: dict[str, str] = field(default_factory=dict)
+
+    def submitted(self, e: ev.WorkloadSubmitted, defined: bool) -> None:
+        self.budgets[e.workload_id] = e.budget if defined else None
+        self.gpus[e.workload_id] = e.gpus
+        self.waiting[e.workload_id] = None
+
+    def fact(self, o: ev.Event) -> None:
+        t = ev.to_us(o.time)
+        if isinstance(o, ev.WorkloadStarted):
+            self.waiting.pop(o.workload_id, None)
+            share = [o.gpus] if len(o.nodes) == 1 else [self.per_node] * len(o.nodes)
+            for h, g in zip(o.nodes, share, strict=True):
+                self.used[h] = self.used.get(h, 0) + g
+                assert self.used[h] <= self.host_gpus[h], f"{h} holds {self.used[h]} GPUs > {self.host_gpus[h]}"
+            run: list[object] = [o.workload_id, o.nodes, o.gpus, o.allocated, t, ev.to_us(o.protected_until), None]
+            self.runs.append(run)
+            self.open[o.workload_id] = run
+        elif isinstance(o, ev.WorkloadPreempted | ev.WorkloadCompleted):
+            run = self.open.pop(o.workload_id, None)  # type: ignore[assignment]
+            if run is None:
+                self.waiting.pop(o.workload_id, None)
+                return
+            if isinstance(o, ev.WorkloadPreempted) and o.reason != "host_failure":
+                assert t >= run[5], f"{o.workload_id} preempted at {t} inside its protected window (until {run[5]})"
+            run[6] = t
+            nodes, g = run[1], run[2]
+            share = [g] if len(nodes) == 1 else [self.per_node] * len(nodes)  # type: ignore[arg-type]
+            for h, x in zip(nodes, share, strict=True):  # type: ignore[call-overload]
+                self.used[h] -= x
+        elif isinstance(o, ev.WorkloadRequeued):
+            self.waiting[o.workload_id] = None
+
+    def charged(self, node: str, chain: dict[str, list[str]], t: int, window_us: int, upfront: bool) -> int:
+        """Recount a node's charged allocated GPU-µs in the window from the runs."""
+        total = 0
+        for wid, _nodes, g, allocated, s, pu, e in self.runs:
+            b = self.budgets[wid]  # type: ignore[index]
+            if not allocated or b is None or node not in chain[b]:
+                continue
+            end = t if e is None else e
+            lo = max(s, t - window_us)  # type: ignore[call-overload]
+            if end > lo:  # type: ignore[operator]
+                total += g * (end - lo)  # type: ignore[operator]
+            if upfront and e is None and pu > t:  # type: ignore[operator]
+                total += g * (pu - t)  # type: ignore[operator]
+        return total
+
+    def nothing_waiting_fits(self) -> str | None:
+        """Return a waiting workload that fits the free healthy room now, if any (there must be none)."""
+        healthy = [h for h in self.host_gpus if self.health.get(h, "healthy") == "healthy"]
+        free = {h: self.host_gpus[h] - self.used.get(h, 0) for h in healthy}
+        whole = sum(1 for h, f in free.items() if f == self.per_node and self.host_gpus[h] == self.per_node)
+        for wid in self.waiting:
+            g = self.gpus[wid]
+            if g <= self.per_node and any(f >= g for f in free.values()):
+                return wid
+            if g > self.per_node and whole >= -(-g // self.per_node):
+                return wid
+        return None
+
+
+def drive(
+    core: DecisionCore,
+    inputs: list[ev.Event],
+    work_min: dict[str, float],
+    cut: int | None = None,
+    ledger: Ledger | None = None,
+    check: Callable[[DecisionCore, Ledger], None] | None = None,
+) -> tuple[list[bytes], DecisionCore]:
+    """Feed inputs in time order; complete each started run after its work; return encoded outputs.
+
+    With ``cut``, the core is snapshotted and restored after that many inputs and driving
+    continues with the restored core (the caller compares against an uncut run).
+    """
+    queue: list[tuple[int, int, int, ev.Event]] = [(ev.to_us(e.time), 0, i, e) for i, e in enumerate(inputs)]
+    heapq.heapify(queue)
+    seq = len(inputs)
+    out: list[bytes] = []
+    attempts: dict[str, int] = {}
+    fed = 0
+    while queue or core.next_wakeup() is not None:
+        nxt = core.next_wakeup()
+        if nxt is not None and (not queue or nxt <= queue[0][0]):
+            produced = core.advance(nxt)
+        else:
+            _, _, _, e = heapq.heappop(queue)
+            if isinstance(e, ev.WorkloadCompleted) and e.event_id.startswith("done:"):
+                wid, attempt = e.workload_id, int(e.event_id.rsplit(":", 1)[1])
+                if attempts.get(wid) != attempt:
+                    continue  # its run was preempted
+            if ledger is not None and isinstance(e, ev.WorkloadSubmitted):
+                ledger.submitted(e, e.budget in core.tree)
+            if ledger is not None and isinstance(e, ev.HostHealthChanged):
+                ledger.health[e.host] = e.state
+            produced = core.handle(e)
+            if ledger is not None and isinstance(e, ev.WorkloadCompleted):
+                ledger.fact(e)
+            fed += 1
+            if cut is not None and fed == cut:
+                core = DecisionCore.restore(core.snapshot())
+        for o in produced:
+            out.append(encode(o))
+            if ledger is not None:
+                ledger.fact(o)
+            if isinstance(o, ev.WorkloadStarted):
+                attempts[o.workload_id] = o.attempt
+                done = o.time + _minutes(work_min.get(o.workload_id, 60))
+                seq += 1
+                c = ev.WorkloadCompleted(
+                    event_id=f"done:{o.workload_id}:{o.attempt}", cluster=core.cluster, time=done,
+                    workload_id=o.workload_id, outcome="succeeded",
+                )
+                heapq.heappush(queue, (ev.to_us(done), 1, seq, c))
+            elif isinstance(o, ev.WorkloadPreempted):
+                attempts[o.workload_id] = -1
+        if ledger is not None and check is not None:
+            check(core, ledger)
+    return out, core
+
+
+def _minutes(m: float):  # type: ignore[no-untyped-def]
+    from datetime import timedelta
+
+    return timedelta(minutes=m)

@@ -1,0 +1,183 @@
+"""More of the cluster's day: the worked example, draining, failure, the free tier, wide work, baselines."""
+
+from __future__ import annotations
+
+from ledger import events as ev
+from ledger.core import DecisionCore, Knobs
+from tests.core.test_day import of, run, to_minutes
+from tests.factories import Events
+
+HOUR = 60
+
+
+def _tree(e: Events, gpus: int, teams: dict[str, float]) -> list[ev.Event]:
+    return [e.capacity(0, gpus), e.node(0, "org", 1.0, ("ceo",))] + [
+        e.node(0, f"org/{t}", share) for t, share in teams.items()
+    ]
+
+
+def test_worked_example_ranks_b_first_and_d_second() -> None:
+    """Teams A–D, shares 0.35/0.35/0.30/0.10, 7-day usage 5880/2000/5040/1344 GPU-hours on 100 GPUs."""
+    e = Events()
+    core = DecisionCore(Knobs(charge="accrued"), "lab")
+    inputs = _tree(e, 100, {"A": 0.35, "B": 0.35, "C": 0.30, "D": 0.10})
+    # GPUs held for the week by each team: A 35, B 20 (for 100 h), C 30, D 8 (the squatter)
+    sizes = {"A": [8, 8, 8, 8, 3], "B": [8, 8, 4], "C": [8, 8, 8, 6], "D": [8]}
+    for team, parts in sizes.items():
+        for i, g in enumerate(parts):
+            inputs.append(e.submit(0, f"{team}{i}", f"org/{team}", gpus=g, min_runtime_s=3600))
+    run(core, inputs)
+    assert len(core.running()) == 13
+    run(core, [e.complete(100 * HOUR, f"B{i}") for i in range(3)])
+    run(core, [e.complete(168 * HOUR, wid) for wid in list(core.running())])
+    hours = {t: core.usage(f"org/{t}")["charged_gpu_s"] / 3600 for t in "ABCD"}
+    assert hours == {"A": 5880, "B": 2000, "C": 5040, "D": 1344}
+    order = [p for p in core.fair_share_order() if p != "org"]
+    assert order[:2] == ["org/B", "org/D"]
+    assert order == ["org/B", "org/D", "org/A", "org/C"]  # A and C tie at the same ratio: by path
+
+
+def test_an_unhealthy_host_drains_each_workload_when_its_protected_window_ends() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    out = run(core, [*_tree(e, 16, {"a": 1.0}), e.submit(1, "long", "org/a", gpus=8, min_runtime_s=2 * 3600)])
+    host = of(out, ev.WorkloadStarted)[0].nodes[0]  # type: ignore[attr-defined]
+    out = run(core, [e.host(30, host, "unhealthy", "ECC errors")])
+    drain = of(out, ev.SchedulingDecision)[0]
+    assert drain.action == "drain" and "ECC errors" in drain.reason  # type: ignore[attr-defined]
+    assert not of(out, ev.WorkloadPreempted)
+    # new work avoids the draining host
+    out = run(core, [e.submit(40, "next", "org/a", gpus=8, min_runtime_s=600)])
+    assert of(out, ev.WorkloadStarted)[0].nodes[0] != host  # type: ignore[attr-defined]
+    out = core.advance(to_minutes(121))
+    pre = of(out, ev.WorkloadPreempted)
+    assert [(p.workload_id, p.reason) for p in pre] == [("long", "host_drain")]  # type: ignore[attr-defined]
+    assert of(out, ev.WorkloadRequeued)  # resumable: back in the queue
+
+
+def test_a_host_that_recovers_before_the_window_ends_keeps_its_work() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    out = run(core, [*_tree(e, 8, {"a": 1.0}), e.submit(1, "long", "org/a", gpus=8, min_runtime_s=2 * 3600)])
+    host = of(out, ev.WorkloadStarted)[0].nodes[0]  # type: ignore[attr-defined]
+    run(core, [e.host(30, host, "unhealthy"), e.host(60, host, "healthy")])
+    assert not of(core.advance(to_minutes(200)), ev.WorkloadPreempted)
+    assert "long" in core.running()
+
+
+def test_a_failed_host_preempts_even_protected_work_at_once() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(grace_s=300), "lab")
+    out = run(core, [*_tree(e, 8, {"a": 1.0}), e.submit(1, "job", "org/a", gpus=8, min_runtime_s=8 * 3600)])
+    host = of(out, ev.WorkloadStarted)[0].nodes[0]  # type: ignore[attr-defined]
+    out = run(core, [e.host(10, host, "failed")])
+    pre = of(out, ev.WorkloadPreempted)
+    assert [(p.workload_id, p.reason) for p in pre] == [("job", "host_failure")]  # type: ignore[attr-defined]
+    assert pre[0].time == of(out, ev.SchedulingDecision)[0].time  # no grace for a failure
+    assert core.waiting() == ["job"]  # requeued, and nowhere to go until the host is back
+    out = run(core, [e.host(50, host, "healthy")])
+    assert of(out, ev.WorkloadStarted)[0].attempt == 2  # type: ignore[attr-defined]
+
+
+def test_the_free_tier_runs_in_idle_room_and_yields_first_and_a_non_resumable_victim_is_cancelled() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    inputs = [
+        *_tree(e, 16, {"a": 1.0, "b": 1.0}),
+        e.submit(1, "free", "org/a", gpus=8, min_runtime_s=0, resumable=False),
+        e.submit(1, "paid-a", "org/a", gpus=8, min_runtime_s=600),
+    ]
+    out = run(core, inputs)
+    started = {s.workload_id: s for s in of(out, ev.WorkloadStarted)}  # type: ignore[attr-defined]
+    assert started["free"].allocated is False and started["free"].protected_until == started["free"].time
+    assert started["paid-a"].allocated is True
+    out = run(core, [e.submit(5, "paid-b", "org/b", gpus=8, min_runtime_s=600)])
+    # the unallocated workload is the victim (the allocated one is protected anyway); it cannot resume
+    assert [p.workload_id for p in of(out, ev.WorkloadPreempted)] == ["free"]  # type: ignore[attr-defined]
+    done = of(out, ev.WorkloadCompleted)
+    assert [(c.workload_id, c.outcome) for c in done] == [("free", "cancelled")]  # type: ignore[attr-defined]
+    assert not of(out, ev.WorkloadRequeued)
+    assert "free" not in core.waiting()
+    # submitted again under the same id, it queues afresh (a redelivery of the old submission would not)
+    run(core, [inputs[-2]])
+    assert "free" not in core.waiting()
+    run(core, [e.submit(6, "free", "org/a", gpus=8, min_runtime_s=0, resumable=False)])
+    assert core.waiting() == ["free"]
+
+
+def test_an_undefined_budget_runs_unallocated_and_says_why() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    out = run(core, [*_tree(e, 8, {"a": 1.0}), e.submit(1, "stray", "org/ghost", gpus=2, min_runtime_s=3600)])
+    decision = of(out, ev.SchedulingDecision)[0]
+    assert "org/ghost is not defined" in decision.reason  # type: ignore[attr-defined]
+    assert of(out, ev.WorkloadStarted)[0].allocated is False  # type: ignore[attr-defined]
+    assert core.usage("org")["charged_gpu_s"] == 0
+
+
+def test_wide_work_takes_whole_named_hosts_and_narrow_work_is_packed() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    out = run(
+        core,
+        [
+            *_tree(e, 32, {"a": 1.0}),
+            e.submit(1, "small1", "org/a", gpus=2),
+            e.submit(2, "small2", "org/a", gpus=4),
+            e.submit(3, "wide", "org/a", gpus=12),
+        ],
+    )
+    nodes = {s.workload_id: s.nodes for s in of(out, ev.WorkloadStarted)}  # type: ignore[attr-defined]
+    assert nodes["small1"] == nodes["small2"] == ("lab-n000",)  # packed onto the partly used host
+    assert nodes["wide"] == ("lab-n001", "lab-n002")
+    assert of(out, ev.WorkloadStarted)[-1].gpus == 16  # type: ignore[attr-defined]
+
+
+def test_upfront_charge_stops_a_burst_from_sorting_ahead_on_stale_usage() -> None:
+    def first_ranked(charge: str) -> str:
+        e = Events()
+        core = DecisionCore(Knobs(charge=charge), "lab")  # type: ignore[arg-type]
+        run(core, [*_tree(e, 64, {"a": 1.0, "b": 1.0})])
+        run(core, [e.submit(1, f"a{i}", "org/a", gpus=8, min_runtime_s=8 * 3600) for i in range(4)])
+        return next(p for p in core.fair_share_order() if p != "org")
+
+    assert first_ranked("upfront") == "org/b"  # a's burst is charged 4 × 8 GPUs × 8 h at once
+    assert first_ranked("accrued") == "org/a"  # nothing accrued yet at that instant: a tie, broken by path
+
+
+def test_priority_baseline_never_preempts_non_preemptible_work_and_caps_teams() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(policy="priority"), "lab")
+    out = run(
+        core,
+        [
+            *_tree(e, 16, {"a": 1.0, "b": 1.0}),
+            e.submit(1, "np", "org/a", gpus=8, min_runtime_s=600, priority=0),
+            e.submit(1, "np2", "org/a", gpus=8, min_runtime_s=600, priority=0),
+        ],
+    )
+    started = {s.workload_id: s.allocated for s in of(out, ev.WorkloadStarted)}  # type: ignore[attr-defined]
+    # team a's limit is half the cluster (8 GPUs): the second non-preemptible request runs preemptible
+    assert started == {"np": True, "np2": False}
+    out = run(core, [e.submit(100, "hi", "org/b", gpus=8, min_runtime_s=600, priority=5)])
+    assert [p.workload_id for p in of(out, ev.WorkloadPreempted)] == ["np2"]  # type: ignore[attr-defined]
+    out = run(core, [e.submit(200, "higher", "org/b", gpus=8, min_runtime_s=0, priority=9)])
+    assert not of(out, ev.WorkloadPreempted)  # "np" opted out of preemption; "hi" is non-preemptible too
+
+
+def test_fifo_baseline_serves_by_arrival_and_backfills_without_preempting() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(policy="fifo"), "lab")
+    out = run(
+        core,
+        [
+            *_tree(e, 16, {"a": 1.0}),
+            e.submit(1, "big", "org/a", gpus=16, min_runtime_s=600),
+            e.submit(2, "wide", "org/a", gpus=16, min_runtime_s=600),
+            e.submit(3, "tiny", "org/a", gpus=1, min_runtime_s=0),
+        ],
+    )
+    assert [s.workload_id for s in of(out, ev.WorkloadStarted)] == ["big"]  # type: ignore[attr-defined]
+    out = run(core, [e.complete(30, "big")])
+    assert [s.workload_id for s in of(out, ev.WorkloadStarted)] == ["wide"]  # type: ignore[attr-defined]
+    assert not of(out, ev.WorkloadPreempted)

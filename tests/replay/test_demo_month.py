@@ -1,0 +1,58 @@
+"""The demo month: seeded, reproducible, and shaped like the cluster the published accounts describe."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from ledger.events import validated
+from ledger.replay.demo_month import DAYS, FULL, generate
+
+
+def test_the_same_seed_gives_the_same_month_and_another_seed_another() -> None:
+    one, two, other = generate(7, scale=0.05), generate(7, scale=0.05), generate(8, scale=0.05)
+    assert [s.model_dump() for s in one.submissions] == [s.model_dump() for s in two.submissions]
+    assert [s.model_dump() for s in one.submissions] != [s.model_dump() for s in other.submissions]
+
+
+def test_the_month_has_the_described_tree_and_mix() -> None:
+    month = generate(7, scale=0.5)
+    b = month.budgets
+    assert (b.gpus, b.gpus_per_node) == (1024, 8)
+    assert {n.path.count("/") for n in b.nodes} == {0, 1, 2, 3}, "root, programs, projects, researchers"
+    assert 140 <= len(b.leaves) <= 160
+    subs = month.submissions
+    assert all(validated(s) == s for s in subs[:: max(1, len(subs) // 500)])
+    assert all(month.start <= s.time < month.end for s in subs)
+    assert (month.end - month.start).days == DAYS
+    assert [s.time for s in subs] == sorted(s.time for s in subs)
+    assert len({s.workload_id for s in subs}) == len(subs)
+    kinds = Counter(s.kind for s in subs)
+    debug = [s for s in subs if s.min_runtime_s <= 900 and s.min_runtime_s > 0]
+    assert all(1 <= s.gpus <= 8 for s in debug) and len(debug) > 0.4 * len(subs)
+    assert kinds["interactive"] and kinds["training"]
+    assert any(s.gpus >= 256 for s in subs) and all(s.gpus <= 512 for s in subs)
+    assert any(s.min_runtime_s == 0 for s in subs), "some unallocated sweeps"
+    assert any(not s.resumable and s.kind != "debug" for s in subs), "some non-resumable work besides debug"
+    training = [s for s in subs if s.kind == "training" and s.resumable]
+    assert all(s.checkpoint_interval_s and s.work_s > s.checkpoint_interval_s for s in training)
+    work = sum(s.gpus * (s.work_s or 0) for s in subs)
+    capacity = b.gpus * DAYS * 86_400 * 0.5  # this month is half the demo's
+    assert 0.6 < work / capacity < 1.2, "submitted work near what the cluster can run: bursts make the queue"
+
+
+def test_teams_come_in_bursts() -> None:
+    month = generate(7, scale=0.3)
+    per_day: dict[str, Counter[int]] = {}
+    for s in month.submissions:
+        project = s.budget.rsplit("/", 1)[0]
+        per_day.setdefault(project, Counter())[(s.time - month.start).days] += 1
+    # in a bursty project the busiest day sees several times the quietest day's submissions
+    ratios = [max(c.values()) / max(1, min(c.get(d, 0) for d in range(DAYS))) for c in per_day.values()]
+    assert sorted(ratios)[len(ratios) // 2] > 3
+
+
+def test_the_full_month_holds_about_a_hundred_thousand_workloads() -> None:
+    month = generate(7, mix=FULL)
+    assert 95_000 < len(month.submissions) < 105_000
+    work = sum(s.gpus * (s.work_s or 0) for s in month.submissions)
+    assert 0.7 < work / (month.budgets.gpus * DAYS * 86_400) < 1.2

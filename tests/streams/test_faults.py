@@ -1,0 +1,133 @@
+"""Faults the streaming path survives: a worker killed at random, and a topic full of garbage."""
+
+from __future__ import annotations
+
+import io
+import math
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import fastavro
+import pytest
+
+from ledger.codec import MAGIC, encode, fingerprint, parsed_schemas, raw_schemas, to_record
+from ledger.core import Knobs
+from ledger.events import Event
+from streams.deadletter import parse_headers
+from streams.service import DecisionService
+from tests.streams.harness import decoded, produce, produce_events, read_topic, running_worker, wait_for
+from tests.streams.scenarios import checkpoint_heavy, lab_month
+from tests.streams.test_worker import FAST_GROUP, table
+
+pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+
+
+def reference(events: list[Event]) -> tuple[list[Event], dict[str, dict[str, int]]]:
+    """Return the outputs and the occupancy view of one uninterrupted pass (no broker, no timer)."""
+    svc = DecisionService(Knobs())
+    outputs = [o for i, e in enumerate(events) for o in svc.process(encode(e), e.cluster.encode(), 0, i).emit]
+    (st,) = svc.states.values()
+    now = st.occupancy.now_us
+    view = {
+        f"{st.cluster}|{path}": {"allocated_gpu_s": o.allocated_gpu_s, "unallocated_gpu_s": o.unallocated_gpu_s,
+                                 "as_of_us": now}
+        for path, o in st.occupancy.totals(now).items()
+    }
+    return outputs, view
+
+
+def test_a_worker_killed_twenty_times_ends_exactly_like_an_uninterrupted_run(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    inputs = checkpoint_heavy().inputs[:50_000]
+    assert len(inputs) == 50_000
+    expected_outputs, expected_view = reference(inputs)
+    rng = random.Random(2026)
+    extra = [*FAST_GROUP, "--idle-clock-rate", "0", "--checkpoint-every", "500"]
+    with running_worker(kafka_bootstrap, tmp_path, extra=extra) as worker:
+        produce_events(kafka_bootstrap, worker.topics.events, inputs)
+        for _ in range(20):
+            worker.start()
+            worker.wait_ready()
+            wait_for(lambda: worker.metric("gpuledger_worker_records_total") > 0, timeout_s=30, every_s=0.05)
+            worker.kill_after(rng.uniform(0.0, 1.5))  # SIGKILL: mid-batch, mid-checkpoint, anywhere
+        worker.start()
+        worker.wait_ready()
+        try:
+            wait_for(lambda: table(worker) == expected_view, timeout_s=400, every_s=0.5)
+        finally:
+            got_view = table(worker)
+            print("records processed since the last start:", worker.metric("gpuledger_worker_records_total"))
+            differ = {k: (v, got_view.get(k)) for k, v in expected_view.items() if got_view.get(k) != v}
+            print("nodes that differ:", differ)
+        records = read_topic(kafka_bootstrap, worker.topics.decisions, want=len(expected_outputs), idle_s=2)
+        got = decoded(records)
+        assert len({e.event_id for e in got}) == len(got), "an output was emitted twice"
+        assert got == expected_outputs
+
+
+def _invalid_values(rng: random.Random, event: Event) -> bytes:
+    """Return valid Avro of ``event``'s schema whose values break a domain rule."""
+    record = to_record(event)
+    mutations: list[tuple[str, Any]] = [
+        ("gpus", -rng.randrange(1, 64)),
+        ("min_runtime_s", -1),
+        ("time", datetime(2150, 1, 1, tzinfo=UTC)),
+        ("budget", "lab//" + "x" * rng.randrange(1, 5)),
+        ("workload_id", ""),
+        ("user", ""),
+    ]
+    field, value = rng.choice(mutations)
+    record[field] = value
+    buf = io.BytesIO()
+    buf.write(MAGIC + fingerprint(raw_schemas()[event.type_name]))
+    fastavro.schemaless_writer(buf, parsed_schemas()[event.type_name], record)
+    return buf.getvalue()
+
+
+def fuzzed(rng: random.Random, n: int, template: Event) -> list[bytes]:
+    """Return ``n`` records that must all be refused: random bytes, unknown fingerprints, invalid values."""
+    good = encode(template)
+    out = []
+    for i in range(n):
+        kind = i % 3
+        if kind == 0:
+            out.append(rng.randbytes(rng.randrange(0, 120)))
+        elif kind == 1:
+            out.append(MAGIC + rng.randbytes(8) + good[10:])
+        else:
+            out.append(_invalid_values(rng, template))
+    return out
+
+
+def test_ten_thousand_fuzzed_records_go_to_the_dead_letter_topic_and_change_nothing(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    valid = lab_month().inputs[:600]
+    submission = next(e for e in valid if e.type_name == "WorkloadSubmitted")
+    garbage = fuzzed(random.Random(99), 10_000, submission)
+    expected_outputs, expected_view = reference(valid)
+    with running_worker(kafka_bootstrap, tmp_path, extra=FAST_GROUP) as worker:
+        produce_events(kafka_bootstrap, worker.topics.events, valid[:300])
+        produce(kafka_bootstrap, worker.topics.events, [(b"demo", g) for g in garbage])
+        produce_events(kafka_bootstrap, worker.topics.events, valid[300:])
+        worker.start()
+        worker.wait_ready()
+        letters = read_topic(kafka_bootstrap, worker.topics.deadletter, want=len(garbage), idle_s=2)
+        assert worker.alive and worker.get("/healthz")[0] == 200
+        assert len(letters) == len(garbage)
+        headers = [parse_headers(m.headers) for m in letters]
+        assert all(h["reason"] for h in headers)
+        sources = [int(h["source"].rsplit("/", 1)[1]) for h in headers]
+        assert sources == list(range(300, 300 + len(garbage)))  # exactly the fuzzed offsets, each once
+        assert [m.value for m in letters] == garbage  # the original bytes, for inspection
+        reasons = " ".join(h["reason"] for h in headers)
+        for kind in ("DecodeError", "fingerprint", "EventValidationError"):
+            assert kind in reasons
+        records = read_topic(kafka_bootstrap, worker.topics.decisions, want=len(expected_outputs), idle_s=2)
+        assert decoded(records) == expected_outputs
+        wait_for(lambda: table(worker) == expected_view, timeout_s=30)
+        assert worker.metric("gpuledger_worker_deadletters_total") == len(garbage)
+        assert not math.isnan(worker.metric("gpuledger_worker_events_per_second"))

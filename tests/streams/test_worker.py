@@ -1,0 +1,85 @@
+"""The worker against a real broker: the replay's decisions and occupancy, restartable tables, probes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ledger.events import Event
+from streams.occupancy import OccupancyProjection
+from tests.streams.harness import WorkerProc, decoded, produce_events, read_topic, running_worker, wait_for
+from tests.streams.scenarios import lab_month
+
+pytestmark = pytest.mark.kafka
+
+FAST_GROUP = ["--session-timeout", "2", "--rebalance-timeout", "1"]
+
+
+def occupancy_of(events: list[Event] | tuple[Event, ...]) -> dict[str, dict[str, int]]:
+    """Return rolling occupancy per node recounted from a ledger, as the worker's table shows it."""
+    proj = OccupancyProjection()
+    for e in events:
+        proj.apply(e)
+    return {
+        f"{e.cluster}|{path}": {
+            "allocated_gpu_s": occ.allocated_gpu_s, "unallocated_gpu_s": occ.unallocated_gpu_s, "as_of_us": proj.now_us
+        }
+        for e in events[:1]
+        for path, occ in proj.totals().items()
+    }
+
+
+def table(worker: WorkerProc) -> dict[str, dict[str, int]]:
+    status, body = worker.get("/occupancy")
+    assert status == 200
+    result: dict[str, dict[str, int]] = json.loads(body)
+    return result
+
+
+def test_kafka_and_the_worker_decide_what_the_embedded_replay_decided(kafka_bootstrap: str, tmp_path: Path) -> None:
+    ledger = lab_month()
+    # a huge idle clock rate: once the stream is drained, the timer plays out every remaining wake-up,
+    # as the replay does at the end of its input
+    extra = [*FAST_GROUP, "--idle-clock-rate", "1e9", "--idle-after", "1"]
+    with running_worker(kafka_bootstrap, tmp_path, extra=extra) as worker:
+        produce_events(kafka_bootstrap, worker.topics.events, ledger.inputs)
+        worker.start()
+        worker.wait_ready()
+        records = read_topic(kafka_bootstrap, worker.topics.decisions, want=len(ledger.outputs), idle_s=3)
+        assert decoded(records) == ledger.outputs
+        assert {m.key for m in records} == {b"demo"}
+        expected = occupancy_of(ledger.events)
+        wait_for(lambda: table(worker) == expected, timeout_s=30)
+        # the occupancy table is changelog-backed: a restarted worker serves it before any new input
+        worker.stop()
+        worker.start()
+        worker.wait_ready()
+        wait_for(lambda: table(worker) == expected, timeout_s=30)
+        assert read_topic(kafka_bootstrap, worker.topics.decisions, idle_s=2) == records  # nothing re-emitted
+
+
+def test_an_operator_can_probe_health_readiness_and_metrics(kafka_bootstrap: str, tmp_path: Path) -> None:
+    inputs = lab_month().inputs[:800]
+    with running_worker(kafka_bootstrap, tmp_path, extra=FAST_GROUP) as worker:
+        worker.start()
+        wait_for(lambda: worker.alive and _answers(worker), timeout_s=30)
+        assert worker.get("/healthz")[0] == 200
+        worker.wait_ready()
+        produce_events(kafka_bootstrap, worker.topics.events, inputs)
+        wait_for(lambda: worker.metric('gpuledger_worker_records_total{outcome="applied"}') == len(inputs))
+        _, body = worker.get("/metrics")
+        text = body.decode()
+        for name in ("gpuledger_worker_events_per_second", "gpuledger_worker_decisions_total",
+                     "gpuledger_worker_deadletters_total", "gpuledger_worker_consumer_lag"):
+            assert name in text
+        assert worker.metric("gpuledger_worker_decisions_total") > 0
+        wait_for(lambda: worker.metric("gpuledger_worker_consumer_lag") == 0, timeout_s=10)
+
+
+def _answers(worker: WorkerProc) -> bool:
+    try:
+        return worker.get("/healthz")[0] == 200
+    except OSError:
+        return False
