@@ -21,6 +21,8 @@ WEEK_S = 7 * 86_400
 _TIME_TABLES = ("ev_submitted", "ev_started", "ev_checkpoint", "ev_preempted", "ev_requeued", "ev_completed",
                 "ev_node", "ev_allocation", "ev_refused", "ev_health", "ev_capacity", "ev_decision")
 
+_PAIRING_TABLES = ("life", "cand_runs", "loose_ends", "ordered_runs", "runs_checked")
+
 Source = str | Path | Iterable[Any] | duckdb.DuckDBPyConnection
 
 
@@ -59,6 +61,8 @@ def prepare(
     )
     con.execute(sql_text("derive"))
     con.execute(sql_text("anomalies"))
+    for table in _PAIRING_TABLES:  # only the pairing and the anomalies read these; free their memory
+        con.execute(f"DROP TABLE IF EXISTS {table}")
     for name in AUDITS:
         con.execute(sql_text(name))
 

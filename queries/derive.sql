@@ -24,13 +24,13 @@ SEMI JOIN (SELECT min(seq) AS seq FROM ev_submitted GROUP BY workload_id) USING 
 CREATE OR REPLACE TEMP TABLE life AS
 WITH ev AS (
     SELECT seq, event_id, workload_id, "time", 'start' AS kind, gpus, allocated, protected_until, attempt,
-           nodes, NULL::VARCHAR AS reason, NULL::VARCHAR AS preempted_by, NULL::VARCHAR AS outcome
+           NULL::VARCHAR AS reason, NULL::VARCHAR AS preempted_by, NULL::VARCHAR AS outcome
     FROM ev_started
     UNION ALL
-    SELECT seq, event_id, workload_id, "time", 'preempt', NULL, NULL, NULL, NULL, NULL, reason, preempted_by, NULL
+    SELECT seq, event_id, workload_id, "time", 'preempt', NULL, NULL, NULL, NULL, reason, preempted_by, NULL
     FROM ev_preempted
     UNION ALL
-    SELECT seq, event_id, workload_id, "time", 'complete', NULL, NULL, NULL, NULL, NULL, NULL, NULL, outcome
+    SELECT seq, event_id, workload_id, "time", 'complete', NULL, NULL, NULL, NULL, NULL, NULL, outcome
     FROM ev_completed
 )
 SELECT ev.*, lag(kind) OVER w AS prev_kind, lead(kind) OVER w AS next_kind, lead(seq) OVER w AS next_seq,
@@ -57,12 +57,12 @@ WITH openers AS (
     GROUP BY o.seq
 )
 SELECT o.workload_id, o.seq AS start_seq, o.event_id AS start_event_id, o."time" AS start_us, o.gpus,
-       o.allocated, o.protected_until, o.attempt, o.nodes,
+       o.allocated, o.protected_until, o.attempt,
        o.next_seq AS end_seq, o.next_event_id AS end_event_id, o.next_us AS end_us, o.next_kind AS end_kind,
        o.next_reason AS reason, o.next_by AS preempted_by, o.next_outcome AS outcome
 FROM openers o WHERE o.next_kind IS DISTINCT FROM 'start'
 UNION ALL
-SELECT o.workload_id, o.seq, o.event_id, o."time", o.gpus, o.allocated, o.protected_until, o.attempt, o.nodes,
+SELECT o.workload_id, o.seq, o.event_id, o."time", o.gpus, o.allocated, o.protected_until, o.attempt,
        l.end_seq, l.end_event_id, l.end_us, l.end_kind, l.reason, l.preempted_by, l.outcome
 FROM openers o LEFT JOIN late_closed l ON l.start_seq = o.seq
 WHERE o.next_kind = 'start';
@@ -99,10 +99,11 @@ SELECT *,
 FROM ordered_runs WHERE problem IS NULL;
 
 -- Valid runs, with the workload's budget and the end used for accounting (open runs end at t1).
+-- (Hosts stay in ev_started; join on start_seq = seq when needed.)
 CREATE OR REPLACE TEMP TABLE runs AS
 SELECT r.workload_id, w.budget, w.kind, w.min_runtime_s, w.restart_s,
        r.start_seq, r.start_event_id, r.start_us, r.end_seq, r.end_event_id, r.end_us, r.end_kind,
-       r.gpus, r.allocated, r.protected_until, r.attempt, r.nodes, r.reason, r.preempted_by, r.outcome,
+       r.gpus, r.allocated, r.protected_until, r.attempt, r.reason, r.preempted_by, r.outcome,
        row_number() OVER (PARTITION BY r.workload_id ORDER BY r.start_seq) AS run_no,
        lead(r.start_us) OVER (PARTITION BY r.workload_id ORDER BY r.start_seq) AS next_start_us,
        greatest(r.start_us, p.t0) AS lo_us,

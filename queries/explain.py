@@ -79,10 +79,11 @@ def fair_tree_order(con: duckdb.DuckDBPyConnection, t_us: int) -> list[dict[str,
 
 def _running_at(con: duckdb.DuckDBPyConnection, t_us: int, exclude: str) -> list[dict[str, Any]]:
     return rows(con, f"""
-        SELECT workload_id, budget, gpus, allocated, nodes, protected_until, start_us FROM runs
-        WHERE start_us <= {int(t_us)} AND coalesce(end_us, (SELECT t1 FROM params) + 1) > {int(t_us)}
-          AND workload_id <> '{exclude.replace("'", "''")}'
-        ORDER BY gpus DESC, start_us LIMIT 4""")
+        SELECT r.workload_id, r.budget, r.gpus, r.allocated, s.nodes, r.protected_until, r.start_us
+        FROM runs r JOIN ev_started s ON s.seq = r.start_seq
+        WHERE r.start_us <= {int(t_us)} AND coalesce(r.end_us, (SELECT t1 FROM params) + 1) > {int(t_us)}
+          AND r.workload_id <> '{exclude.replace("'", "''")}'
+        ORDER BY r.gpus DESC, r.start_us LIMIT 4""")
 
 
 def _holders_text(holders: list[dict[str, Any]], t_us: int) -> str:
@@ -182,7 +183,8 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S) -> dict[st
         f"{iso(me['submit_us'])}: {workload_id} was submitted by {me['user']} to {me['budget']}: {_gpus(me['gpus'])}, "
         f"{mode}, minimum runtime {_dur(me['min_runtime_s'] * 1_000_000)}, "
         f"{'resumable' if me['resumable'] else 'not resumable'}, kind {me['kind']}.")})
-    runs = rows(con, f"SELECT * FROM runs WHERE workload_id = '{q}' ORDER BY start_seq")
+    runs = rows(con, f"SELECT r.*, s.nodes FROM runs r JOIN ev_started s ON s.seq = r.start_seq "
+                     f"WHERE r.workload_id = '{q}' ORDER BY r.start_seq")
     pre = {r["event_id"]: r for r in rows(con, f"SELECT * FROM preemptions WHERE workload_id = '{q}'")}
     wait_from = me["submit_us"]
     for run in runs:

@@ -8,7 +8,8 @@
 CREATE OR REPLACE TEMP TABLE run_on_down AS
 WITH down_hosts AS (SELECT list(DISTINCT host) AS hosts FROM segment_down_hosts),
 candidates AS (
-    SELECT r.* FROM runs r, down_hosts d WHERE r.hi_us > r.lo_us AND list_has_any(r.nodes, d.hosts)
+    SELECT r.*, s.nodes FROM runs r JOIN ev_started s ON s.seq = r.start_seq, down_hosts d
+    WHERE r.hi_us > r.lo_us AND list_has_any(s.nodes, d.hosts)
 ), per_node AS (
     SELECT workload_id, allocated, lo_us, hi_us, gpus, len(nodes) AS n,
            unnest(nodes) AS host, unnest(range(1, len(nodes) + 1)) AS i
