@@ -54,12 +54,12 @@ class Mix:
 
     debug: int = 5_000
     batch: int = 2_000
-    sweep: int = 3_000  # unallocated fill (sweep trials and evals): minimum runtime 0, submitted in arrays
+    sweep: int = 2_000  # unallocated fill (sweep trials and evals): minimum runtime 0, submitted in arrays
     interactive: int = 500
     training: int = 250
     backlog_training: int = 24  # already queued when the month starts
     batch_hours: float = 6.0  # median productive hours of a batch job
-    sweep_hours: float = 9.0  # median productive hours of one unallocated fill job
+    sweep_hours: float = 13.5  # median productive hours of one unallocated fill job
 
     def scaled(self, factor: float) -> Mix:
         """Return the same mix with every count multiplied by ``factor`` (at least 1 each)."""
@@ -68,9 +68,9 @@ class Mix:
 
 
 DEMO = Mix()
-"""What ``gpuledger demo`` replays: about 10,800 workloads (3,000 of them fill), submitted work about
-capacity (0.85x allocated, 0.19x fill), which with bursts, preemption and the fill backlog keeps demand
-(GPUs waiting or running) well above capacity."""
+"""What ``gpuledger demo`` replays: about 9,800 workloads (2,000 of them fill), submitted work about
+capacity (0.83x allocated, 0.18x fill), which with bursts, preemption and the fill backlog keeps demand
+(GPUs waiting or running) about 2.7-3.1x capacity (depending on the policy)."""
 FULL = Mix(debug=52_000, batch=36_000, sweep=9_000, interactive=2_500, training=170, batch_hours=0.8, sweep_hours=3.5)
 """The same month with about 100,000 workloads (many more short jobs, fill ~0.2x capacity):
 ``make bench`` and ``demo --month full``."""
@@ -168,7 +168,7 @@ def generate(
     bursts = {p: _bursts(rng, span) for p in projects}
     rows: list[tuple[int, str, dict[str, object]]] = []
 
-    def add(t: int, project: str, kind: WorkloadKind, fields: dict[str, object]) -> None:
+    def add(t: int, project: str, kind: WorkloadKind | str, fields: dict[str, object]) -> None:
         rows.append((t, project, {"kind": kind, **fields}))
 
     for project in projects:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 
 from ledger.events import validated
 from ledger.replay.demo_month import DAYS, FULL, generate
@@ -70,7 +71,7 @@ def test_teams_fill_idle_gpus_with_free_preemptible_work_in_arrays() -> None:
     by_team: dict[str, list[float]] = {}
     for s in fill:
         by_team.setdefault(s.budget.rsplit("/", 1)[0], []).append(s.time.timestamp())
-    close = sum(1 for ts in by_team.values() for a, b in zip(ts, ts[1:], strict=False) if b - a <= 120)
+    close = sum(1 for ts in by_team.values() for a, b in pairwise(ts) if b - a <= 120)
     assert close > 0.6 * len(fill)
 
 
