@@ -1,4 +1,4 @@
-"""Replay speed: the demo months (1,024 GPUs; ~8,000 and ~100,000 workloads) and the largest ITP trace.
+"""Replay speed: the demo months (1,024 GPUs; ~9,800 and ~100,000 workloads) and the largest ITP trace.
 
 Reports wall time, events per second, simulated seconds per wall second (target > 250,000, i.e.
 the month in under 10 s), peak memory (target < 1 GiB), and where the time goes (cProfile top

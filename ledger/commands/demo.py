@@ -2,7 +2,8 @@
 
 The month: a 1,024-GPU cluster (128 hosts x 8), a budget tree of 5 programs, 13 projects and
 about 150 researchers, demand two to three times capacity, bursty teams, debug runs, long
-resumable training runs, unallocated sweeps, interactive sessions. Seeded: the same --seed
+resumable training runs, interactive sessions, and free preemptible fill work (sweeps, evals)
+that keeps idle GPUs busy. Seeded: the same --seed
 gives the same month and the same event logs. DIR gets trace.csv and budgets.yaml (replay them
 yourself with `gpuledger compare`), one run directory per policy, and report.html.
 """
@@ -28,7 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--month",
         choices=("demo", "full"),
         default="demo",
-        help="demo: ~8,000 workloads (default); full: ~100,000 workloads, many more short jobs (slower)",
+        help="demo: ~9,800 workloads (default); full: ~100,000 workloads, many more short jobs (slower)",
     )
     p.add_argument("--scale", type=float, default=1.0, help="multiply the number of workloads (default 1.0)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -37,8 +38,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 INTRO = """\
 A month on a 1,024-GPU cluster ({hosts} hosts x {per} GPUs), {teams} researchers in {projects} projects
 under {programs} programs. {workloads:,} workloads: {debug:,} debug runs (minimum runtime <= 15 min),
-{training:,} training runs (up to 512 GPUs, checkpointing), {sweeps:,} unallocated sweeps (minimum runtime 0),
-{interactive:,} interactive sessions and {batch:,} batch jobs. Demand averages {demand:.1f}x capacity.
+{training:,} training runs (up to 512 GPUs, checkpointing), {interactive:,} interactive sessions,
+{batch:,} batch jobs and {sweeps:,} fill jobs: free sweeps and evals that use idle GPUs (minimum
+runtime 0, preemptible by any allocated request). Demand averages {demand:.1f}x capacity.
 
 The same workloads are replayed twice: under `fairshare` (budgets: each team is owed its share of
 GPU time, ordered by use over a 7-day window, protected for its minimum runtime up to 8 h) and

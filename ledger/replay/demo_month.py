@@ -4,8 +4,18 @@ The shape follows the published accounts of budget-driven GPU scheduling: 128 ho
 a budget tree of programs, projects and about 150 researchers (root/program/project/researcher),
 demand two to three times capacity, teams whose work comes in bursts, many short debug runs
 (minimum runtime 15 minutes or less, 1–8 GPUs), long resumable training runs with checkpoints
-(some 64–512 GPUs wide), unallocated sweeps (minimum runtime 0), and some non-resumable and
-interactive work. Priority is inflated as in the old system: most work asks for the top level.
+(some 64–512 GPUs wide), and some non-resumable and interactive work. Priority is inflated as in
+the old system: 80% of all work asks for the top level.
+
+Teams also keep the cluster full with *fill*: free, preemptible work (hyperparameter sweeps and
+eval suites of 1–8 GPUs, minimum runtime 0, resumable, checkpointing every 10–30 min) launched in
+arrays of 4–24 jobs. The published cluster ran at 98% occupancy with 18% of its delivered GPU-hours
+unallocated: without fill, the GPUs left idle while wide jobs wait for whole hosts stay idle, and
+small allocated jobs always find a free GPU, so nothing shows the debug wait a full cluster gives
+under priorities. Fill is about a fifth of the cluster's GPU-hours, more than the idle fragments
+take, so a backlog of it is always waiting to use them. Under fair share any allocated request
+preempts it; under the priority baseline it is preemptible only by strictly higher priority, and as
+most of it is submitted at the top level too, it holds its GPUs against top-level debug runs.
 
 Everything comes from one ``random.Random(seed)``, so the same seed gives the same month.
 """
@@ -26,7 +36,7 @@ from ledger.replay.budgets import BudgetNode, Budgets
 START = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
 DAYS = 30
 HOUR = 3600
-_PRIORITIES = (2, 2, 2, 2, 2, 2, 2, 1, 1, 0)
+_PRIORITIES = (2, 2, 2, 2, 2, 2, 2, 2, 1, 0)
 
 # program: (share, {project: share}) — shares are relative weights among siblings
 PROGRAMS: dict[str, tuple[float, dict[str, float]]] = {
@@ -44,12 +54,12 @@ class Mix:
 
     debug: int = 5_000
     batch: int = 2_000
-    sweep: int = 300  # unallocated: minimum runtime 0
+    sweep: int = 2_000  # unallocated fill (sweep trials and evals): minimum runtime 0, submitted in arrays
     interactive: int = 500
     training: int = 250
     backlog_training: int = 24  # already queued when the month starts
     batch_hours: float = 6.0  # median productive hours of a batch job
-    sweep_hours: float = 6.0  # median productive hours of an unallocated sweep job
+    sweep_hours: float = 13.5  # median productive hours of one unallocated fill job
 
     def scaled(self, factor: float) -> Mix:
         """Return the same mix with every count multiplied by ``factor`` (at least 1 each)."""
@@ -58,10 +68,12 @@ class Mix:
 
 
 DEMO = Mix()
-"""What ``gpuledger demo`` replays: about 8,000 workloads, submitted work about 0.85x capacity, which
-with bursts and preemption keeps demand (GPUs waiting or running) about 2.2-2.8x capacity (depending on the policy)."""
-FULL = Mix(debug=52_000, batch=36_000, sweep=9_000, interactive=2_500, training=170, batch_hours=0.8, sweep_hours=0.7)
-"""The same month with about 100,000 workloads (many more short jobs): ``make bench`` and ``demo --month full``."""
+"""What ``gpuledger demo`` replays: about 9,800 workloads (2,000 of them fill), submitted work about
+capacity (0.83x allocated, 0.18x fill), which with bursts, preemption and the fill backlog keeps demand
+(GPUs waiting or running) about 2.7-3.1x capacity (depending on the policy)."""
+FULL = Mix(debug=52_000, batch=36_000, sweep=9_000, interactive=2_500, training=170, batch_hours=0.8, sweep_hours=3.5)
+"""The same month with about 100,000 workloads (many more short jobs, fill ~0.2x capacity):
+``make bench`` and ``demo --month full``."""
 
 
 @dataclass
@@ -132,6 +144,16 @@ def _times(rng: random.Random, count: int, span_s: int, weight: Callable[[int], 
     return [h * HOUR + rng.randrange(HOUR) for h in rng.choices(range(hours), cum_weights=cum, k=count)]
 
 
+def _arrays(rng: random.Random, count: int, span_s: int, weight: Callable[[int], float]) -> list[int]:
+    """Draw ``count`` arrival times in arrays of 4–24 jobs launched together (a sweep, an eval suite)."""
+    times: list[int] = []
+    while len(times) < count:
+        size = min(count - len(times), rng.randint(4, 24))
+        (t0,) = _times(rng, 1, span_s, weight)
+        times.extend(min(span_s - 1, t0 + rng.randrange(120)) for _ in range(size))
+    return times
+
+
 def generate(
     seed: int = 7, *, scale: float = 1.0, mix: Mix = DEMO, researchers: int = 150, cluster: str = "demo"
 ) -> DemoMonth:
@@ -146,7 +168,7 @@ def generate(
     bursts = {p: _bursts(rng, span) for p in projects}
     rows: list[tuple[int, str, dict[str, object]]] = []
 
-    def add(t: int, project: str, kind: WorkloadKind, fields: dict[str, object]) -> None:
+    def add(t: int, project: str, kind: WorkloadKind | str, fields: dict[str, object]) -> None:
         rows.append((t, project, {"kind": kind, **fields}))
 
     for project in projects:
@@ -163,8 +185,8 @@ def generate(
             add(t, project, "debug", _debug(rng))
         for t in _times(rng, round(mix.batch * share), span, bursty):
             add(t, project, "batch", _batch(rng, mix.batch_hours))
-        for t in _times(rng, round(mix.sweep * share), span, bursty):
-            add(t, project, "batch", _sweep(rng, mix.sweep_hours))
+        for t in _arrays(rng, round(mix.sweep * share), span, bursty):
+            add(t, project, "sweep", _sweep(rng, mix.sweep_hours))
         for t in _times(rng, round(mix.interactive * share), span, working):
             add(t, project, "interactive", _interactive(rng))
         for t in _times(rng, round(mix.training * share), span, bursty):
@@ -178,9 +200,10 @@ def generate(
     counters: dict[str, int] = {}
     for t, project, f in rows:
         leaf = rng.choice(per_project[project])
-        kind = str(f.pop("kind"))
-        counters[kind] = counters.get(kind, 0) + 1
-        wid = f"{kind[:3]}-{counters[kind]:06d}"
+        label = str(f.pop("kind"))
+        kind = "batch" if label == "sweep" else label  # fill is batch work on the free tier
+        counters[label] = counters.get(label, 0) + 1
+        wid = f"{label[:3]}-{counters[label]:06d}"
         # priority inflation: most work asks for the top level, as under the old scheduler
         priority = _PRIORITIES[rng.randrange(10)]
         fields = {
@@ -229,8 +252,9 @@ def _batch(rng: random.Random, hours: float) -> dict[str, object]:
 
 
 def _sweep(rng: random.Random, hours: float) -> dict[str, object]:
+    # free work to fill idle GPUs: resumable and checkpointing often, since anyone may preempt it
     return {
-        "gpus": rng.choice((1, 1, 2, 4, 8)),
+        "gpus": rng.choice((1, 2, 2, 4, 4, 8, 8)),
         "min_runtime_s": 0,
         "resumable": True,
         "work_s": int(rng.lognormvariate(math.log(hours * HOUR), 0.6)) + 300,

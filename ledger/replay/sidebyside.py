@@ -81,7 +81,7 @@ def measures(largest: str | None = None) -> list[Measure]:
         Measure("teams_below_95", "  teams under 95% of what they were owed", _teams_below(0.95), "count"),
         Measure(
             "debug_p50_wait_s",
-            "debug jobs (min runtime <= 15 min): wait p50",
+            "debug jobs (min runtime 1 s-15 min): wait p50",
             _dig(*a, "wait_by_size", "debug", "p50_s"),
             "seconds",
         ),

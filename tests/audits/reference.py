@@ -323,7 +323,7 @@ def reference_audit(events: list[ev.Event], since_min: int | None = None, until_
     wait_by_size: dict[str, Any] = {}
     for kind, ws in waits.items():
         block = {"buckets": [stats(s, [x for g, _, x in ws if a <= g <= b]) for s, a, b in bounds],
-                 "debug": stats("debug", [x for _, mr, x in ws if mr <= 900])}
+                 "debug": stats("debug", [x for _, mr, x in ws if 0 < mr <= 900])}
         if kind == "first":
             wait_by_size.update(block)
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from itertools import pairwise
 
 from ledger.events import validated
 from ledger.replay.demo_month import DAYS, FULL, generate
@@ -31,7 +32,6 @@ def test_the_month_has_the_described_tree_and_mix() -> None:
     assert all(1 <= s.gpus <= 8 for s in debug) and len(debug) > 0.4 * len(subs)
     assert kinds["interactive"] and kinds["training"]
     assert any(s.gpus >= 256 for s in subs) and all(s.gpus <= 512 for s in subs)
-    assert any(s.min_runtime_s == 0 for s in subs), "some unallocated sweeps"
     assert any(not s.resumable and s.kind != "debug" for s in subs), "some non-resumable work besides debug"
     training = [s for s in subs if s.kind == "training" and s.resumable]
     assert all(s.checkpoint_interval_s and s.work_s > s.checkpoint_interval_s for s in training)
@@ -56,3 +56,26 @@ def test_the_full_month_holds_about_a_hundred_thousand_workloads() -> None:
     assert 95_000 < len(month.submissions) < 105_000
     work = sum(s.gpus * (s.work_s or 0) for s in month.submissions)
     assert 0.7 < work / (month.budgets.gpus * DAYS * 86_400) < 1.2
+    fill = sum(s.gpus * (s.work_s or 0) for s in month.submissions if s.min_runtime_s == 0)
+    assert 0.12 < fill / (month.budgets.gpus * DAYS * 86_400) < 0.3
+
+
+def test_teams_fill_idle_gpus_with_free_preemptible_work_in_arrays() -> None:
+    month = generate(7, scale=0.5)
+    fill = [s for s in month.submissions if s.min_runtime_s == 0]
+    assert all(1 <= s.gpus <= 8 and s.resumable and s.checkpoint_interval_s for s in fill)
+    capacity = month.budgets.gpus * DAYS * 86_400 * 0.5
+    share = sum(s.gpus * (s.work_s or 0) for s in fill) / capacity
+    assert 0.12 < share < 0.3, "more free work than the idle fragments take, not more than the cluster"
+    # launched in arrays: most fill jobs have a sibling from the same team within two minutes
+    by_team: dict[str, list[float]] = {}
+    for s in fill:
+        by_team.setdefault(s.budget.rsplit("/", 1)[0], []).append(s.time.timestamp())
+    close = sum(1 for ts in by_team.values() for a, b in pairwise(ts) if b - a <= 120)
+    assert close > 0.6 * len(fill)
+
+
+def test_priority_is_inflated_most_work_asks_for_the_top_level() -> None:
+    subs = generate(7, scale=0.3).submissions
+    top = sum(1 for s in subs if s.priority == max(x.priority for x in subs))
+    assert top > 0.7 * len(subs)
