@@ -18,8 +18,20 @@ from queries.timefmt import iso
 
 AUDITS = ("owed_hours", "discarded_work", "wait_by_size", "occupancy", "fairness")
 WEEK_S = 7 * 86_400
-_TIME_TABLES = ("ev_submitted", "ev_started", "ev_checkpoint", "ev_preempted", "ev_requeued", "ev_completed",
-                "ev_node", "ev_allocation", "ev_refused", "ev_health", "ev_capacity", "ev_decision")
+_TIME_TABLES = (
+    "ev_submitted",
+    "ev_started",
+    "ev_checkpoint",
+    "ev_preempted",
+    "ev_requeued",
+    "ev_completed",
+    "ev_node",
+    "ev_allocation",
+    "ev_refused",
+    "ev_health",
+    "ev_capacity",
+    "ev_decision",
+)
 
 _PAIRING_TABLES = ("life", "cand_runs", "loose_ends", "ordered_runs", "runs_checked")
 
@@ -68,8 +80,18 @@ def prepare(
 
 
 def _team(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: row[k] for k in ("budget", "owed_gpu_hours", "delivered_gpu_hours", "received_gpu_hours", "ratio",
-                                "demand_gpu_hours", "share_gpu_hours")}
+    return {
+        k: row[k]
+        for k in (
+            "budget",
+            "owed_gpu_hours",
+            "delivered_gpu_hours",
+            "received_gpu_hours",
+            "ratio",
+            "demand_gpu_hours",
+            "share_gpu_hours",
+        )
+    }
 
 
 def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -91,9 +113,17 @@ def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     }
 
 
-_DISCARD_KEYS = ("preemptions", "discarded_gpu_hours", "discarded_share", "median_restart_s",
-                 "preemptions_per_workload_week", "delivered_gpu_hours", "lost_since_checkpoint_gpu_hours",
-                 "restart_gpu_hours", "workload_weeks")
+_DISCARD_KEYS = (
+    "preemptions",
+    "discarded_gpu_hours",
+    "discarded_share",
+    "median_restart_s",
+    "preemptions_per_workload_week",
+    "delivered_gpu_hours",
+    "lost_since_checkpoint_gpu_hours",
+    "restart_gpu_hours",
+    "workload_weeks",
+)
 
 
 def discarded_work(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -113,6 +143,7 @@ def discarded_work(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
 
 _WAIT_KEYS = ("size", "jobs", "mean_s", "p50_s", "p90_s", "p99_s", "max_s")
+_DEBUG_BLOCKS = ("debug", "debug_allocated")
 
 
 def wait_by_size(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -121,8 +152,8 @@ def wait_by_size(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
     def block(kind: str) -> dict[str, Any]:
         mine = [{k: r[k] for k in _WAIT_KEYS} for r in stats if r["wait_kind"] == kind]
-        return {"buckets": [r for r in mine if r["size"] != "debug"],
-                "debug": next(r for r in mine if r["size"] == "debug")}
+        special = {r["size"]: r for r in mine if r["size"] in _DEBUG_BLOCKS}
+        return {"buckets": [r for r in mine if r["size"] not in _DEBUG_BLOCKS], **special}
 
     first = block("first")
     cdf = {r["size"]: r["cdf_s"] for r in stats if r["wait_kind"] == "first" and r["jobs"]}
@@ -134,8 +165,10 @@ def occupancy(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     out = rows(con, "SELECT * FROM occupancy_totals")[0]
     out["hourly"] = rows(con, "SELECT iso(hour_us) AS hour, * EXCLUDE (hour_us) FROM occupancy_hourly ORDER BY hour_us")
     out["by_team_hourly"] = rows(
-        con, "SELECT budget, iso(hour_us) AS hour, * EXCLUDE (budget, hour_us) FROM occupancy_team_hourly "
-        "ORDER BY budget, hour_us")
+        con,
+        "SELECT budget, iso(hour_us) AS hour, * EXCLUDE (budget, hour_us) FROM occupancy_team_hourly "
+        "ORDER BY budget, hour_us",
+    )
     return out
 
 
@@ -144,25 +177,38 @@ def fairness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     window_us = con.execute("SELECT window_us FROM params").fetchone()
     return {
         "window_s": (window_us[0] if window_us else 0) // 1_000_000,
-        "hourly": rows(con, "SELECT budget, iso(hour_us) AS hour, * EXCLUDE (budget, hour_us) FROM fairness_hourly "
-                       "ORDER BY budget, hour_us"),
+        "hourly": rows(
+            con,
+            "SELECT budget, iso(hour_us) AS hour, * EXCLUDE (budget, hour_us) FROM fairness_hourly "
+            "ORDER BY budget, hour_us",
+        ),
     }
 
 
 def anomalies(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Return every anomaly with its reason and whether the figures include it (needs ``prepare``)."""
     return [
-        {"kind": r["kind"], "event_id": r["event_id"], "workload_id": r["workload_id"], "time": iso(r["time_us"]),
-         "reason": r["reason"], "included": r["included"], "effect": r["effect"]}
+        {
+            "kind": r["kind"],
+            "event_id": r["event_id"],
+            "workload_id": r["workload_id"],
+            "time": iso(r["time_us"]),
+            "reason": r["reason"],
+            "included": r["included"],
+            "effect": r["effect"],
+        }
         for r in rows(con, "SELECT * FROM anomalies ORDER BY seq, kind")
     ]
 
 
 def workloads(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Return every submitted workload with its first start, end and preemption count (needs ``prepare``)."""
-    return rows(con, "SELECT workload_id, budget, gpus, kind, min_runtime_s, iso(submit_us) AS submit_time, "
-                     "iso(first_start_us) AS first_start_time, iso(end_us) AS end_time, preemptions "
-                     "FROM workload_facts ORDER BY seq")
+    return rows(
+        con,
+        "SELECT workload_id, budget, gpus, kind, min_runtime_s, iso(submit_us) AS submit_time, "
+        "iso(first_start_us) AS first_start_time, iso(end_us) AS end_time, preemptions "
+        "FROM workload_facts ORDER BY seq",
+    )
 
 
 def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
@@ -218,5 +264,20 @@ def audit_run(run_dir: str | Path) -> dict[str, Any]:
     return data
 
 
-__all__ = ["AUDITS", "anomalies", "audit", "audit_run", "collect", "connect", "discarded_work", "fairness",
-           "occupancy", "owed_hours", "prepare", "rows", "wait_by_size", "workloads", "write_json"]
+__all__ = [
+    "AUDITS",
+    "anomalies",
+    "audit",
+    "audit_run",
+    "collect",
+    "connect",
+    "discarded_work",
+    "fairness",
+    "occupancy",
+    "owed_hours",
+    "prepare",
+    "rows",
+    "wait_by_size",
+    "workloads",
+    "write_json",
+]

@@ -32,7 +32,8 @@ def _table(cols: list[str], rows: list[list[Any]], limit: int = 200) -> str:
     body = []
     for r in rows[:limit]:
         tds = "".join(
-            f'<td class="n">{escape(cell(v))}</td>' if isinstance(v, int | float) and not isinstance(v, bool)
+            f'<td class="n">{escape(cell(v))}</td>'
+            if isinstance(v, int | float) and not isinstance(v, bool)
             else f"<td>{escape(cell(v))}</td>"
             for v in r
         )
@@ -56,8 +57,11 @@ def _kpis(data: dict[str, Any]) -> str:
         ("discarded GPU-hours", f"{dw['discarded_gpu_hours']:,.1f} ({_pct(dw['discarded_share'])})"),
         ("eviction ratio", "-" if dw["eviction_ratio"] is None else f"{dw['eviction_ratio']:.2f}"),
     ]
-    return '<div class="kpis">' + "".join(f"<div class='kpi'><b>{escape(v)}</b><span>{escape(k)}</span></div>"
-                                          for k, v in items) + "</div>"
+    return (
+        '<div class="kpis">'
+        + "".join(f"<div class='kpi'><b>{escape(v)}</b><span>{escape(k)}</span></div>" for k, v in items)
+        + "</div>"
+    )
 
 
 def _occupancy_charts(data: dict[str, Any]) -> str:
@@ -71,13 +75,20 @@ def _occupancy_charts(data: dict[str, Any]) -> str:
         used = [r["allocated_gpu_hours"] for r in hours]
         allocation = [r["allocation_gpu_hours"] for r in hours]
         colour = PALETTE[k % len(PALETTE)]
-        charts.append(line_chart(
-            [(f"{team}: allocated GPU-hours run per hour", used, colour, True),
-             (f"{team}: allocation (GPU-hours per hour)", allocation, "#333", False)],
-            title=team, x_labels=(hours[0]["hour"][:13] + "h", hours[-1]["hour"][:13] + "h"),
-        ))
-    legend = ('<p class="note">Filled: allocated GPU-hours the team ran each hour. Dashed: its allocation '
-              "(its share of the available GPU-hours).</p>")
+        charts.append(
+            line_chart(
+                [
+                    (f"{team}: allocated GPU-hours run per hour", used, colour, True),
+                    (f"{team}: allocation (GPU-hours per hour)", allocation, "#333", False),
+                ],
+                title=team,
+                x_labels=(hours[0]["hour"][:13] + "h", hours[-1]["hour"][:13] + "h"),
+            )
+        )
+    legend = (
+        '<p class="note">Filled: allocated GPU-hours the team ran each hour. Dashed: its allocation '
+        "(its share of the available GPU-hours).</p>"
+    )
     return legend + '<div class="grid">' + "".join(charts) + "</div>"
 
 
@@ -86,21 +97,28 @@ def _cluster_chart(data: dict[str, Any]) -> str:
     if not hourly:
         return ""
     return line_chart(
-        [("allocated", [r["allocated_gpu_hours"] for r in hourly], PALETTE[0], True),
-         ("unallocated", [r["allocated_gpu_hours"] + r["unallocated_gpu_hours"] for r in hourly], PALETTE[1], False),
-         ("capacity", [r["capacity_gpu_hours"] for r in hourly], "#333", False)],
-        width=1000, height=180, title="Cluster: allocated (filled), allocated + unallocated and capacity "
-                                      "(dashed), GPU-hours per hour",
+        [
+            ("allocated", [r["allocated_gpu_hours"] for r in hourly], PALETTE[0], True),
+            ("unallocated", [r["allocated_gpu_hours"] + r["unallocated_gpu_hours"] for r in hourly], PALETTE[1], False),
+            ("capacity", [r["capacity_gpu_hours"] for r in hourly], "#333", False),
+        ],
+        width=1000,
+        height=180,
+        title="Cluster: allocated (filled), allocated + unallocated and capacity (dashed), GPU-hours per hour",
         x_labels=(hourly[0]["hour"][:13] + "h", hourly[-1]["hour"][:13] + "h"),
     )
 
 
 def _wait_chart(data: dict[str, Any]) -> str:
     cdf = data["wait_by_size"]["cdf"]
-    curves = {f"{size} GPU{'s' if size != '1' else ''}": (cdf["quantiles"], vals)
-              for size, vals in cdf["wait_s"].items() if size != "debug"}
-    if "debug" in cdf["wait_s"]:
-        curves["debug"] = (cdf["quantiles"], cdf["wait_s"]["debug"])
+    curves = {
+        f"{size} GPU{'s' if size != '1' else ''}": (cdf["quantiles"], vals)
+        for size, vals in cdf["wait_s"].items()
+        if not size.startswith("debug")
+    }
+    for name in ("debug", "debug_allocated"):
+        if name in cdf["wait_s"]:
+            curves[name.replace("_", " ")] = (cdf["quantiles"], cdf["wait_s"][name])
     if not curves:
         return '<p class="note">No workload started in the period.</p>'
     return cdf_chart(curves, title="Share of workloads started within a wait, by size (first waits)")
@@ -111,8 +129,7 @@ def _discard_chart(data: dict[str, Any]) -> str:
     if not teams:
         return '<p class="note">No work was discarded in the period.</p>'
     bars = [(t["budget"], t["lost_since_checkpoint_gpu_hours"], t["restart_gpu_hours"]) for t in teams]
-    return bar_chart(bars, title="Discarded GPU-hours by team",
-                     labels=("since last checkpoint", "restart time"))
+    return bar_chart(bars, title="Discarded GPU-hours by team", labels=("since last checkpoint", "restart time"))
 
 
 def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool = False) -> str:
@@ -120,44 +137,55 @@ def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool
     t = tables(data)
     period = data["period"]
     anomalies = data["anomalies"]
-    an_note = (f"{len(anomalies)} record(s) could not be taken at face value; each says whether the figures "
-               "include it." if anomalies else "None: every record was consistent.")
+    an_note = (
+        f"{len(anomalies)} record(s) could not be taken at face value; each says whether the figures include it."
+        if anomalies
+        else "None: every record was consistent."
+    )
     sections = [
         f"<h1>{escape(title)}</h1>",
         f'<p class="sub">Period {escape(period["start"] or "-")} to {escape(period["end"] or "-")} (UTC).</p>',
         _kpis(data),
-        "<h2>Occupancy by team against its allocation</h2>", _cluster_chart(data), _occupancy_charts(data),
+        "<h2>Occupancy by team against its allocation</h2>",
+        _cluster_chart(data),
+        _occupancy_charts(data),
         _table(*t["occupancy"]),
         "<h2>Owed GPU-hours</h2>",
         '<p class="note">Owed each hour = min(share of available GPU-hours, demand); received = min(delivered, '
         "owed) hour by hour; ratio = received ÷ owed.</p>",
         _table(*t["owed_hours"]),
-        "<h2>Queue wait by size</h2>", _wait_chart(data), _table(*t["wait_by_size"]),
-        "<h2>Discarded work</h2>", _discard_chart(data),
+        "<h2>Queue wait by size</h2>",
+        _wait_chart(data),
+        _table(*t["wait_by_size"]),
+        "<h2>Discarded work</h2>",
+        _discard_chart(data),
         f'<p class="note">Restart time: {escape(data["discarded_work"]["restart_time_source"])}.</p>',
         _table(*t["discarded_work"]),
-        "<h2>Anomalies</h2>", f'<p class="note">{escape(an_note)}</p>',
+        "<h2>Anomalies</h2>",
+        f'<p class="note">{escape(an_note)}</p>',
         _table(*t["anomalies"]) if anomalies else "",
-        "<h2>Workloads</h2>", _table(*t["workloads"], limit=300),
+        "<h2>Workloads</h2>",
+        _table(*t["workloads"], limit=300),
     ]
     if fragment:
         return f'<div class="gpuledger-audit"><style>{_CSS}</style>{"".join(sections)}</div>'
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f"<style>{_CSS}</style></head><body>{''.join(sections)}</body></html>\n")
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"<style>{_CSS}</style></head><body>{''.join(sections)}</body></html>\n"
+    )
 
 
 @overload
-def render_html(source: dict[str, Any] | duckdb.DuckDBPyConnection, path: None = None,
-                title: str = ...) -> str: ...
+def render_html(source: dict[str, Any] | duckdb.DuckDBPyConnection, path: None = None, title: str = ...) -> str: ...
 
 
 @overload
-def render_html(source: dict[str, Any] | duckdb.DuckDBPyConnection, path: str | Path,
-                title: str = ...) -> Path: ...
+def render_html(source: dict[str, Any] | duckdb.DuckDBPyConnection, path: str | Path, title: str = ...) -> Path: ...
 
 
-def render_html(source: dict[str, Any] | duckdb.DuckDBPyConnection, path: str | Path | None = None,
-                title: str = "gpuledger audit") -> Path | str:
+def render_html(
+    source: dict[str, Any] | duckdb.DuckDBPyConnection, path: str | Path | None = None, title: str = "gpuledger audit"
+) -> Path | str:
     """Write the audit (a dict, or a projected DuckDB connection) as a self-contained HTML file; return its path.
 
     Without a path, return an HTML fragment of the same report to embed in another page.
@@ -165,8 +193,7 @@ def render_html(source: dict[str, Any] | duckdb.DuckDBPyConnection, path: str | 
     from queries.audit import collect, prepare
 
     if isinstance(source, duckdb.DuckDBPyConnection):
-        has_params = source.execute(
-            "SELECT count(*) FROM duckdb_tables() WHERE table_name = 'params'").fetchone()
+        has_params = source.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'params'").fetchone()
         if not has_params or not has_params[0]:
             prepare(source)
         data = collect(source)

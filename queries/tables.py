@@ -11,8 +11,15 @@ REPORTS = ("owed_hours", "discarded_work", "wait_by_size", "occupancy", "fairnes
 
 
 def _discard_row(label: str, d: dict[str, Any]) -> list[Any]:
-    return [label, d["preemptions"], d["discarded_gpu_hours"], d["discarded_share"], d["median_restart_s"],
-            d["preemptions_per_workload_week"], d["delivered_gpu_hours"]]
+    return [
+        label,
+        d["preemptions"],
+        d["discarded_gpu_hours"],
+        d["discarded_share"],
+        d["median_restart_s"],
+        d["preemptions_per_workload_week"],
+        d["delivered_gpu_hours"],
+    ]
 
 
 def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]:
@@ -21,27 +28,50 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
     owed = audit["owed_hours"]
     out["owed_hours"] = (
         ["budget", "owed_gpu_hours", "delivered_gpu_hours", "received_gpu_hours", "ratio"],
-        [[t["budget"], t["owed_gpu_hours"], t["delivered_gpu_hours"], t["received_gpu_hours"], t["ratio"]]
-         for t in owed["teams"]]
-        + [["(overall)", owed["owed_gpu_hours"], owed["delivered_gpu_hours"], owed["received_gpu_hours"],
-            owed["overall_ratio"]]],
+        [
+            [t["budget"], t["owed_gpu_hours"], t["delivered_gpu_hours"], t["received_gpu_hours"], t["ratio"]]
+            for t in owed["teams"]
+        ]
+        + [
+            [
+                "(overall)",
+                owed["owed_gpu_hours"],
+                owed["delivered_gpu_hours"],
+                owed["received_gpu_hours"],
+                owed["overall_ratio"],
+            ]
+        ],
     )
     dw = audit["discarded_work"]
     out["discarded_work"] = (
-        ["split", "preemptions", "discarded_gpu_hours", "discarded_share", "median_restart_s",
-         "preemptions_per_workload_week", "delivered_gpu_hours"],
+        [
+            "split",
+            "preemptions",
+            "discarded_gpu_hours",
+            "discarded_share",
+            "median_restart_s",
+            "preemptions_per_workload_week",
+            "delivered_gpu_hours",
+        ],
         [_discard_row("(all)", dw)]
         + [_discard_row(tier, dw["by_tier"][tier]) for tier in ("allocated", "unallocated")]
         + [_discard_row(t["budget"], t) for t in dw["by_team"]],
     )
     wait_rows = []
     for kind, block in (("first", audit["wait_by_size"]), ("requeue", audit["wait_by_size"]["requeue"])):
-        for b in [*block["buckets"], block["debug"]]:
+        for b in [*block["buckets"], block["debug"], block["debug_allocated"]]:
             wait_rows.append([kind, b["size"], b["jobs"], b["mean_s"], b["p50_s"], b["p90_s"], b["p99_s"]])
     out["wait_by_size"] = (["wait", "size", "jobs", "mean_s", "p50_s", "p90_s", "p99_s"], wait_rows)
     occ = audit["occupancy"]
-    occ_cols = ["capacity_gpu_hours", "down_gpu_hours", "occupied_gpu_hours", "occupied_on_down_gpu_hours",
-                "occupied_share", "allocated_share", "unallocated_share"]
+    occ_cols = [
+        "capacity_gpu_hours",
+        "down_gpu_hours",
+        "occupied_gpu_hours",
+        "occupied_on_down_gpu_hours",
+        "occupied_share",
+        "allocated_share",
+        "unallocated_share",
+    ]
     out["occupancy"] = (occ_cols, [[occ[c] for c in occ_cols]])
     fair_cols = ["budget", "hour", "usage_gpu_hours", "allocation_gpu_hours", "hour_ratio", "window_ratio"]
     out["fairness"] = (fair_cols, [[r[c] for c in fair_cols] for r in audit["fairness"]["hourly"]])

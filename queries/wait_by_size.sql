@@ -1,8 +1,9 @@
 -- wait_by_size.sql: how long did jobs of each size wait?
 -- Queue wait = first start - submit; for requeued work, restart - preemption (counted apart).
 -- A wait counts when the start that ends it falls in the period. Size buckets by requested
--- GPUs: 1, 2-8, 9-64, 65-256, 257+; debug = minimum runtime 1 s to 15 min (900 s): unallocated work
--- (minimum runtime 0) asks for no protection and is not a debug run.
+-- GPUs: 1, 2-8, 9-64, 65-256, 257+; debug = minimum runtime <= 15 min (900 s), as defined, which
+-- includes unallocated work (minimum runtime 0); debug_allocated = minimum runtime 1 s to 15 min,
+-- the protected debug runs alone (free fill waiting in its backlog would otherwise dominate).
 -- Percentiles interpolate linearly between ranks (quantile_cont).
 
 CREATE OR REPLACE TEMP TABLE waits AS
@@ -23,11 +24,13 @@ CREATE OR REPLACE TEMP TABLE wait_stats AS
 WITH keyed AS (
     SELECT wait_kind, b.ord, b.size, wait_s FROM waits JOIN size_buckets b ON gpus BETWEEN b.lo AND b.hi
     UNION ALL
-    SELECT wait_kind, 6, 'debug', wait_s FROM waits WHERE min_runtime_s > 0 AND min_runtime_s <= 900
+    SELECT wait_kind, 6, 'debug', wait_s FROM waits WHERE min_runtime_s <= 900
+    UNION ALL
+    SELECT wait_kind, 7, 'debug_allocated', wait_s FROM waits WHERE min_runtime_s > 0 AND min_runtime_s <= 900
 ), grid AS (
     SELECT k.wait_kind, b.ord, b.size
     FROM (VALUES ('first'), ('requeue')) k(wait_kind),
-         (SELECT ord, size FROM size_buckets UNION ALL SELECT 6, 'debug') b
+         (SELECT ord, size FROM size_buckets UNION ALL SELECT 6, 'debug' UNION ALL SELECT 7, 'debug_allocated') b
 )
 SELECT g.wait_kind, g.ord, g.size, count(k.wait_s) AS jobs, avg(k.wait_s) AS mean_s,
        quantile_cont(k.wait_s, 0.5) AS p50_s, quantile_cont(k.wait_s, 0.9) AS p90_s,

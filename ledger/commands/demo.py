@@ -95,7 +95,7 @@ def _headline(results: list[dict[str, Any]]) -> str:
             f"- Teams received {human(a, 'ratio')} of the GPU-hours they were owed under fairshare, "
             f"{human(b, 'ratio')} under priority."
         )
-    a, b = get(fair, "wait_by_size", "debug", "p90_s"), get(prio, "wait_by_size", "debug", "p90_s")
+    a, b = get(fair, "wait_by_size", "debug_allocated", "p90_s"), get(prio, "wait_by_size", "debug_allocated", "p90_s")
     if a is not None and b is not None:
         lines.append(
             f"- Nine in ten debug runs started within {human(a, 'seconds')} under fairshare, "

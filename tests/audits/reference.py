@@ -52,8 +52,9 @@ def _m(t: Any) -> int:
     return us // MIN
 
 
-def reference_audit(events: list[ev.Event], since_min: int | None = None, until_min: int | None = None,
-                    window_h: int = 168) -> dict[str, Any]:
+def reference_audit(
+    events: list[ev.Event], since_min: int | None = None, until_min: int | None = None, window_h: int = 168
+) -> dict[str, Any]:
     """Return the audit figures computed minute by minute from ``events`` (log order)."""
     seq_of = {id(e): i for i, e in enumerate(events)}
     t_all = [_m(e.time) for e in events]
@@ -74,8 +75,14 @@ def reference_audit(events: list[ev.Event], since_min: int | None = None, until_
     # --- pairing -----------------------------------------------------------------------
     life: dict[str, list[ev.Event]] = defaultdict(list)
     for e in events:
-        if isinstance(e, ev.WorkloadStarted | ev.WorkloadPreempted | ev.WorkloadCompleted | ev.CheckpointWritten
-                      | ev.WorkloadRequeued):
+        if isinstance(
+            e,
+            ev.WorkloadStarted
+            | ev.WorkloadPreempted
+            | ev.WorkloadCompleted
+            | ev.CheckpointWritten
+            | ev.WorkloadRequeued,
+        ):
             if e.workload_id not in subs:
                 anomalies.add(("unknown_workload", e.event_id))
             elif not isinstance(e, ev.CheckpointWritten | ev.WorkloadRequeued):
@@ -107,8 +114,7 @@ def reference_audit(events: list[ev.Event], since_min: int | None = None, until_
                     anomalies.add(("preempted_while_not_running", e.event_id))
         if open_run is not None:
             cand.append(open_run)
-        ends = [(r.end_seq, r.end) for r in cand if r.end_kind == "complete" and r.end is not None
-                and r.end >= r.start]
+        ends = [(r.end_seq, r.end) for r in cand if r.end_kind == "complete" and r.end is not None and r.end >= r.start]
         ends += [(seq_of[id(e)], _m(e.time)) for e in loose if isinstance(e, ev.WorkloadCompleted)]
         if ends:
             terminal[wid] = min(ends)  # type: ignore[assignment]
@@ -157,8 +163,10 @@ def reference_audit(events: list[ev.Event], since_min: int | None = None, until_
     for w in subs.values():
         if _fraction_chain(w.budget, parent) is None:
             anomalies.add(("undefined_budget", w.event_id))
-    teams = sorted({p for p in parent if not any(q == p for q in parent.values())}
-                   | {w.budget for w in subs.values() if w.budget in parent})
+    teams = sorted(
+        {p for p in parent if not any(q == p for q in parent.values())}
+        | {w.budget for w in subs.values() if w.budget in parent}
+    )
 
     def share_at(path: str, m: int) -> float | None:
         if defined[path] > m:
@@ -243,8 +251,15 @@ def reference_audit(events: list[ev.Event], since_min: int | None = None, until_
             owed += o
             dl += deliv_h[(t, h)]
             rec += min(deliv_h[(t, h)], o)
-        team_rows.append({"budget": t, "owed_gpu_hours": owed / 60, "delivered_gpu_hours": dl / 60,
-                          "received_gpu_hours": rec / 60, "ratio": rec / owed if owed > 0 else None})
+        team_rows.append(
+            {
+                "budget": t,
+                "owed_gpu_hours": owed / 60,
+                "delivered_gpu_hours": dl / 60,
+                "received_gpu_hours": rec / 60,
+                "ratio": rec / owed if owed > 0 else None,
+            }
+        )
     owed_sum = sum(t["owed_gpu_hours"] for t in team_rows)
     rec_sum = sum(t["received_gpu_hours"] for t in team_rows)
     rated = [t for t in team_rows if t["ratio"] is not None]
@@ -270,24 +285,39 @@ def reference_audit(events: list[ev.Event], since_min: int | None = None, until_
             last = max(r.start, max(inside)) if inside else r.start
             nxt = rs[i + 1].start if i + 1 < len(rs) else None
             restart_min = (subs[wid].restart_s or 0) / 60 if nxt is not None else 0
-            pre.append({"wid": wid, "budget": subs[wid].budget, "tier": "allocated" if r.allocated else "unallocated",
-                        "gpus": r.gpus, "at": r.end, "lost": max(0, r.end - last), "restart": restart_min,
-                        "next": nxt, "restart_s": subs[wid].restart_s or 0, "by": r.preempted_by})
+            pre.append(
+                {
+                    "wid": wid,
+                    "budget": subs[wid].budget,
+                    "tier": "allocated" if r.allocated else "unallocated",
+                    "gpus": r.gpus,
+                    "at": r.end,
+                    "lost": max(0, r.end - last),
+                    "restart": restart_min,
+                    "next": nxt,
+                    "restart_s": subs[wid].restart_s or 0,
+                    "by": r.preempted_by,
+                }
+            )
     counted = [p for p in pre if t0 <= p["at"] < pt1]
 
     def summary(ps: list[dict[str, Any]], rs: list[Run]) -> dict[str, Any]:
         delivered = sum(r.gpus * (hi(r) - lo(r)) for r in rs if hi(r) > lo(r))
         run_min = sum(hi(r) - lo(r) for r in rs if hi(r) > lo(r))
         disc = sum(p["gpus"] * (p["lost"] + p["restart"]) for p in ps)
-        return {"preemptions": len(ps), "discarded_gpu_hours": disc / 60,
-                "discarded_share": disc / delivered if delivered > 0 else None,
-                "median_restart_s": quantile([float(p["restart_s"]) for p in ps if p["next"] is not None], 0.5),
-                "preemptions_per_workload_week": len(ps) / (run_min / (7 * 24 * 60)) if run_min > 0 else None}
+        return {
+            "preemptions": len(ps),
+            "discarded_gpu_hours": disc / 60,
+            "discarded_share": disc / delivered if delivered > 0 else None,
+            "median_restart_s": quantile([float(p["restart_s"]) for p in ps if p["next"] is not None], 0.5),
+            "preemptions_per_workload_week": len(ps) / (run_min / (7 * 24 * 60)) if run_min > 0 else None,
+        }
 
     discarded = summary(counted, runs)
     discarded["by_tier"] = {
-        tier: summary([p for p in counted if p["tier"] == tier],
-                      [r for r in runs if r.allocated == (tier == "allocated")])
+        tier: summary(
+            [p for p in counted if p["tier"] == tier], [r for r in runs if r.allocated == (tier == "allocated")]
+        )
         for tier in ("allocated", "unallocated")
     }
     budgets = sorted({p["budget"] for p in counted} | {subs[r.wid].budget for r in runs if hi(r) > lo(r)})
@@ -317,13 +347,22 @@ def reference_audit(events: list[ev.Event], since_min: int | None = None, until_
     bounds = [("1", 1, 1), ("2-8", 2, 8), ("9-64", 9, 64), ("65-256", 65, 256), ("257+", 257, 10**18)]
 
     def stats(size: str, xs: list[float]) -> dict[str, Any]:
-        return {"size": size, "jobs": len(xs), "mean_s": sum(xs) / len(xs) if xs else None,
-                "p50_s": quantile(xs, 0.5), "p90_s": quantile(xs, 0.9), "p99_s": quantile(xs, 0.99)}
+        return {
+            "size": size,
+            "jobs": len(xs),
+            "mean_s": sum(xs) / len(xs) if xs else None,
+            "p50_s": quantile(xs, 0.5),
+            "p90_s": quantile(xs, 0.9),
+            "p99_s": quantile(xs, 0.99),
+        }
 
     wait_by_size: dict[str, Any] = {}
     for kind, ws in waits.items():
-        block = {"buckets": [stats(s, [x for g, _, x in ws if a <= g <= b]) for s, a, b in bounds],
-                 "debug": stats("debug", [x for _, mr, x in ws if 0 < mr <= 900])}
+        block = {
+            "buckets": [stats(s, [x for g, _, x in ws if a <= g <= b]) for s, a, b in bounds],
+            "debug": stats("debug", [x for _, mr, x in ws if mr <= 900]),
+            "debug_allocated": stats("debug_allocated", [x for _, mr, x in ws if 0 < mr <= 900]),
+        }
         if kind == "first":
             wait_by_size.update(block)
         else:
@@ -332,8 +371,10 @@ def reference_audit(events: list[ev.Event], since_min: int | None = None, until_
     # --- occupancy and fairness ---------------------------------------------------------
     occupied = occ[True] + occ[False] - on_down[True] - on_down[False]
     occupancy = {
-        "capacity_gpu_hours": cap_total / 60, "down_gpu_hours": down_total / 60,
-        "occupied_gpu_hours": occupied / 60, "occupied_on_down_gpu_hours": (on_down[True] + on_down[False]) / 60,
+        "capacity_gpu_hours": cap_total / 60,
+        "down_gpu_hours": down_total / 60,
+        "occupied_gpu_hours": occupied / 60,
+        "occupied_on_down_gpu_hours": (on_down[True] + on_down[False]) / 60,
         "occupied_share": occupied / cap_total if cap_total else None,
         "allocated_share": (occ[True] - on_down[True]) / cap_total if cap_total else None,
         "unallocated_share": (occ[False] - on_down[False]) / cap_total if cap_total else None,
@@ -343,19 +384,36 @@ def reference_audit(events: list[ev.Event], since_min: int | None = None, until_
         for h in sorted(hours):
             win = [k for k in hours if h - window_h < k <= h]
             u, a = sum(deliv_h[(t, k)] for k in win), sum(share_h[(t, k)] for k in win)
-            fairness.append({"budget": t, "usage_gpu_hours": deliv_h[(t, h)] / 60,
-                             "allocation_gpu_hours": share_h[(t, h)] / 60,
-                             "hour_ratio": deliv_h[(t, h)] / share_h[(t, h)] if share_h[(t, h)] > 0 else None,
-                             "window_ratio": u / a if a > 0 else None})
+            fairness.append(
+                {
+                    "budget": t,
+                    "usage_gpu_hours": deliv_h[(t, h)] / 60,
+                    "allocation_gpu_hours": share_h[(t, h)] / 60,
+                    "hour_ratio": deliv_h[(t, h)] / share_h[(t, h)] if share_h[(t, h)] > 0 else None,
+                    "window_ratio": u / a if a > 0 else None,
+                }
+            )
 
     workloads = []
     for wid in subs:
         rs = by_wid.get(wid, [])
-        workloads.append({"workload_id": wid, "first_start_min": min((r.start for r in rs), default=None),
-                          "end_min": terminal[wid][1] if wid in terminal else None,
-                          "preemptions": sum(1 for p in pre if p["wid"] == wid)})
-    return {"owed_hours": owed_hours, "discarded_work": discarded, "wait_by_size": wait_by_size,
-            "occupancy": occupancy, "fairness": fairness, "workloads": workloads, "anomalies": anomalies}
+        workloads.append(
+            {
+                "workload_id": wid,
+                "first_start_min": min((r.start for r in rs), default=None),
+                "end_min": terminal[wid][1] if wid in terminal else None,
+                "preemptions": sum(1 for p in pre if p["wid"] == wid),
+            }
+        )
+    return {
+        "owed_hours": owed_hours,
+        "discarded_work": discarded,
+        "wait_by_size": wait_by_size,
+        "occupancy": occupancy,
+        "fairness": fairness,
+        "workloads": workloads,
+        "anomalies": anomalies,
+    }
 
 
 def _fraction_chain(path: str, parent: dict[str, str | None]) -> list[str] | None:

@@ -39,8 +39,12 @@ def minutes(iso_text: str | None) -> int | None:
 
 
 def check(events: list[ev.Event], since: int | None = None, until: int | None = None) -> None:
-    got = audit(events, since=None if since is None else since * MIN, until=None if until is None else until * MIN,
-                window_s=2 * 3600)
+    got = audit(
+        events,
+        since=None if since is None else since * MIN,
+        until=None if until is None else until * MIN,
+        window_s=2 * 3600,
+    )
     want = reference_audit(events, since, until, window_h=2)
 
     assert [t["budget"] for t in got["owed_hours"]["teams"]] == [t["budget"] for t in want["owed_hours"]["teams"]]
@@ -59,9 +63,15 @@ def check(events: list[ev.Event], since: int | None = None, until: int | None = 
     for g, w in zip(gd["by_team"], wd["by_team"], strict=True):
         same_keys(g, w, f"discarded_work.by_team[{w['budget']}]")
 
-    for block, gw, ww in (("first", got["wait_by_size"], want["wait_by_size"]),
-                          ("requeue", got["wait_by_size"]["requeue"], want["wait_by_size"]["requeue"])):
-        for g, w in zip([*gw["buckets"], gw["debug"]], [*ww["buckets"], ww["debug"]], strict=True):
+    for block, gw, ww in (
+        ("first", got["wait_by_size"], want["wait_by_size"]),
+        ("requeue", got["wait_by_size"]["requeue"], want["wait_by_size"]["requeue"]),
+    ):
+        for g, w in zip(
+            [*gw["buckets"], gw["debug"], gw["debug_allocated"]],
+            [*ww["buckets"], ww["debug"], ww["debug_allocated"]],
+            strict=True,
+        ):
             same_keys(g, w, f"wait_by_size.{block}[{w['size']}]")
 
     same_keys(got["occupancy"], want["occupancy"], "occupancy")
