@@ -105,7 +105,8 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
         return False
     if isinstance(core.order, FlatOrder):
         prio = waiter.priority
-        return make_room(core, waiter, lambda v: v.priority < prio, t, out, core.order.position_of(waiter, t))
+        flat = core.order
+        return make_room(core, waiter, lambda v: v.priority < prio, t, out, lambda: flat.position_of(waiter, t))
     need = waiter.size
     exposed = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
     if need > sum(k * len(b) for k, b in enumerate(core.hosts.buckets)) + core.unalloc_gpus + exposed:
@@ -117,7 +118,8 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
             return True
         return v.node is not None and _outranks(core, waiter, v, t, ratios)
 
-    return make_room(core, waiter, eligible, t, out, core.order.position_of(waiter, t))
+    order = core.order
+    return make_room(core, waiter, eligible, t, out, lambda: order.position_of(waiter, t))
 
 
 def _outranks(core: DecisionCore, waiter: Workload, victim: Workload, t: int, ratios: dict[str, float]) -> bool:
@@ -185,9 +187,14 @@ def _for_priority(core: DecisionCore, t: int, out: list[Event]) -> bool:
 
 
 def make_room(
-    core: DecisionCore, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event], position: int
+    core: DecisionCore, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event],
+    place: int | Callable[[], int],
 ) -> bool:
-    """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible."""
+    """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible.
+
+    ``place`` is the waiter's queue position, or a function computing it (O(depth × b log b)),
+    called only once the attempt succeeds: most attempts fail.
+    """
     hosts = core.hosts
     per = hosts.per_node
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
@@ -198,17 +205,18 @@ def make_room(
         on = core.pool_on_host
         if not any(healthy[h.index] and h.free + on.get(h.index, 0) >= waiter.size for h in hosts.hosts):
             return False
-    pool = core.workloads
-    tiers: tuple[list[Workload], list[Workload], list[Workload]] = ([], [], [])
-    for wid in core.preemptible:
-        v = pool[wid]
-        tiers[0 if not v.allocated else (1 if v.resumable else 2)].append(v)
+    tiers, ready = _victim_tiers(core, t)
+    sick = not all(healthy)  # O(hosts) once, rather than a health check per candidate when all are healthy
 
     def reachable() -> Iterator[Workload]:
-        # a tier is only sorted once the cheaper ones did not make enough room
-        for tier in tiers:
-            for *_, v in sorted((v.lost_if_preempted(t), v.wid, v) for v in tier):
-                if all(healthy[i] for i in v.hosts) and eligible(v):
+        # a tier is only sorted once the cheaper ones did not make enough room (and then kept sorted
+        # for the rest of the instant, until the pool changes)
+        for k, tier in enumerate(tiers):
+            if not ready[k]:
+                tier[:] = [v for *_, v in sorted((v.lost_if_preempted(t), v.wid, v) for v in tier)]
+                ready[k] = True
+            for v in tier:
+                if (not sick or all(healthy[i] for i in v.hosts)) and eligible(v):
                     yield v
 
     chosen_hosts: list[int]
@@ -252,6 +260,7 @@ def make_room(
         chosen_hosts = sorted(whole + done[: n - len(whole)])
         targets = set(chosen_hosts)  # membership only; never iterated
         victims = [v for v in taken if any(i in targets for i in v.hosts)]
+    position = place() if callable(place) else place
     why_victim = _victim_reason(core, waiter, t)
     for v in victims:
         core._preempt(v, t, out, "fair_share", waiter, why_victim(v), position=position)
@@ -264,6 +273,28 @@ def make_room(
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     return True
+
+
+def _victim_tiers(core: DecisionCore, t: int) -> tuple[tuple[list[Workload], ...], list[bool]]:
+    """Return the possible victims by cost tier (unallocated, resumable, non-resumable) and which tiers are sorted.
+
+    O(p) to partition; cached for the rest of the instant while the pool is unchanged
+    (``core.pool_version`` moves on every pool change and checkpoint), so the failed attempts of
+    one pass share one partition and one sort per tier instead of O(p log p) each.
+    """
+    key = (t, core.pool_version)
+    cached = core.victims_cache
+    if cached is not None and cached[0] == key:
+        return cached[1], cached[2]
+    pool = core.workloads
+    tiers: tuple[list[Workload], list[Workload], list[Workload]] = ([], [], [])
+    for wid in core.preemptible:
+        v = pool[wid]
+        tiers[0 if not v.allocated else (1 if v.resumable else 2)].append(v)
+    ready = [False, False, False]
+    core.victims_cache = (key, tiers, ready)
+    return tiers, ready
+
 
 def _victim_reason(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workload], str]:
     if core.knobs.policy == "priority":
