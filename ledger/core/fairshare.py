@@ -59,7 +59,7 @@ class FairShareOrder:
         self.occ = occupancy
         self.capacity = 0
         self.horizon = occupancy.horizon_us()
-        self._cache: dict[str, float] = {}
+        self._cache: dict[str, tuple[float, str, float]] = {}  # path -> (rounded ratio, path, ratio)
         self._cache_t = self._cache_v = -1
         self.queues: dict[tuple[str, int], SizedQueue] = {}  # (node path, tier) -> own waiting work
         self.sizes: list[dict[str, dict[int, int]]] = [{}, {}]  # tier -> node -> {size: count in subtree}
@@ -72,7 +72,15 @@ class FairShareOrder:
         return self.tree.fraction(path) * self.capacity * self.occ.horizon_us()
 
     def ratio(self, path: str, t: int) -> float:
-        """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation). O(log k), cached.
+        """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation). O(log k), cached."""
+        cache = self._fresh(t)
+        entry = cache.get(path)
+        if entry is None:
+            entry = self._entry(path, t, cache)
+        return entry[2]
+
+    def _fresh(self, t: int) -> dict[str, tuple[float, str, float]]:
+        """Return the per-instant cache of (rounded ratio, path, ratio), dropping what went stale.
 
         The cache holds for one instant; a change of meters drops only the nodes it touched.
         """
@@ -85,11 +93,14 @@ class FairShareOrder:
                 self._cache.pop(p, None)
             self.occ.touched.clear()
             self._cache_v = self.occ.version
-        r = self._cache.get(path)
-        if r is None:
-            alloc = self.tree.nodes[path].fraction * self.capacity * self.horizon
-            r = self._cache[path] = math.inf if alloc <= 0 else float(self.occ.charged(path, t) / alloc)
-        return r
+        return self._cache
+
+    def _entry(self, path: str, t: int, cache: dict[str, tuple[float, str, float]]) -> tuple[float, str, float]:
+        alloc = self.tree.nodes[path].fraction * self.capacity * self.horizon
+        r = math.inf if alloc <= 0 else float(self.occ.charged(path, t) / alloc)
+        # the sort key of ``ranked`` is kept with the ratio: rounding is paid once per node and instant
+        entry = cache[path] = (round(r, 9), path, r)
+        return entry
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
@@ -97,12 +108,21 @@ class FairShareOrder:
         return state
 
     def ranked(self, names: list[str], t: int) -> list[str]:
-        """Return sibling paths lowest ratio first, ties by path. O(b log b).
+        """Return sibling paths lowest ratio first, ties by path. O(b log b), ratios cached per instant.
 
         Ratios are compared to 9 decimals: equal usage of equal allocations must tie (and fall
         back to the path) even when normalising the shares left different float roundings.
         """
-        return [p for _, p in sorted((round(self.ratio(p, t), 9), p) for p in names)]
+        if len(names) == 1:
+            return list(names)
+        cache = self._fresh(t)
+        get = cache.get
+        entries = []
+        for p in names:
+            e = get(p)
+            entries.append(e if e is not None else self._entry(p, t, cache))
+        entries.sort()
+        return [e[1] for e in entries]
 
     def ranking(self, t: int) -> list[str]:
         """Return every budget node in fair-share order (depth first). O(nodes log b)."""
