@@ -59,6 +59,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
     fail = math.inf
     ratios: dict[str, float] = {}
+    reach = best_reach(core)  # recomputed only after a successful preemption (failed attempts change nothing)
 
     def wanted(subtree_sizes: dict[int, int]) -> bool:
         return any(s < fail for s in subtree_sizes)
@@ -85,7 +86,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                     return True
                 return v.node is not None and ranks_after(v.node) and _swap_holds(core, waiter, v, t, ratios)
 
-            if make_room(core, waiter, eligible, t, out, ahead + queue.position(key) + 1):
+            if make_room(core, waiter, eligible, t, out, ahead + queue.position(key) + 1, reach):
                 # Carry on along the same walk (its order fixed at the start of this instant) rather
                 # than start over: whatever now fits starts first, and every later eligibility check
                 # still uses fresh ratios (the swap rule), so nothing ranked ahead is preempted.
@@ -94,6 +95,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                 core._fill(t, out, allocated_only=True)
                 free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
                 exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
+                reach = best_reach(core)
                 continue
             fail = min(fail, size)
     return made
@@ -188,23 +190,21 @@ def _for_priority(core: DecisionCore, t: int, out: list[Event]) -> bool:
 
 def make_room(
     core: DecisionCore, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event],
-    place: int | Callable[[], int],
+    place: int | Callable[[], int], reach: int | None = None,
 ) -> bool:
     """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible.
 
     ``place`` is the waiter's queue position, or a function computing it (O(depth × b log b)),
-    called only once the attempt succeeds: most attempts fail.
+    called only once the attempt succeeds: most attempts fail. ``reach`` is ``best_reach(core)``
+    when the caller already knows it (unchanged since: it is O(hosts)).
     """
     hosts = core.hosts
     per = hosts.per_node
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
     healthy = hosts.healthy
-    if waiter.size <= per:
-        # cheap necessary condition, O(hosts): some healthy host reaches the size with every victim on it
-        on = core.pool_on_host
-        if not any(healthy[h.index] and h.free + on.get(h.index, 0) >= waiter.size for h in hosts.hosts):
-            return False
+    if waiter.size <= per and waiter.size > (best_reach(core) if reach is None else reach):
+        return False  # no healthy host reaches the size even with every possible victim on it gone
     tiers, ready = _victim_tiers(core, t)
     sick = not all(healthy)  # O(hosts) once, rather than a health check per candidate when all are healthy
 
@@ -273,6 +273,12 @@ def make_room(
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     return True
+
+
+def best_reach(core: DecisionCore) -> int:
+    """Return the most GPUs one healthy host would have free if every possible victim on it left. O(hosts)."""
+    healthy, on = core.hosts.healthy, core.pool_on_host
+    return max((h.free + on.get(h.index, 0) for h in core.hosts.hosts if healthy[h.index]), default=0)
 
 
 def _victim_tiers(core: DecisionCore, t: int) -> tuple[tuple[list[Workload], ...], list[bool]]:

@@ -610,7 +610,7 @@ class DecisionCore:
 
     def _fill(self, t: int, out: list[Event], allocated_only: bool = False) -> None:
         order = self.order
-        while True:
+        while self.hosts.max_free():  # O(gpus_per_node): a full cluster fits nothing (every size >= 1 GPU)
             pick = order.next_start(t, self._fits(), allocated_only)
             if pick is None:
                 return
