@@ -59,7 +59,6 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
     fail = math.inf
     ratios: dict[str, float] = {}
-    reach = best_reach(core)  # recomputed only after a successful preemption (failed attempts change nothing)
 
     def wanted(subtree_sizes: dict[int, int]) -> bool:
         return any(s < fail for s in subtree_sizes)
@@ -86,7 +85,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                     return True
                 return v.node is not None and ranks_after(v.node) and _swap_holds(core, waiter, v, t, ratios)
 
-            if make_room(core, waiter, eligible, t, out, ahead + queue.position(key) + 1, reach):
+            if make_room(core, waiter, eligible, t, out, ahead + queue.position(key) + 1):
                 # Carry on along the same walk (its order fixed at the start of this instant) rather
                 # than start over: whatever now fits starts first, and every later eligibility check
                 # still uses fresh ratios (the swap rule), so nothing ranked ahead is preempted.
@@ -95,7 +94,6 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                 core._fill(t, out, allocated_only=True)
                 free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
                 exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
-                reach = best_reach(core)
                 continue
             fail = min(fail, size)
     return made
@@ -127,21 +125,17 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
 def _outranks(core: DecisionCore, waiter: Workload, victim: Workload, t: int, ratios: dict[str, float]) -> bool:
     """Return whether the waiter's allocation ranks ahead of the victim's in the walk, swap margin included."""
     assert waiter.node is not None and victim.node is not None
-    a = core.tree.ancestors(waiter.node)[::-1]
-    b = core.tree.ancestors(victim.node)[::-1]
-    i = 0
-    while i < len(a) and i < len(b) and a[i] == b[i]:
-        i += 1
-    if i == len(b):
+    mine, theirs = core.tree.branches(waiter.node, victim.node)
+    if theirs is None:
         return False  # the same node, or the victim is charged to an ancestor: it ranks first
-    if i == len(a):
+    if mine is None:
         return True  # the waiter is charged to an ancestor of the victim's node: own work ranks first
     order = core.order
     assert isinstance(order, FairShareOrder)
-    for p in (a[i], b[i]):
+    for p in (mine, theirs):
         if p not in ratios:
             ratios[p] = order.ratio(p, t)
-    if (round(ratios[a[i]], 9), a[i]) > (round(ratios[b[i]], 9), b[i]):
+    if (round(ratios[mine], 9), mine) > (round(ratios[theirs], 9), theirs):
         return False
     return _swap_holds(core, waiter, victim, t, ratios)
 
@@ -149,15 +143,9 @@ def _outranks(core: DecisionCore, waiter: Workload, victim: Workload, t: int, ra
 def _swap_holds(core: DecisionCore, waiter: Workload, victim: Workload, t: int, ratios: dict[str, float]) -> bool:
     """Return whether the waiter's branch, charged its protected runtime, still ranks ahead. O(depth)."""
     assert waiter.node is not None and victim.node is not None
-    tree = core.tree
-    a = tree.ancestors(waiter.node)[::-1]
-    b = tree.ancestors(victim.node)[::-1]
-    i = 0
-    while i < len(a) and i < len(b) and a[i] == b[i]:
-        i += 1
-    if i == len(a) or i == len(b):
+    mine, theirs = core.tree.branches(waiter.node, victim.node)  # O(1) once seen
+    if mine is None or theirs is None:
         return True  # one is charged to an ancestor of the other: the walk order decides
-    mine, theirs = a[i], b[i]
     order = core.order
     assert not isinstance(order, FlatOrder)
     for p in (mine, theirs):
@@ -190,21 +178,23 @@ def _for_priority(core: DecisionCore, t: int, out: list[Event]) -> bool:
 
 def make_room(
     core: DecisionCore, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event],
-    place: int | Callable[[], int], reach: int | None = None,
+    place: int | Callable[[], int],
 ) -> bool:
     """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible.
 
     ``place`` is the waiter's queue position, or a function computing it (O(depth × b log b)),
-    called only once the attempt succeeds: most attempts fail. ``reach`` is ``best_reach(core)``
-    when the caller already knows it (unchanged since: it is O(hosts)).
+    called only once the attempt succeeds: most attempts fail.
     """
     hosts = core.hosts
     per = hosts.per_node
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
     healthy = hosts.healthy
-    if waiter.size <= per and waiter.size > (best_reach(core) if reach is None else reach):
-        return False  # no healthy host reaches the size even with every possible victim on it gone
+    if waiter.size <= per:
+        # cheap necessary condition, O(hosts): some healthy host reaches the size with every victim on it
+        on = core.pool_on_host
+        if not any(healthy[h.index] and h.free + on.get(h.index, 0) >= waiter.size for h in hosts.hosts):
+            return False
     tiers, ready = _victim_tiers(core, t)
     sick = not all(healthy)  # O(hosts) once, rather than a health check per candidate when all are healthy
 
@@ -273,12 +263,6 @@ def make_room(
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     return True
-
-
-def best_reach(core: DecisionCore) -> int:
-    """Return the most GPUs one healthy host would have free if every possible victim on it left. O(hosts)."""
-    healthy, on = core.hosts.healthy, core.pool_on_host
-    return max((h.free + on.get(h.index, 0) for h in core.hosts.hosts if healthy[h.index]), default=0)
 
 
 def _victim_tiers(core: DecisionCore, t: int) -> tuple[tuple[list[Workload], ...], list[bool]]:
