@@ -211,22 +211,34 @@ class FairShareOrder:
         return Pick(key, ahead + self.orphans.position(key) + 1, ORPHAN)
 
     def _descend(self, tier: int, t: int, fits: Callable[[int], bool], ahead: int) -> Pick | None:
-        # Only children holding a size that fits are ranked (none, when the cluster is full: then
-        # no ratio is computed at all); the place in the queue is counted once a pick is made.
+        # Only levels where something fits are ranked (none, when nothing fits: then no ratio is
+        # computed at all). The place in the queue is counted on the way down: the waiting work of
+        # siblings ranked before the branch taken, and of each passed node's own queue (which is
+        # served before its children), so a pick costs one ranking per level. O(depth × b log b).
         sizes, totals, queues = self.sizes[tier], self.totals[tier], self.queues
         names = self.tree.roots
         node: str | None = None
+        before = 0
         while True:
             if node is not None:
                 own = queues.get((node, tier))
                 if own is not None and own.keys:
                     key = own.best(fits)
                     if key is not None:
-                        return Pick(key, ahead + self._position(node, tier, key, t), tier)
-            fitting = [n for n in names if totals.get(n) and any(fits(s) for s in sizes[n])]
+                        return Pick(key, ahead + before + own.position(key) + 1, tier)
+                    before += len(own.keys)
+            waiting = [n for n in names if totals.get(n)]
+            fitting = {n for n in waiting if any(fits(s) for s in sizes[n])}  # membership only
             if not fitting:
                 return None
-            node = fitting[0] if len(fitting) == 1 else self.ranked(fitting, t)[0]
+            if len(waiting) == 1:
+                node = waiting[0]
+            else:
+                for node in self.ranked(waiting, t):
+                    if node in fitting:
+                        break
+                    before += totals[node]
+            assert node is not None
             names = self.tree.nodes[node].children
 
     def position_of(self, w: Workload, t: int) -> int:
