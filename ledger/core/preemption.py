@@ -76,14 +76,22 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                 fail = min(fail, size)
                 continue
             ranks_after = walker.ranks_after
+            # the rules for an allocated victim depend on its node alone: decided once per node and attempt
+            verdicts: dict[str, bool] = {}
 
             def eligible(
-                v: Workload, waiter: Workload = waiter, ranks_after: Callable[[str], bool] = ranks_after
+                v: Workload, waiter: Workload = waiter, ranks_after: Callable[[str], bool] = ranks_after,
+                verdicts: dict[str, bool] = verdicts,
             ) -> bool:
                 # unallocated work yields to any allocated request; allocated work only to a higher-ranked one
                 if not v.allocated:
                     return True
-                return v.node is not None and ranks_after(v.node) and _swap_holds(core, waiter, v, t, ratios)
+                if v.node is None:
+                    return False
+                ok = verdicts.get(v.node)
+                if ok is None:
+                    ok = verdicts[v.node] = ranks_after(v.node) and _swap_holds(core, waiter, v, t, ratios)
+                return ok
 
             if make_room(core, waiter, eligible, t, out, ahead + queue.position(key) + 1):
                 # Carry on along the same walk (its order fixed at the start of this instant) rather
@@ -112,11 +120,17 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
     if need > sum(k * len(b) for k, b in enumerate(core.hosts.buckets)) + core.unalloc_gpus + exposed:
         return False  # not even every preemptible GPU would make room
     ratios: dict[str, float] = {}
+    verdicts: dict[str, bool] = {}  # victim node -> eligible (the rules depend on the node alone)
 
     def eligible(v: Workload) -> bool:
         if not v.allocated:
             return True
-        return v.node is not None and _outranks(core, waiter, v, t, ratios)
+        if v.node is None:
+            return False
+        ok = verdicts.get(v.node)
+        if ok is None:
+            ok = verdicts[v.node] = _outranks(core, waiter, v, t, ratios)
+        return ok
 
     order = core.order
     return make_room(core, waiter, eligible, t, out, lambda: order.position_of(waiter, t))
