@@ -228,7 +228,9 @@ class FairShareOrder:
                         return Pick(key, ahead + before + own.position(key) + 1, tier)
                     before += len(own.keys)
             waiting = [n for n in names if totals.get(n)]
-            fitting = {n for n in waiting if any(fits(s) for s in sizes[n])}  # membership only
+            # fits is monotone in the size (a smaller request fits wherever a larger one does), so a
+            # subtree holds something that fits iff its smallest waiting size fits: O(distinct sizes) in C
+            fitting = {n for n in waiting if fits(min(sizes[n]))}  # membership only
             if not fitting:
                 return None
             if len(waiting) == 1:

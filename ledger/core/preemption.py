@@ -61,7 +61,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     ratios: dict[str, float] = {}
 
     def wanted(subtree_sizes: dict[int, int]) -> bool:
-        return any(s < fail for s in subtree_sizes)
+        return min(subtree_sizes) < fail
 
     made = False
     for _node, queue, ahead, walker in order.walk_allocated(t, wanted):
