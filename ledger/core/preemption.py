@@ -217,7 +217,12 @@ def make_room(
         # for the rest of the instant, until the pool changes)
         for k, tier in enumerate(tiers):
             if not ready[k]:
-                tier[:] = [v for *_, v in sorted((v.lost_if_preempted(t), v.wid, v) for v in tier)]
+                # key: Workload.lost_if_preempted(t), inlined (it is evaluated for every possible victim)
+                keyed = [
+                    (v.held * max(0, t - (v.last_ckpt_us if v.resumable else v.start_us)), v.wid, v) for v in tier
+                ]
+                keyed.sort()
+                tier[:] = [v for *_, v in keyed]
                 ready[k] = True
             for v in tier:
                 if (not sick or all(healthy[i] for i in v.hosts)) and eligible(v):
