@@ -215,6 +215,10 @@ class DecisionCore:
     def fair_share_order(self, at_us: int | None = None) -> list[str]:
         """Return every budget node in fair-share order (depth first, lowest ratio first)."""
         t = max(self.now, at_us or 0)
+        if isinstance(self.order, FairShareOrder):
+            # the core's own order: a second reader of the meters would take the change notes
+            # (``Occupancy.touched``) its ratio cache relies on, leaving stale ratios in this instant
+            return self.order.ranking(t)
         order = FairShareOrder(self.tree, self.occ)
         order.capacity = self.hosts.capacity
         return order.ranking(t)
