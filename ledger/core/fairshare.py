@@ -69,7 +69,7 @@ class FairShareOrder:
     # ---- ratios ---------------------------------------------------------------------------
     def allocation_us(self, path: str) -> float:
         """Return the GPU-microseconds a node's allocation is worth over the window (or half-life)."""
-        return self.tree.fraction(path) * self.capacity * self.occ.horizon_us()
+        return self.tree.nodes[path].fraction * self.capacity * self.horizon  # horizon: fixed by the knobs
 
     def ratio(self, path: str, t: int) -> float:
         """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation). O(log k), cached."""
