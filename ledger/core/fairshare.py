@@ -59,7 +59,7 @@ class FairShareOrder:
         self.occ = occupancy
         self.capacity = 0
         self.horizon = occupancy.horizon_us()
-        self._cache: dict[str, float] = {}
+        self._cache: dict[str, tuple[float, str, float]] = {}  # path -> (rounded ratio, path, ratio)
         self._cache_t = self._cache_v = -1
         self.queues: dict[tuple[str, int], SizedQueue] = {}  # (node path, tier) -> own waiting work
         self.sizes: list[dict[str, dict[int, int]]] = [{}, {}]  # tier -> node -> {size: count in subtree}
@@ -69,10 +69,18 @@ class FairShareOrder:
     # ---- ratios ---------------------------------------------------------------------------
     def allocation_us(self, path: str) -> float:
         """Return the GPU-microseconds a node's allocation is worth over the window (or half-life)."""
-        return self.tree.fraction(path) * self.capacity * self.occ.horizon_us()
+        return self.tree.nodes[path].fraction * self.capacity * self.horizon  # horizon: fixed by the knobs
 
     def ratio(self, path: str, t: int) -> float:
-        """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation). O(log k), cached.
+        """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation). O(log k), cached."""
+        cache = self._fresh(t)
+        entry = cache.get(path)
+        if entry is None:
+            entry = self._entry(path, t, cache)
+        return entry[2]
+
+    def _fresh(self, t: int) -> dict[str, tuple[float, str, float]]:
+        """Return the per-instant cache of (rounded ratio, path, ratio), dropping what went stale.
 
         The cache holds for one instant; a change of meters drops only the nodes it touched.
         """
@@ -85,11 +93,26 @@ class FairShareOrder:
                 self._cache.pop(p, None)
             self.occ.touched.clear()
             self._cache_v = self.occ.version
-        r = self._cache.get(path)
-        if r is None:
-            alloc = self.tree.nodes[path].fraction * self.capacity * self.horizon
-            r = self._cache[path] = math.inf if alloc <= 0 else float(self.occ.charged(path, t) / alloc)
-        return r
+        return self._cache
+
+    def _entry(self, path: str, t: int, cache: dict[str, tuple[float, str, float]]) -> tuple[float, str, float]:
+        alloc = self.tree.nodes[path].fraction * self.capacity * self.horizon
+        if alloc <= 0:
+            r = math.inf
+        elif self.occ.half_life_us is None:
+            # Occupancy.charged in window mode, inlined (the hottest call of a pass): O(log k)
+            occ = self.occ
+            u = occ.nodes[path]
+            m = u.allocated
+            used = m.cum + m.rate * (t - m.last_t) - m.at(t - occ.window_us)
+            if occ.upfront and u.prepaid_g:
+                used += u.prepaid_gp - t * u.prepaid_g
+            r = float(used / alloc)
+        else:
+            r = float(self.occ.charged(path, t) / alloc)
+        # the sort key of ``ranked`` is kept with the ratio: rounding is paid once per node and instant
+        entry = cache[path] = (round(r, 9), path, r)
+        return entry
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
@@ -97,12 +120,21 @@ class FairShareOrder:
         return state
 
     def ranked(self, names: list[str], t: int) -> list[str]:
-        """Return sibling paths lowest ratio first, ties by path. O(b log b).
+        """Return sibling paths lowest ratio first, ties by path. O(b log b), ratios cached per instant.
 
         Ratios are compared to 9 decimals: equal usage of equal allocations must tie (and fall
         back to the path) even when normalising the shares left different float roundings.
         """
-        return [p for _, p in sorted((round(self.ratio(p, t), 9), p) for p in names)]
+        if len(names) == 1:
+            return list(names)
+        cache = self._fresh(t)
+        get = cache.get
+        entries = []
+        for p in names:
+            e = get(p)
+            entries.append(e if e is not None else self._entry(p, t, cache))
+        entries.sort()
+        return [e[1] for e in entries]
 
     def ranking(self, t: int) -> list[str]:
         """Return every budget node in fair-share order (depth first). O(nodes log b)."""
@@ -179,22 +211,36 @@ class FairShareOrder:
         return Pick(key, ahead + self.orphans.position(key) + 1, ORPHAN)
 
     def _descend(self, tier: int, t: int, fits: Callable[[int], bool], ahead: int) -> Pick | None:
-        # Only children holding a size that fits are ranked (none, when the cluster is full: then
-        # no ratio is computed at all); the place in the queue is counted once a pick is made.
+        # Only levels where something fits are ranked (none, when nothing fits: then no ratio is
+        # computed at all). The place in the queue is counted on the way down: the waiting work of
+        # siblings ranked before the branch taken, and of each passed node's own queue (which is
+        # served before its children), so a pick costs one ranking per level. O(depth × b log b).
         sizes, totals, queues = self.sizes[tier], self.totals[tier], self.queues
         names = self.tree.roots
         node: str | None = None
+        before = 0
         while True:
             if node is not None:
                 own = queues.get((node, tier))
                 if own is not None and own.keys:
                     key = own.best(fits)
                     if key is not None:
-                        return Pick(key, ahead + self._position(node, tier, key, t), tier)
-            fitting = [n for n in names if totals.get(n) and any(fits(s) for s in sizes[n])]
+                        return Pick(key, ahead + before + own.position(key) + 1, tier)
+                    before += len(own.keys)
+            waiting = [n for n in names if totals.get(n)]
+            # fits is monotone in the size (a smaller request fits wherever a larger one does), so a
+            # subtree holds something that fits iff its smallest waiting size fits: O(distinct sizes) in C
+            fitting = {n for n in waiting if fits(min(sizes[n]))}  # membership only
             if not fitting:
                 return None
-            node = fitting[0] if len(fitting) == 1 else self.ranked(fitting, t)[0]
+            if len(waiting) == 1:
+                node = waiting[0]
+            else:
+                for node in self.ranked(waiting, t):
+                    if node in fitting:
+                        break
+                    before += totals[node]
+            assert node is not None
             names = self.tree.nodes[node].children
 
     def position_of(self, w: Workload, t: int) -> int:

@@ -61,7 +61,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     ratios: dict[str, float] = {}
 
     def wanted(subtree_sizes: dict[int, int]) -> bool:
-        return any(s < fail for s in subtree_sizes)
+        return min(subtree_sizes) < fail
 
     made = False
     for _node, queue, ahead, walker in order.walk_allocated(t, wanted):
@@ -76,14 +76,22 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                 fail = min(fail, size)
                 continue
             ranks_after = walker.ranks_after
+            # the rules for an allocated victim depend on its node alone: decided once per node and attempt
+            verdicts: dict[str, bool] = {}
 
             def eligible(
-                v: Workload, waiter: Workload = waiter, ranks_after: Callable[[str], bool] = ranks_after
+                v: Workload, waiter: Workload = waiter, ranks_after: Callable[[str], bool] = ranks_after,
+                verdicts: dict[str, bool] = verdicts,
             ) -> bool:
                 # unallocated work yields to any allocated request; allocated work only to a higher-ranked one
                 if not v.allocated:
                     return True
-                return v.node is not None and ranks_after(v.node) and _swap_holds(core, waiter, v, t, ratios)
+                if v.node is None:
+                    return False
+                ok = verdicts.get(v.node)
+                if ok is None:
+                    ok = verdicts[v.node] = ranks_after(v.node) and _swap_holds(core, waiter, v, t, ratios)
+                return ok
 
             if make_room(core, waiter, eligible, t, out, ahead + queue.position(key) + 1):
                 # Carry on along the same walk (its order fixed at the start of this instant) rather
@@ -105,39 +113,43 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
         return False
     if isinstance(core.order, FlatOrder):
         prio = waiter.priority
-        return make_room(core, waiter, lambda v: v.priority < prio, t, out, core.order.position_of(waiter, t))
+        flat = core.order
+        return make_room(core, waiter, lambda v: v.priority < prio, t, out, lambda: flat.position_of(waiter, t))
     need = waiter.size
     exposed = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
     if need > sum(k * len(b) for k, b in enumerate(core.hosts.buckets)) + core.unalloc_gpus + exposed:
         return False  # not even every preemptible GPU would make room
     ratios: dict[str, float] = {}
+    verdicts: dict[str, bool] = {}  # victim node -> eligible (the rules depend on the node alone)
 
     def eligible(v: Workload) -> bool:
         if not v.allocated:
             return True
-        return v.node is not None and _outranks(core, waiter, v, t, ratios)
+        if v.node is None:
+            return False
+        ok = verdicts.get(v.node)
+        if ok is None:
+            ok = verdicts[v.node] = _outranks(core, waiter, v, t, ratios)
+        return ok
 
-    return make_room(core, waiter, eligible, t, out, core.order.position_of(waiter, t))
+    order = core.order
+    return make_room(core, waiter, eligible, t, out, lambda: order.position_of(waiter, t))
 
 
 def _outranks(core: DecisionCore, waiter: Workload, victim: Workload, t: int, ratios: dict[str, float]) -> bool:
     """Return whether the waiter's allocation ranks ahead of the victim's in the walk, swap margin included."""
     assert waiter.node is not None and victim.node is not None
-    a = core.tree.ancestors(waiter.node)[::-1]
-    b = core.tree.ancestors(victim.node)[::-1]
-    i = 0
-    while i < len(a) and i < len(b) and a[i] == b[i]:
-        i += 1
-    if i == len(b):
+    mine, theirs = core.tree.branches(waiter.node, victim.node)
+    if theirs is None:
         return False  # the same node, or the victim is charged to an ancestor: it ranks first
-    if i == len(a):
+    if mine is None:
         return True  # the waiter is charged to an ancestor of the victim's node: own work ranks first
     order = core.order
     assert isinstance(order, FairShareOrder)
-    for p in (a[i], b[i]):
+    for p in (mine, theirs):
         if p not in ratios:
             ratios[p] = order.ratio(p, t)
-    if (round(ratios[a[i]], 9), a[i]) > (round(ratios[b[i]], 9), b[i]):
+    if (round(ratios[mine], 9), mine) > (round(ratios[theirs], 9), theirs):
         return False
     return _swap_holds(core, waiter, victim, t, ratios)
 
@@ -145,15 +157,9 @@ def _outranks(core: DecisionCore, waiter: Workload, victim: Workload, t: int, ra
 def _swap_holds(core: DecisionCore, waiter: Workload, victim: Workload, t: int, ratios: dict[str, float]) -> bool:
     """Return whether the waiter's branch, charged its protected runtime, still ranks ahead. O(depth)."""
     assert waiter.node is not None and victim.node is not None
-    tree = core.tree
-    a = tree.ancestors(waiter.node)[::-1]
-    b = tree.ancestors(victim.node)[::-1]
-    i = 0
-    while i < len(a) and i < len(b) and a[i] == b[i]:
-        i += 1
-    if i == len(a) or i == len(b):
+    mine, theirs = core.tree.branches(waiter.node, victim.node)  # O(1) once seen
+    if mine is None or theirs is None:
         return True  # one is charged to an ancestor of the other: the walk order decides
-    mine, theirs = a[i], b[i]
     order = core.order
     assert not isinstance(order, FlatOrder)
     for p in (mine, theirs):
@@ -185,9 +191,14 @@ def _for_priority(core: DecisionCore, t: int, out: list[Event]) -> bool:
 
 
 def make_room(
-    core: DecisionCore, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event], position: int
+    core: DecisionCore, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event],
+    place: int | Callable[[], int],
 ) -> bool:
-    """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible."""
+    """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible.
+
+    ``place`` is the waiter's queue position, or a function computing it (O(depth × b log b)),
+    called only once the attempt succeeds: most attempts fail.
+    """
     hosts = core.hosts
     per = hosts.per_node
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
@@ -198,17 +209,23 @@ def make_room(
         on = core.pool_on_host
         if not any(healthy[h.index] and h.free + on.get(h.index, 0) >= waiter.size for h in hosts.hosts):
             return False
-    pool = core.workloads
-    tiers: tuple[list[Workload], list[Workload], list[Workload]] = ([], [], [])
-    for wid in core.preemptible:
-        v = pool[wid]
-        tiers[0 if not v.allocated else (1 if v.resumable else 2)].append(v)
+    tiers, ready = _victim_tiers(core, t)
+    sick = not all(healthy)  # O(hosts) once, rather than a health check per candidate when all are healthy
 
     def reachable() -> Iterator[Workload]:
-        # a tier is only sorted once the cheaper ones did not make enough room
-        for tier in tiers:
-            for *_, v in sorted((v.lost_if_preempted(t), v.wid, v) for v in tier):
-                if all(healthy[i] for i in v.hosts) and eligible(v):
+        # a tier is only sorted once the cheaper ones did not make enough room (and then kept sorted
+        # for the rest of the instant, until the pool changes)
+        for k, tier in enumerate(tiers):
+            if not ready[k]:
+                # key: Workload.lost_if_preempted(t), inlined (it is evaluated for every possible victim)
+                keyed = [
+                    (v.held * max(0, t - (v.last_ckpt_us if v.resumable else v.start_us)), v.wid, v) for v in tier
+                ]
+                keyed.sort()
+                tier[:] = [v for *_, v in keyed]
+                ready[k] = True
+            for v in tier:
+                if (not sick or all(healthy[i] for i in v.hosts)) and eligible(v):
                     yield v
 
     chosen_hosts: list[int]
@@ -252,6 +269,7 @@ def make_room(
         chosen_hosts = sorted(whole + done[: n - len(whole)])
         targets = set(chosen_hosts)  # membership only; never iterated
         victims = [v for v in taken if any(i in targets for i in v.hosts)]
+    position = place() if callable(place) else place
     why_victim = _victim_reason(core, waiter, t)
     for v in victims:
         core._preempt(v, t, out, "fair_share", waiter, why_victim(v), position=position)
@@ -264,6 +282,28 @@ def make_room(
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     return True
+
+
+def _victim_tiers(core: DecisionCore, t: int) -> tuple[tuple[list[Workload], ...], list[bool]]:
+    """Return the possible victims by cost tier (unallocated, resumable, non-resumable) and which tiers are sorted.
+
+    O(p) to partition; cached for the rest of the instant while the pool is unchanged
+    (``core.pool_version`` moves on every pool change and checkpoint), so the failed attempts of
+    one pass share one partition and one sort per tier instead of O(p log p) each.
+    """
+    key = (t, core.pool_version)
+    cached = core.victims_cache
+    if cached is not None and cached[0] == key:
+        return cached[1], cached[2]
+    pool = core.workloads
+    tiers: tuple[list[Workload], list[Workload], list[Workload]] = ([], [], [])
+    for wid in core.preemptible:
+        v = pool[wid]
+        tiers[0 if not v.allocated else (1 if v.resumable else 2)].append(v)
+    ready = [False, False, False]
+    core.victims_cache = (key, tiers, ready)
+    return tiers, ready
+
 
 def _victim_reason(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workload], str]:
     if core.knobs.policy == "priority":

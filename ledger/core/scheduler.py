@@ -108,6 +108,9 @@ class DecisionCore:
         self.preemptible: dict[str, None] = {}  # running work that some waiter may preempt
         self.unalloc_gpus = 0  # GPUs held by running unallocated work
         self.pool_on_host: dict[int, int] = {}  # host index -> GPUs of possible victims on it
+        self.pool_version = 0  # moves whenever the victim pool or a member's checkpoint changes
+        # derived, never in a snapshot: ((t, pool_version), victims by tier, which tiers are sorted)
+        self.victims_cache: tuple[tuple[int, int], tuple[list[Workload], ...], list[bool]] | None = None
         self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team
         self._clock: tuple[int, Any] = (-1, None)  # last (µs, datetime) converted for outputs
         self.finished: deque[tuple[int, str]] = deque()  # (when, workload id) of finished workloads
@@ -173,7 +176,8 @@ class DecisionCore:
         """Return the whole state as bytes (same history -> same bytes); for trusted storage only."""
         # One round trip first: pickle shares interned strings by identity, which a restored core
         # no longer has; normalising makes the bytes a function of the state alone (a fixpoint).
-        raw = pickle.dumps(self.__dict__, protocol=5)
+        state = {k: v for k, v in self.__dict__.items() if k != "victims_cache"}
+        raw = pickle.dumps(state, protocol=5)
         return SNAPSHOT_MAGIC + pickle.dumps(pickle.loads(raw), protocol=5)
 
     @classmethod
@@ -183,6 +187,7 @@ class DecisionCore:
             raise InputError("not a decision-core snapshot: bad header")
         core = cls.__new__(cls)
         core.__dict__.update(pickle.loads(data[len(SNAPSHOT_MAGIC) :]))  # own snapshots only (trusted)
+        core.victims_cache = None
         return core
 
     # ---- queries -------------------------------------------------------------------------
@@ -210,6 +215,10 @@ class DecisionCore:
     def fair_share_order(self, at_us: int | None = None) -> list[str]:
         """Return every budget node in fair-share order (depth first, lowest ratio first)."""
         t = max(self.now, at_us or 0)
+        if isinstance(self.order, FairShareOrder):
+            # the core's own order: a second reader of the meters would take the change notes
+            # (``Occupancy.touched``) its ratio cache relies on, leaving stale ratios in this instant
+            return self.order.ranking(t)
         order = FairShareOrder(self.tree, self.occ)
         order.capacity = self.hosts.capacity
         return order.ranking(t)
@@ -234,6 +243,7 @@ class DecisionCore:
             w = self.workloads.get(e.workload_id)
             if w is not None and w.state in (RUNNING, EXITING):
                 w.last_ckpt_us = t
+                self.pool_version += 1  # a victim's cost changed
             return False
         if isinstance(e, BudgetNodeDefined):
             self.tree.define(e.path, e.parent, e.share, e.managers, t, e.event_id)
@@ -432,6 +442,7 @@ class DecisionCore:
     def _pool_add(self, w: Workload) -> None:
         """Make a running workload a possible victim (and count its GPUs per host). O(hosts of w)."""
         self.preemptible[w.wid] = None
+        self.pool_version += 1
         for i in w.hosts:
             self.pool_on_host[i] = self.pool_on_host.get(i, 0) + self.hosts.hosts[i].workloads[w.wid]
 
@@ -462,6 +473,7 @@ class DecisionCore:
         """Free a run's hosts and take it out of the victim pool (its charge runs on until it exits)."""
         if w.wid in self.preemptible:
             del self.preemptible[w.wid]
+            self.pool_version += 1
             for i in w.hosts:
                 self.pool_on_host[i] -= self.hosts.hosts[i].workloads[w.wid]
         self.hosts.release(w.wid, w.hosts)
@@ -602,7 +614,7 @@ class DecisionCore:
 
     def _fill(self, t: int, out: list[Event], allocated_only: bool = False) -> None:
         order = self.order
-        while True:
+        while self.hosts.max_free():  # O(gpus_per_node): a full cluster fits nothing (every size >= 1 GPU)
             pick = order.next_start(t, self._fits(), allocated_only)
             if pick is None:
                 return

@@ -32,6 +32,16 @@ class BudgetTree:
         self.nodes: dict[str, BudgetNode] = {}
         self.roots: list[str] = []
         self._chains: dict[str, list[str]] = {}  # path -> itself and its ancestors (nodes never move)
+        self._branches: dict[tuple[str, str], tuple[str | None, str | None]] = {}  # derived: see branches()
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        del state["_branches"]  # derived, and only as large as the pairs asked for: never part of a snapshot
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self._branches = {}
 
     def __contains__(self, path: str) -> bool:
         return path in self.nodes
@@ -107,6 +117,21 @@ class BudgetTree:
                 p = self.nodes[p].parent
             self._chains[path] = chain
         return chain
+
+    def branches(self, a: str, b: str) -> tuple[str | None, str | None]:
+        """Return the children of the lowest common ancestor of ``a`` and ``b`` on each one's side.
+
+        ``None`` on a side means that path is the common ancestor itself (the same node, or an
+        ancestor of the other). O(depth) the first time, O(1) after (nodes never move).
+        """
+        pair = self._branches.get((a, b))
+        if pair is None:
+            x, y = self.ancestors(a)[::-1], self.ancestors(b)[::-1]
+            i = 0
+            while i < len(x) and i < len(y) and x[i] == y[i]:
+                i += 1
+            pair = self._branches[(a, b)] = (x[i] if i < len(x) else None, y[i] if i < len(y) else None)
+        return pair
 
     def children_of(self, path: str | None) -> list[str]:
         """Return the children of a node (or the roots for None), sorted by path."""

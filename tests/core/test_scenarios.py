@@ -187,3 +187,15 @@ def test_fifo_baseline_serves_by_arrival_and_backfills_without_preempting() -> N
     out = run(core, [e.complete(30, "big")])
     assert [s.workload_id for s in of(out, ev.WorkloadStarted)] == ["wide"]  # type: ignore[attr-defined]
     assert not of(out, ev.WorkloadPreempted)
+
+
+def test_asking_for_the_fair_share_order_leaves_later_ratios_in_the_same_instant_fresh() -> None:
+    """A query between two events of one instant must not hide a meter change from the core's ratios."""
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    run(core, [*_tree(e, 16, {"A": 0.5, "B": 0.5}), e.submit(10, "a1", "org/A", gpus=4, min_runtime_s=3600)])
+    before = core.usage("org/A")["ratio"]
+    run(core, [e.submit(10, "a2", "org/A", gpus=4, min_runtime_s=3600)])  # same instant: A is charged more
+    core.fair_share_order()
+    after = core.usage("org/A")["ratio"]
+    assert after == 2 * before  # upfront: each run prepaid 4 GPUs × 1 h

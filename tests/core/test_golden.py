@@ -1,0 +1,92 @@
+"""Pinned decisions: fixed seeded months through the core must produce exactly these output bytes.
+
+The inputs are built here from fixed seeds (the benchmark's generator, a few thousand workloads),
+so any change to a decision, an output field or the order of outputs changes a hash. A speed-up
+must leave every hash unchanged; a deliberate policy change updates them and says why.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+
+import pytest
+
+from bench.core import CHECKPOINT_S, CLUSTER, budget_tree, setup_events, workloads
+from ledger import events as ev
+from ledger.codec import encode
+from ledger.core import DecisionCore, Knobs
+
+
+def month_digest(knobs: Knobs, n: int, days: float) -> tuple[str, int]:
+    """Drive n seeded workloads through the core, completing started work; return (sha256 of outputs, count)."""
+    leaves = [p for p, _, _ in budget_tree() if p.count("/") == 3]
+    subs = workloads(leaves, n, days)
+    core = DecisionCore(knobs, CLUSTER)
+    digest = hashlib.sha256()
+    count = 0
+
+    def emit(outs: list[ev.Event]) -> None:
+        nonlocal count
+        for o in outs:
+            digest.update(encode(o))
+            count += 1
+
+    for e in setup_events():
+        emit(core.handle(e))
+    remaining = {s.workload_id: s.work_s or 0 for _, s in subs}
+    started: dict[str, tuple[int, int]] = {}  # workload -> (attempt, start µs)
+    inputs: list[tuple[int, int, ev.Event, int]] = [(t, i, s, 0) for i, (t, s) in enumerate(subs)]
+    heapq.heapify(inputs)
+    seq = len(inputs)
+    while inputs:
+        nxt = core.next_wakeup()
+        if nxt is not None and nxt <= inputs[0][0]:
+            outs = core.advance(nxt)
+        else:
+            _, _, e, attempt = heapq.heappop(inputs)
+            if isinstance(e, ev.WorkloadCompleted) and started.get(e.workload_id, (-1, 0))[0] != attempt:
+                continue  # the run it belonged to was preempted
+            outs = core.handle(e)
+        emit(outs)
+        for o in outs:
+            if isinstance(o, ev.WorkloadStarted):
+                t = ev.to_us(o.time)
+                started[o.workload_id] = (o.attempt, t)
+                done = t + remaining[o.workload_id] * 1_000_000
+                seq += 1
+                done_event = ev.WorkloadCompleted(
+                    event_id=f"c{o.workload_id}.{o.attempt}", cluster=CLUSTER, time=ev.from_us(done),
+                    workload_id=o.workload_id, outcome="succeeded",
+                )
+                heapq.heappush(inputs, (done, seq, done_event, o.attempt))
+            elif isinstance(o, ev.WorkloadPreempted):
+                _, t0 = started.pop(o.workload_id)
+                ran = (ev.to_us(o.time) - t0) // 1_000_000
+                remaining[o.workload_id] -= ran // CHECKPOINT_S * CHECKPOINT_S
+    return digest.hexdigest(), count
+
+
+GOLDEN = [
+    pytest.param(
+        Knobs(policy="fairshare"), 2500, 0.75,
+        "9b54994115829191f862ab8d1c352b9a0ae8681d0a44d900a6cf39e9bada4f9b", 24130, id="fairshare",
+    ),
+    pytest.param(
+        Knobs(policy="fairshare", grace_s=120, charge="accrued"), 1500, 0.45,
+        "fd5648bc0e5149e64a6a3440161215c9f3f3edec023cce0675f0852924d8ee09", 11222, id="fairshare-grace",
+    ),
+    pytest.param(
+        Knobs(policy="priority"), 2500, 0.75,
+        "88968779ee5ba0f62ed51e7e0b181cd6488b43fa6ac4637733331d184ace38df", 10480, id="priority",
+    ),
+    pytest.param(
+        Knobs(policy="fifo"), 2500, 0.75,
+        "342561f899b218ce823358303ebd4e064be55b9991ebbdac22288a0010751888", 5000, id="fifo",
+    ),
+]
+
+
+@pytest.mark.parametrize(("knobs", "n", "days", "sha", "outputs"), GOLDEN)
+def test_seeded_month_decisions_are_pinned(knobs: Knobs, n: int, days: float, sha: str, outputs: int) -> None:
+    assert month_digest(knobs, n, days) == (sha, outputs)
