@@ -41,8 +41,10 @@ from ledger.codec import decode, encode
 from ledger.core import Knobs
 from ledger.errors import LedgerError
 from ledger.events import Event
+from streams.budget_metrics import BudgetGauges
 from streams.deadletter import deadletter_headers
 from streams.metrics import WorkerMetrics
+from streams.security import KafkaSecurity
 from streams.service import DecisionService, Outcome
 from streams.state import ClusterState
 from streams.topics import WORKER_APP_ID, TopicNames
@@ -73,6 +75,8 @@ class WorkerConfig:
     rebalance_timeout_s: float = 3.0
     fetch_max_wait_ms: int = 20
     loglevel: str = "WARNING"
+    replication_factor: int = 1
+    security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
 
 
 @dataclass
@@ -91,6 +95,7 @@ class WorkerRuntime:
         self.clusters = clusters
         self.occupancy = occupancy
         self.metrics = WorkerMetrics()
+        self.gauges = BudgetGauges(self.metrics.registry)
         self.service = DecisionService(
             cfg.knobs, loader=self._load, idle_clock_rate=cfg.idle_clock_rate, idle_after_s=cfg.idle_after_s
         )
@@ -116,7 +121,11 @@ class WorkerRuntime:
             return
 
         self.producer = AIOKafkaProducer(
-            bootstrap_servers=self.cfg.bootstrap, acks="all", enable_idempotence=False, linger_ms=1
+            bootstrap_servers=self.cfg.bootstrap,
+            acks="all",
+            enable_idempotence=False,
+            linger_ms=1,
+            **self.cfg.security.aiokafka_kwargs(),
         )
         await self.producer.start()
 
@@ -153,7 +162,9 @@ class WorkerRuntime:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
         tp = TopicPartition(self.topics.decisions, partition)
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.cfg.bootstrap, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.cfg.bootstrap, enable_auto_commit=False, **self.cfg.security.aiokafka_kwargs()
+        )
         await consumer.start()
         found: set[str] = set()
         key = cluster.encode()
@@ -236,6 +247,15 @@ class WorkerRuntime:
         self.metrics.sample_rates()
         self._sample_lag()
 
+    def revoke(self, partitions: set[int]) -> None:
+        """Forget the clusters of partitions moved to another worker, and their gauges (the new owner exports them)."""
+        self.service.forget_partitions(partitions)
+        self.gauges.forget_partitions(partitions)
+        for partition in partitions:
+            self.last_offset.pop(partition, None)
+            with contextlib.suppress(KeyError):
+                self.metrics.lag.remove(str(partition))
+
     def _sample_lag(self) -> None:
         from faust.types import TP
 
@@ -263,6 +283,7 @@ class WorkerRuntime:
             await self._drain([await self._changelog(self.clusters, st.partition, st.cluster, blob)])
             self.clusters.data[st.cluster] = blob  # the local view; the changelog write above is the durable copy
             views.extend(await self._publish_occupancy(st))
+            self.gauges.update(st)
         await self._drain(views)
         unacked, self.unacked = self.unacked, []
         for stream, event in unacked:
@@ -328,6 +349,7 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
         web_bind=cfg.http_host,
         web_host=cfg.http_host,
         web_port=cfg.http_port,
+        **cfg.security.faust_settings(),
     )
     events = app.topic(TopicNames(cfg.topic_prefix).events, key_type=bytes, value_type=bytes, partitions=cfg.partitions)
     clusters = app.Table("clusters", default=None, partitions=cfg.partitions, key_type=str, value_type=bytes)
@@ -342,7 +364,7 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
         await rt.on_timer()
 
     async def on_revoked(_app: Any, revoked: Any = (), **_: Any) -> None:
-        rt.service.forget_partitions({tp.partition for tp in revoked if tp.topic == rt.topics.events})
+        rt.revoke({tp.partition for tp in revoked if tp.topic == rt.topics.events})
 
     async def producer_task() -> None:
         async with rt.lock:
@@ -398,7 +420,8 @@ def run_worker(cfg: WorkerConfig) -> int:
 
     from streams.topics import ensure_topics_sync, worker_topics
 
-    ensure_topics_sync(cfg.bootstrap, worker_topics(cfg.partitions, cfg.app_id, cfg.topic_prefix))
+    topics = worker_topics(cfg.partitions, cfg.app_id, cfg.topic_prefix)
+    ensure_topics_sync(cfg.bootstrap, topics, replication_factor=cfg.replication_factor, security=cfg.security)
     # faust fetches in a thread and hands records to the event loop; with the default 5 ms GIL switch
     # interval every hand-over can stall the loop that long (measured: ~500 records/s instead of thousands).
     sys.setswitchinterval(0.0002)
