@@ -107,6 +107,7 @@ class WorkerRuntime:
         self.last_offset: dict[int, int] = {}
         self.started = time.monotonic()
         self.restored = False
+        self.assigned: set[int] = set()  # partitions of the events topic this worker owns
 
     # -- plumbing ------------------------------------------------------------------------------
     def _load(self, cluster: str) -> bytes | None:
@@ -183,14 +184,67 @@ class WorkerRuntime:
         return found
 
     async def restore_all(self) -> None:
-        """Load every recovered cluster checkpoint (so timers run for it and its occupancy view is current)."""
+        """Load the checkpoint of every cluster this worker owns (so timers run for it and its views are current).
+
+        Only clusters of assigned partitions: the table also holds standby copies of other workers'
+        partitions, which are stale the moment their owner processes another record. Loading one would
+        let this worker checkpoint it over its owner's newer checkpoint, and keep its stale state in
+        memory for when the partition moves here (resuming at the owner's committed offset, past records
+        the stale state never saw).
+        """
         for cluster, blob in list(self.clusters.data.items()):
-            if cluster in self.service.states:
+            if cluster in self.service.states or blob is None:
                 continue
             partition = ClusterState.from_bytes(bytes(blob)).partition
+            if partition not in self.assigned:
+                continue
             await self._prepare(str(cluster), partition)
             self.service.dirty.add(str(cluster))
         self.restored = True
+
+    # -- rebalances -----------------------------------------------------------------------------
+    async def on_assigned(self, partitions: set[int]) -> None:
+        """Take the partitions the group gave this worker; their clusters load at the next timer tick."""
+        async with self.lock:
+            self.assigned = set(partitions)
+            self._forget({st.partition for st in self.service.states.values()} - self.assigned)
+            self.restored = False
+
+    async def on_revoked(self, partitions: set[int]) -> None:
+        """Hand partitions over: make what was processed durable, then forget their clusters.
+
+        Runs under the lock, so no record is half-processed, and before faust rejoins the group, so
+        the next owner's assignment (and its restore of the changelog) comes after these writes.
+        A checkpoint here means the next owner resumes exactly where this worker stopped; if it
+        fails, the outputs sent so far are still awaited, so the next owner finds them on the
+        decisions topic and does not send them again when it processes those records anew.
+        """
+        async with self.lock:
+            if self.producer is not None and (self.unacked or self.service.dirty or self.sent):
+                try:
+                    await self._checkpoint()
+                except Exception as exc:  # the next owner reprocesses from the last durable checkpoint
+                    log.warning("checkpoint on revocation failed: %s: %s", type(exc).__name__, exc)
+                    for s in self.sent:
+                        with contextlib.suppress(Exception):
+                            await s.future
+                    self.sent = []
+            # acks of records whose state is dropped would let the offset pass what any checkpoint holds
+            self.unacked = [(st, ev) for st, ev in self.unacked if ev.message.partition not in partitions]
+            self.assigned -= partitions
+            self._forget(partitions)
+            self.restored = False
+
+    def _forget(self, partitions: set[int]) -> None:
+        """Drop the clusters of partitions this worker no longer owns, and their gauges (the new owner exports them)."""
+        if not partitions:
+            return
+        self.service.forget_partitions(partitions)
+        self.gauges.forget_partitions(partitions)
+        for partition in partitions:
+            self.last_offset.pop(partition, None)
+            with contextlib.suppress(KeyError):
+                self.metrics.lag.remove(str(partition))
 
     # -- the agent's body --------------------------------------------------------------------------
     async def on_record(self, stream: Any, event: Any) -> None:
@@ -246,15 +300,6 @@ class WorkerRuntime:
                 await self._checkpoint()
         self.metrics.sample_rates()
         self._sample_lag()
-
-    def revoke(self, partitions: set[int]) -> None:
-        """Forget the clusters of partitions moved to another worker, and their gauges (the new owner exports them)."""
-        self.service.forget_partitions(partitions)
-        self.gauges.forget_partitions(partitions)
-        for partition in partitions:
-            self.last_offset.pop(partition, None)
-            with contextlib.suppress(KeyError):
-                self.metrics.lag.remove(str(partition))
 
     def _sample_lag(self) -> None:
         from faust.types import TP
@@ -364,7 +409,10 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
         await rt.on_timer()
 
     async def on_revoked(_app: Any, revoked: Any = (), **_: Any) -> None:
-        rt.revoke({tp.partition for tp in revoked if tp.topic == rt.topics.events})
+        await rt.on_revoked({tp.partition for tp in revoked if tp.topic == rt.topics.events})
+
+    async def on_assigned(_app: Any, assigned: Any = (), **_: Any) -> None:
+        await rt.on_assigned({tp.partition for tp in assigned if tp.topic == rt.topics.events})
 
     async def producer_task() -> None:
         async with rt.lock:
@@ -386,6 +434,7 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
     app.agent(events, name="decide")(decide)
     app.timer(cfg.timer_interval_s)(tick)
     app.on_partitions_revoked.connect(on_revoked)
+    app.on_partitions_assigned.connect(on_assigned)
     app.task(producer_task)
     pages = {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics, "/occupancy": occupancy_page}
     for path, view in pages.items():
