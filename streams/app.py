@@ -19,6 +19,9 @@ Crash safety (SIGKILL at any point, then restart, equals an uninterrupted run):
    its outputs ``{cluster}/d{n}``). Before a restored cluster processes anything, the worker reads the
    decisions partition from the offset recorded in the checkpoint to its end and remembers the ids
    found there; those outputs are not sent again. Inputs are idempotent by ``event_id``.
+4. Rebalances: on revocation the worker checkpoints (under the lock) before faust rejoins the group,
+   then forgets the revoked clusters; it loads only clusters of its assigned partitions (the table
+   also holds standby copies of other workers' partitions, stale once their owner moves on).
 
 Dead letters are at-least-once: a bad record after the last checkpoint is dead-lettered again after a
 crash; its ``source`` header (topic/partition/offset) identifies the copy.
