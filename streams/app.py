@@ -19,6 +19,9 @@ Crash safety (SIGKILL at any point, then restart, equals an uninterrupted run):
    its outputs ``{cluster}/d{n}``). Before a restored cluster processes anything, the worker reads the
    decisions partition from the offset recorded in the checkpoint to its end and remembers the ids
    found there; those outputs are not sent again. Inputs are idempotent by ``event_id``.
+4. Rebalances: on revocation the worker checkpoints (under the lock) before faust rejoins the group,
+   then forgets the revoked clusters; it loads only clusters of its assigned partitions (the table
+   also holds standby copies of other workers' partitions, stale once their owner moves on).
 
 Dead letters are at-least-once: a bad record after the last checkpoint is dead-lettered again after a
 crash; its ``source`` header (topic/partition/offset) identifies the copy.
@@ -41,8 +44,10 @@ from ledger.codec import decode, encode
 from ledger.core import Knobs
 from ledger.errors import LedgerError
 from ledger.events import Event
+from streams.budget_metrics import BudgetGauges
 from streams.deadletter import deadletter_headers
 from streams.metrics import WorkerMetrics
+from streams.security import KafkaSecurity
 from streams.service import DecisionService, Outcome
 from streams.state import ClusterState
 from streams.topics import WORKER_APP_ID, TopicNames
@@ -73,6 +78,8 @@ class WorkerConfig:
     rebalance_timeout_s: float = 3.0
     fetch_max_wait_ms: int = 20
     loglevel: str = "WARNING"
+    replication_factor: int = 1
+    security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
 
 
 @dataclass
@@ -91,6 +98,7 @@ class WorkerRuntime:
         self.clusters = clusters
         self.occupancy = occupancy
         self.metrics = WorkerMetrics()
+        self.gauges = BudgetGauges(self.metrics.registry)
         self.service = DecisionService(
             cfg.knobs, loader=self._load, idle_clock_rate=cfg.idle_clock_rate, idle_after_s=cfg.idle_after_s
         )
@@ -102,6 +110,7 @@ class WorkerRuntime:
         self.last_offset: dict[int, int] = {}
         self.started = time.monotonic()
         self.restored = False
+        self.assigned: set[int] = set()  # partitions of the events topic this worker owns
 
     # -- plumbing ------------------------------------------------------------------------------
     def _load(self, cluster: str) -> bytes | None:
@@ -116,7 +125,11 @@ class WorkerRuntime:
             return
 
         self.producer = AIOKafkaProducer(
-            bootstrap_servers=self.cfg.bootstrap, acks="all", enable_idempotence=False, linger_ms=1
+            bootstrap_servers=self.cfg.bootstrap,
+            acks="all",
+            enable_idempotence=False,
+            linger_ms=1,
+            **self.cfg.security.aiokafka_kwargs(),
         )
         await self.producer.start()
 
@@ -153,7 +166,9 @@ class WorkerRuntime:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
         tp = TopicPartition(self.topics.decisions, partition)
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.cfg.bootstrap, enable_auto_commit=False)
+        consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.cfg.bootstrap, enable_auto_commit=False, **self.cfg.security.aiokafka_kwargs()
+        )
         await consumer.start()
         found: set[str] = set()
         key = cluster.encode()
@@ -172,14 +187,67 @@ class WorkerRuntime:
         return found
 
     async def restore_all(self) -> None:
-        """Load every recovered cluster checkpoint (so timers run for it and its occupancy view is current)."""
+        """Load the checkpoint of every cluster this worker owns (so timers run for it and its views are current).
+
+        Only clusters of assigned partitions: the table also holds standby copies of other workers'
+        partitions, which are stale the moment their owner processes another record. Loading one would
+        let this worker checkpoint it over its owner's newer checkpoint, and keep its stale state in
+        memory for when the partition moves here (resuming at the owner's committed offset, past records
+        the stale state never saw).
+        """
         for cluster, blob in list(self.clusters.data.items()):
-            if cluster in self.service.states:
+            if cluster in self.service.states or blob is None:
                 continue
             partition = ClusterState.from_bytes(bytes(blob)).partition
+            if partition not in self.assigned:
+                continue
             await self._prepare(str(cluster), partition)
             self.service.dirty.add(str(cluster))
         self.restored = True
+
+    # -- rebalances -----------------------------------------------------------------------------
+    async def on_assigned(self, partitions: set[int]) -> None:
+        """Take the partitions the group gave this worker; their clusters load at the next timer tick."""
+        async with self.lock:
+            self.assigned = set(partitions)
+            self._forget({st.partition for st in self.service.states.values()} - self.assigned)
+            self.restored = False
+
+    async def on_revoked(self, partitions: set[int]) -> None:
+        """Hand partitions over: make what was processed durable, then forget their clusters.
+
+        Runs under the lock, so no record is half-processed, and before faust rejoins the group, so
+        the next owner's assignment (and its restore of the changelog) comes after these writes.
+        A checkpoint here means the next owner resumes exactly where this worker stopped; if it
+        fails, the outputs sent so far are still awaited, so the next owner finds them on the
+        decisions topic and does not send them again when it processes those records anew.
+        """
+        async with self.lock:
+            if self.producer is not None and (self.unacked or self.service.dirty or self.sent):
+                try:
+                    await self._checkpoint()
+                except Exception as exc:  # the next owner reprocesses from the last durable checkpoint
+                    log.warning("checkpoint on revocation failed: %s: %s", type(exc).__name__, exc)
+                    for s in self.sent:
+                        with contextlib.suppress(Exception):
+                            await s.future
+                    self.sent = []
+            # acks of records whose state is dropped would let the offset pass what any checkpoint holds
+            self.unacked = [(st, ev) for st, ev in self.unacked if ev.message.partition not in partitions]
+            self.assigned -= partitions
+            self._forget(partitions)
+            self.restored = False
+
+    def _forget(self, partitions: set[int]) -> None:
+        """Drop the clusters of partitions this worker no longer owns, and their gauges (the new owner exports them)."""
+        if not partitions:
+            return
+        self.service.forget_partitions(partitions)
+        self.gauges.forget_partitions(partitions)
+        for partition in partitions:
+            self.last_offset.pop(partition, None)
+            with contextlib.suppress(KeyError):
+                self.metrics.lag.remove(str(partition))
 
     # -- the agent's body --------------------------------------------------------------------------
     async def on_record(self, stream: Any, event: Any) -> None:
@@ -263,6 +331,7 @@ class WorkerRuntime:
             await self._drain([await self._changelog(self.clusters, st.partition, st.cluster, blob)])
             self.clusters.data[st.cluster] = blob  # the local view; the changelog write above is the durable copy
             views.extend(await self._publish_occupancy(st))
+            self.gauges.update(st)
         await self._drain(views)
         unacked, self.unacked = self.unacked, []
         for stream, event in unacked:
@@ -328,6 +397,7 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
         web_bind=cfg.http_host,
         web_host=cfg.http_host,
         web_port=cfg.http_port,
+        **cfg.security.faust_settings(),
     )
     events = app.topic(TopicNames(cfg.topic_prefix).events, key_type=bytes, value_type=bytes, partitions=cfg.partitions)
     clusters = app.Table("clusters", default=None, partitions=cfg.partitions, key_type=str, value_type=bytes)
@@ -342,7 +412,10 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
         await rt.on_timer()
 
     async def on_revoked(_app: Any, revoked: Any = (), **_: Any) -> None:
-        rt.service.forget_partitions({tp.partition for tp in revoked if tp.topic == rt.topics.events})
+        await rt.on_revoked({tp.partition for tp in revoked if tp.topic == rt.topics.events})
+
+    async def on_assigned(_app: Any, assigned: Any = (), **_: Any) -> None:
+        await rt.on_assigned({tp.partition for tp in assigned if tp.topic == rt.topics.events})
 
     async def producer_task() -> None:
         async with rt.lock:
@@ -364,6 +437,7 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
     app.agent(events, name="decide")(decide)
     app.timer(cfg.timer_interval_s)(tick)
     app.on_partitions_revoked.connect(on_revoked)
+    app.on_partitions_assigned.connect(on_assigned)
     app.task(producer_task)
     pages = {"/healthz": healthz, "/readyz": readyz, "/metrics": metrics, "/occupancy": occupancy_page}
     for path, view in pages.items():
@@ -398,7 +472,8 @@ def run_worker(cfg: WorkerConfig) -> int:
 
     from streams.topics import ensure_topics_sync, worker_topics
 
-    ensure_topics_sync(cfg.bootstrap, worker_topics(cfg.partitions, cfg.app_id, cfg.topic_prefix))
+    topics = worker_topics(cfg.partitions, cfg.app_id, cfg.topic_prefix)
+    ensure_topics_sync(cfg.bootstrap, topics, replication_factor=cfg.replication_factor, security=cfg.security)
     # faust fetches in a thread and hands records to the event loop; with the default 5 ms GIL switch
     # interval every hand-over can stall the loop that long (measured: ~500 records/s instead of thousands).
     sys.setswitchinterval(0.0002)

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 from ledger.codec import encode
 from ledger.events import Event
+from streams.security import KafkaSecurity
 from streams.spool import Spool
 from streams.topics import EVENTS
 
@@ -59,11 +60,13 @@ class AsyncPublisher:
         *,
         topic: str = EVENTS,
         request_timeout_s: float = 10.0,
+        security: KafkaSecurity | None = None,
     ):
         self.bootstrap = bootstrap
         self.topic = topic
         self.spool = Spool(spool_dir)
         self.request_timeout_s = request_timeout_s
+        self.security = security or KafkaSecurity.from_env()  # fails early (ConfigError) on inconsistent settings
         self._producer: Any = None
         self.last_error: str | None = None
 
@@ -80,6 +83,7 @@ class AsyncPublisher:
                 linger_ms=2,
                 max_batch_size=256 * 1024,
                 retry_backoff_ms=200,
+                **self.security.aiokafka_kwargs(),
             )
             try:
                 await asyncio.wait_for(producer.start(), self.request_timeout_s)
@@ -172,11 +176,15 @@ class Publisher:
         *,
         topic: str = EVENTS,
         request_timeout_s: float = 10.0,
+        security: KafkaSecurity | None = None,
     ):
+        security = security or KafkaSecurity.from_env()  # before the thread: a ConfigError leaves nothing running
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="gpuledger-publisher", daemon=True)
         self._thread.start()
-        self._inner = AsyncPublisher(bootstrap, spool_dir, topic=topic, request_timeout_s=request_timeout_s)
+        self._inner = AsyncPublisher(
+            bootstrap, spool_dir, topic=topic, request_timeout_s=request_timeout_s, security=security
+        )
 
     def _run(self, coro: Coroutine[Any, Any, T] | Awaitable[T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]

@@ -7,6 +7,7 @@ import contextlib
 from dataclasses import dataclass
 
 from ledger.errors import BrokerError
+from streams.security import KafkaSecurity
 
 __all__ = [
     "DEADLETTER",
@@ -66,16 +67,26 @@ def worker_topics(partitions: int, app_id: str = WORKER_APP_ID, prefix: str = ""
     return topics
 
 
-async def ensure_topics(bootstrap: str, topics: dict[str, int], timeout_s: float = 15.0) -> None:
+async def ensure_topics(
+    bootstrap: str,
+    topics: dict[str, int],
+    timeout_s: float = 15.0,
+    *,
+    replication_factor: int = 1,
+    security: KafkaSecurity | None = None,
+) -> None:
     """Create missing topics with the given partition counts; raise BrokerError if one exists with another count."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
     from aiokafka.errors import KafkaError, TopicAlreadyExistsError
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000))
+    security = security or KafkaSecurity.from_env()
+    admin = AIOKafkaAdminClient(
+        bootstrap_servers=bootstrap, request_timeout_ms=int(timeout_s * 1000), **security.aiokafka_kwargs()
+    )
     try:
         await asyncio.wait_for(admin.start(), timeout_s)
         existing = set(await admin.list_topics())
-        missing = [NewTopic(name, n, 1) for name, n in topics.items() if name not in existing]
+        missing = [NewTopic(name, n, replication_factor) for name, n in topics.items() if name not in existing]
         if missing:
             with contextlib.suppress(TopicAlreadyExistsError):  # a concurrent creator won the race
                 await admin.create_topics(missing)
@@ -92,6 +103,13 @@ async def ensure_topics(bootstrap: str, topics: dict[str, int], timeout_s: float
             raise BrokerError(f"topic {entry['topic']} has {have} partition(s) on {bootstrap}, expected {want}")
 
 
-def ensure_topics_sync(bootstrap: str, topics: dict[str, int], timeout_s: float = 15.0) -> None:
+def ensure_topics_sync(
+    bootstrap: str,
+    topics: dict[str, int],
+    timeout_s: float = 15.0,
+    *,
+    replication_factor: int = 1,
+    security: KafkaSecurity | None = None,
+) -> None:
     """Run ``ensure_topics`` from synchronous code."""
-    asyncio.run(ensure_topics(bootstrap, topics, timeout_s))
+    asyncio.run(ensure_topics(bootstrap, topics, timeout_s, replication_factor=replication_factor, security=security))

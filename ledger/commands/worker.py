@@ -9,6 +9,7 @@ and ``/occupancy`` over HTTP. Stop it with SIGTERM or Ctrl-C; it is also safe to
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 
@@ -16,9 +17,23 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
     from ledger.commands._knobs import add_knob_arguments
 
-    p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap server(s)")
-    p.add_argument("--partitions", type=int, default=4, help="partitions of the worker's topics (default 4)")
-    p.add_argument("--app-id", default="gpuledger-worker", help="consumer group and changelog prefix")
+    env = os.environ.get
+    p.add_argument(
+        "--bootstrap", default=env("GPULEDGER_BOOTSTRAP"), metavar="HOST:PORT",
+        help="Kafka bootstrap server(s) (default $GPULEDGER_BOOTSTRAP)",
+    )  # fmt: skip
+    p.add_argument(
+        "--partitions", type=int, default=env("GPULEDGER_PARTITIONS", "4"),
+        help="partitions of the worker's topics (default $GPULEDGER_PARTITIONS, else 4)",
+    )  # fmt: skip
+    p.add_argument(
+        "--app-id", default=env("GPULEDGER_APP_ID", "gpuledger-worker"),
+        help="consumer group and changelog prefix (default $GPULEDGER_APP_ID, else gpuledger-worker)",
+    )  # fmt: skip
+    p.add_argument(
+        "--replication-factor", type=int, default=env("GPULEDGER_REPLICATION_FACTOR", "1"),
+        help="replicas of the topics the worker creates when missing (default $GPULEDGER_REPLICATION_FACTOR, else 1)",
+    )  # fmt: skip
     p.add_argument("--topic-prefix", default="", help="prefix of the three data topics (default none)")
     p.add_argument("--http", default="127.0.0.1:6066", metavar="HOST:PORT", help="metrics and health endpoint")
     p.add_argument("--checkpoint-every", type=int, default=5000, help="inputs between checkpoints (default 5000)")
@@ -41,12 +56,17 @@ def run(args: argparse.Namespace) -> int:
     from ledger.commands._knobs import knobs_from_args
     from ledger.errors import ConfigError
     from streams.app import WorkerConfig, run_worker
+    from streams.security import KafkaSecurity
 
+    if not args.bootstrap:
+        raise ConfigError("--bootstrap: not given and GPULEDGER_BOOTSTRAP is not set")
     host, _, port = args.http.rpartition(":")
     if not port.isdigit():
         raise ConfigError(f"--http {args.http!r}: expected HOST:PORT")
     if args.partitions < 1:
         raise ConfigError(f"--partitions {args.partitions}: must be at least 1")
+    if args.replication_factor < 1:
+        raise ConfigError(f"--replication-factor {args.replication_factor}: must be at least 1")
     cfg = WorkerConfig(
         bootstrap=args.bootstrap,
         knobs=knobs_from_args(args),
@@ -64,5 +84,7 @@ def run(args: argparse.Namespace) -> int:
         fetch_max_wait_ms=args.fetch_max_wait,
         rebalance_timeout_s=args.rebalance_timeout,
         loglevel=args.log_level,
+        replication_factor=args.replication_factor,
+        security=KafkaSecurity.from_env(),
     )
     return run_worker(cfg)

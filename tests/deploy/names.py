@@ -25,10 +25,7 @@ DEPLOY = ROOT / "deploy"
 CODE_DIRS = ("ledger", "streams", "queries")
 
 # Names the deploy files use that the worker does not provide yet (see the report of the deploy work).
-AWAITED: set[str] = {
-    "call:BudgetGauges",
-    "call:KafkaSecurity",
-}
+AWAITED: set[str] = set()
 
 
 def provided(name: str, present: bool) -> None:

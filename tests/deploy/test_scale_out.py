@@ -99,12 +99,6 @@ def thirds(events: list[Event]) -> tuple[list[Event], list[Event], list[Event]]:
     return events[:a], events[a:b], events[b:]
 
 
-@pytest.mark.xfail(
-    raises=AssertionError,
-    strict=False,
-    reason="known worker bug, not fixed yet: in some runs (2 of 12 on the latest worker) one cluster's decisions "
-    "after a handover differ from the decision service's or fall short; remove this mark once fixed",
-)
 def test_a_rebalance_hands_clusters_over_without_losing_or_repeating_a_decision(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
