@@ -25,7 +25,7 @@ import fastavro
 from fastavro.types import Schema
 
 from ledger.errors import DecodeError, LedgerError
-from ledger.events import EVENT_TYPES, Event, parse_event
+from ledger.events import EVENT_TYPES, Event, parse_event, trusted
 
 MAGIC = b"\xc3\x01"
 _HEADER = len(MAGIC) + 8
@@ -150,20 +150,7 @@ def trusted_from_record(type_name: str, record: dict[str, Any]) -> Event:
     cls = EVENT_TYPES[type_name]
     for name in _array_fields()[type_name]:
         record[name] = tuple(record[name])
-    if len(record) != len(cls.__pydantic_fields__):
-        return cls.model_construct(**record)  # fills defaults for fields the record lacks
-    # For a complete record this is what model_construct does, minus its per-field Python loop,
-    # which otherwise costs about as much as decoding the record (reading the log back).
-    event = _new_object(cls)
-    _set_slot(event, "__dict__", record)
-    _set_slot(event, "__pydantic_fields_set__", set(record))
-    _set_slot(event, "__pydantic_extra__", None)
-    _set_slot(event, "__pydantic_private__", None)
-    return event
-
-
-_new_object = object.__new__
-_set_slot = object.__setattr__
+    return trusted(cls, record)
 
 
 def encode(event: Event) -> bytes:

@@ -25,7 +25,6 @@ import math
 import pickle
 from collections import deque
 from collections.abc import Callable
-from functools import cache
 from typing import Any
 
 from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
@@ -54,29 +53,10 @@ from ledger.events import (
     WorkloadSubmitted,
     from_us,
     to_us,
+    trusted,
 )
 
 __all__ = ["SNAPSHOT_MAGIC", "DecisionCore"]
-
-
-@cache
-def _defaults(cls: type[Event]) -> dict[str, Any]:
-    return {name: f.default for name, f in cls.model_fields.items() if not f.is_required()}
-
-
-def _build(cls: type[Event], values: dict[str, Any]) -> Event:
-    """Build an event the core made from known-good values, without re-validating (a hot path).
-
-    Equivalent to ``cls.model_construct(**values)``: every field set, defaults filled in; the
-    property tests re-validate every output with ``ledger.events.validated``.
-    """
-    data = {**_defaults(cls), **values}
-    event = cls.__new__(cls)
-    object.__setattr__(event, "__dict__", data)
-    object.__setattr__(event, "__pydantic_fields_set__", set(values))
-    object.__setattr__(event, "__pydantic_extra__", None)
-    object.__setattr__(event, "__pydantic_private__", None)
-    return event
 
 
 SNAPSHOT_MAGIC = b"GPULEDGER-CORE-1\n"
@@ -629,7 +609,7 @@ class DecisionCore:
         if self._clock[0] != t:  # many outputs of one pass share an instant: keep the last conversion
             self._clock = (t, from_us(t))
         eid = f"{self.cluster}/d{self.n}"
-        return _build(cls, {"event_id": eid, "cluster": self.cluster, "time": self._clock[1], **fields})
+        return trusted(cls, {"event_id": eid, "cluster": self.cluster, "time": self._clock[1], **fields})
 
     def _decision(
         self, action: str, w: Workload, t: int, effective: int, reason: str,

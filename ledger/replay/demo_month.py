@@ -29,8 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
-from ledger.events import WorkloadKind, WorkloadSubmitted
-from ledger.replay._build import trusted
+from ledger.events import WorkloadKind, WorkloadSubmitted, trusted
 from ledger.replay.budgets import BudgetNode, Budgets
 
 START = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday

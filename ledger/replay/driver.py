@@ -33,8 +33,8 @@ from ledger.events import (
     WorkloadSubmitted,
     from_us,
     to_us,
+    trusted,
 )
-from ledger.replay._build import trusted
 
 _US = 1_000_000
 _SIM, _INPUT = 0, 1  # at one instant, simulated facts come before trace inputs
