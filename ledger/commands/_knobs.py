@@ -8,8 +8,22 @@ from ledger.core.knobs import CHARGES, POLICIES, Knobs, Policy, parse_duration
 from ledger.errors import ConfigError
 
 
+def _add_rule_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--swap-margin", action="store_true",
+        help="anti-thrash: preempt allocated work only if the waiter's budget, charged its protected runtime, "
+        "still ranks ahead (default: preempt as soon as the victim's budget ranks after the waiter's)",
+    )
+    p.add_argument(
+        "--preempt-cycle", default="0s",
+        help="run the full preemption walk at most once per cycle, e.g. 60s (default 0s: at every event)",
+    )
+
+
 def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = False) -> None:
     """Register --policy, --window, --half-life, --max-min-runtime, --charge, --gpus-per-node, --grace.
+
+    Also --swap-margin and --preempt-cycle (single values, applied to every combination).
 
     With ``many_policies`` (compare), --policy repeats and every knob takes a comma list of values.
     """
@@ -23,6 +37,7 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
         p.add_argument("--charge", default="upfront", help="entry charge(s): upfront, accrued, or upfront,accrued")
         p.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per host (default: the budgets file)")
         p.add_argument("--grace", default="0s", help="grace period(s) before a preempted workload exits")
+        _add_rule_flags(p)
         return
     else:
         p.add_argument("--policy", choices=POLICIES, default="fairshare", help="scheduling policy (default fairshare)")
@@ -32,6 +47,14 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
     p.add_argument("--charge", choices=CHARGES, default="upfront", help="entry charge: upfront (default) or accrued")
     p.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per host (default: the budgets file, else 8)")
     p.add_argument("--grace", default="0s", help="grace period before a preempted workload exits (default 0s)")
+    _add_rule_flags(p)
+
+
+def _rule_knobs(args: argparse.Namespace) -> dict[str, object]:
+    return {
+        "swap_margin": bool(getattr(args, "swap_margin", False)),
+        "preempt_cycle_s": parse_duration(getattr(args, "preempt_cycle", None) or "0s"),
+    }
 
 
 def knobs_from_args(args: argparse.Namespace, policy: Policy | None = None, gpus_per_node: int = 8) -> Knobs:
@@ -44,6 +67,7 @@ def knobs_from_args(args: argparse.Namespace, policy: Policy | None = None, gpus
         charge=args.charge,
         gpus_per_node=args.gpus_per_node or gpus_per_node,
         grace_s=parse_duration(args.grace),
+        **_rule_knobs(args),  # type: ignore[arg-type]
     )
 
 
@@ -80,6 +104,7 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
                                     charge=charge or "upfront",  # type: ignore[arg-type]
                                     gpus_per_node=args.gpus_per_node or gpus_per_node,
                                     grace_s=parse_duration(grace or "0s"),
+                                    **_rule_knobs(args),  # type: ignore[arg-type]
                                 )
                             )
     return grid

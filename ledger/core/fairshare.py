@@ -79,6 +79,12 @@ class FairShareOrder:
             entry = self._entry(path, t, cache)
         return entry[2]
 
+    def key(self, path: str, t: int) -> tuple[float, str, float]:
+        """Return a node's sort key among its siblings: (ratio to 9 decimals, path, ratio). O(log k), cached."""
+        cache = self._fresh(t)
+        entry = cache.get(path)
+        return entry if entry is not None else self._entry(path, t, cache)
+
     def _fresh(self, t: int) -> dict[str, tuple[float, str, float]]:
         """Return the per-instant cache of (rounded ratio, path, ratio), dropping what went stale.
 

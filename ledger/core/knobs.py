@@ -47,9 +47,15 @@ class Knobs:
     charge: Charge = "upfront"
     gpus_per_node: int = 8
     grace_s: int = 0  # a preemption's exit (and the waiter's start) is delayed this long
-    # a full preemption walk runs at most once per cycle (0: after every event); a new allocated
-    # submission is still tried at once, so short jobs do not wait for the cycle
-    preempt_cycle_s: int = 60
+    # 0 (default): every event, and every protected window ending, is acted on at that instant.
+    # A positive cycle runs the full preemption walk at most once per cycle (as a batch
+    # scheduler's cycle); a new allocated submission is still tried at once.
+    preempt_cycle_s: int = 0
+    # Anti-thrash margin (opt-in): an allocated victim past its protection is preempted only if
+    # the waiter's branch, charged the waiter's protected runtime, would still rank ahead of the
+    # victim's. Off by default: the rule is that work keeps running while its allocation ranks
+    # ahead of what waits; churn is otherwise bounded by the protected window of each new start.
+    swap_margin: bool = False
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -74,4 +80,6 @@ class Knobs:
             else f"window={format_duration(self.window_s)}"
         )
         text = f"{self.policy} {lookback} cap={format_duration(self.max_min_runtime_s)} charge={self.charge}"
-        return text + (f" grace={format_duration(self.grace_s)}" if self.grace_s else "")
+        text += f" grace={format_duration(self.grace_s)}" if self.grace_s else ""
+        text += f" cycle={format_duration(self.preempt_cycle_s)}" if self.preempt_cycle_s else ""
+        return text + (" swap-margin" if self.swap_margin else "")

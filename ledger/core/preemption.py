@@ -6,9 +6,11 @@ Rules (fair share):
   budget path) never does;
 * eligible victims: unallocated work (any allocated request may preempt it), then allocated
   work past its protected window whose allocation ranks *after* the waiter's in the fair-share
-  walk — and, so that a swap is never undone at once, only if the waiter's branch would still
-  rank ahead after being charged the waiter's protected runtime (compared at the two branches
-  of the lowest common ancestor). Protected work is never a victim (host failure aside).
+  walk as it stands now (compared at the two sibling branches under their lowest common
+  ancestor, usage as charged at this instant). Protected work is never a victim (host failure
+  aside). Churn is bounded by the protected window itself: the waiter that takes the room is
+  protected in its turn. ``Knobs.swap_margin`` (opt-in, anti-thrash) additionally requires the
+  waiter's branch to rank ahead once charged the waiter's protected runtime.
 * victims are taken cheapest first: unallocated, then resumable allocated, then non-resumable
   allocated (the costliest: all its work is lost), and within a tier the fewest GPU-seconds
   since the last checkpoint; ties by id;
@@ -38,7 +40,7 @@ from ledger.events import Event
 if TYPE_CHECKING:
     from ledger.core.scheduler import DecisionCore
 
-__all__ = ["make_room", "preempt_for", "preempt_once"]
+__all__ = ["eligibility", "make_room", "outranks", "preempt_for", "preempt_once"]
 
 _US = 1_000_000
 
@@ -58,7 +60,6 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
     exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
     fail = math.inf
-    ratios: dict[str, float] = {}
 
     def wanted(subtree_sizes: dict[int, int]) -> bool:
         return min(subtree_sizes) < fail
@@ -75,30 +76,12 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
             if size > bound:  # sizes are GPUs held: whole hosts for wide work
                 fail = min(fail, size)
                 continue
-            ranks_after = walker.ranks_after
-            # the rules for an allocated victim depend on its node alone: decided once per node and attempt
-            verdicts: dict[str, bool] = {}
-
-            def eligible(
-                v: Workload, waiter: Workload = waiter, ranks_after: Callable[[str], bool] = ranks_after,
-                verdicts: dict[str, bool] = verdicts,
-            ) -> bool:
-                # unallocated work yields to any allocated request; allocated work only to a higher-ranked one
-                if not v.allocated:
-                    return True
-                if v.node is None:
-                    return False
-                ok = verdicts.get(v.node)
-                if ok is None:
-                    ok = verdicts[v.node] = ranks_after(v.node) and _swap_holds(core, waiter, v, t, ratios)
-                return ok
-
-            if make_room(core, waiter, eligible, t, out, ahead + queue.position(key) + 1):
-                # Carry on along the same walk (its order fixed at the start of this instant) rather
-                # than start over: whatever now fits starts first, and every later eligibility check
-                # still uses fresh ratios (the swap rule), so nothing ranked ahead is preempted.
+            if make_room(core, waiter, eligibility(core, waiter, t), t, out, ahead + queue.position(key) + 1):
+                # Carry on along the same walk rather than start over: whatever now fits starts
+                # first, and every later eligibility check compares fresh ratios, so nothing that
+                # now ranks ahead of its waiter is preempted. (The walk's own order, fixed as it
+                # went, only prunes; the caller walks again after any preemption.)
                 made = True
-                ratios.clear()
                 core._fill(t, out, allocated_only=True)
                 free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
                 exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
@@ -111,65 +94,67 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
     """Try to make room for one (newly submitted) allocated waiter only. O(p × depth + p log p)."""
     if not core.preemptible or core.knobs.policy == "fifo":
         return False
+    order = core.order
+    if isinstance(order, FairShareOrder):
+        exposed = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
+        if waiter.size > sum(k * len(b) for k, b in enumerate(core.hosts.buckets)) + core.unalloc_gpus + exposed:
+            return False  # not even every preemptible GPU would make room
+    return make_room(core, waiter, eligibility(core, waiter, t), t, out, lambda: order.position_of(waiter, t))
+
+
+def eligibility(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workload], bool]:
+    """Return the test of who may be preempted for ``waiter`` at ``t`` (one attempt's verdicts are cached).
+
+    Priority: preemptible work of strictly lower priority. Fair share: unallocated work always;
+    allocated work (past its protected window: only such work is in the pool) when its budget
+    ranks after the waiter's in the fair-share walk as it stands now (``outranks``), decided once
+    per victim budget node: O(1) per candidate after the first of its node.
+    """
     if isinstance(core.order, FlatOrder):
         prio = waiter.priority
-        flat = core.order
-        return make_room(core, waiter, lambda v: v.priority < prio, t, out, lambda: flat.position_of(waiter, t))
-    need = waiter.size
-    exposed = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
-    if need > sum(k * len(b) for k, b in enumerate(core.hosts.buckets)) + core.unalloc_gpus + exposed:
-        return False  # not even every preemptible GPU would make room
-    ratios: dict[str, float] = {}
-    verdicts: dict[str, bool] = {}  # victim node -> eligible (the rules depend on the node alone)
+        return lambda v: v.priority < prio
+    verdicts: dict[str, bool] = {}
+    margin = core.knobs.swap_margin
 
     def eligible(v: Workload) -> bool:
         if not v.allocated:
-            return True
-        if v.node is None:
+            return True  # unallocated work yields to any allocated request
+        node = v.node
+        if node is None:
             return False
-        ok = verdicts.get(v.node)
+        ok = verdicts.get(node)
         if ok is None:
-            ok = verdicts[v.node] = _outranks(core, waiter, v, t, ratios)
+            ok = verdicts[node] = outranks(core, waiter, v, t, margin)
         return ok
 
-    order = core.order
-    return make_room(core, waiter, eligible, t, out, lambda: order.position_of(waiter, t))
+    return eligible
 
 
-def _outranks(core: DecisionCore, waiter: Workload, victim: Workload, t: int, ratios: dict[str, float]) -> bool:
-    """Return whether the waiter's allocation ranks ahead of the victim's in the walk, swap margin included."""
+def outranks(core: DecisionCore, waiter: Workload, victim: Workload, t: int, margin: bool = False) -> bool:
+    """Return whether the waiter's allocation ranks ahead of the victim's in the walk now. O(1) (cached ratios).
+
+    The two are compared where their paths part: the two sibling branches under the lowest
+    common ancestor, by ratio (9 decimals) then path, as the walk ranks them. A waiter charged
+    to an ancestor of the victim's node ranks first (a node's own work is served before its
+    children's); the same node, or a victim charged to an ancestor, never ranks after.
+    With ``margin`` (``Knobs.swap_margin``) the waiter's branch must still rank ahead once
+    charged the waiter's protected runtime.
+    """
     assert waiter.node is not None and victim.node is not None
-    mine, theirs = core.tree.branches(waiter.node, victim.node)
+    mine, theirs = core.tree.branches(waiter.node, victim.node)  # O(1) once seen
     if theirs is None:
         return False  # the same node, or the victim is charged to an ancestor: it ranks first
     if mine is None:
         return True  # the waiter is charged to an ancestor of the victim's node: own work ranks first
     order = core.order
     assert isinstance(order, FairShareOrder)
-    for p in (mine, theirs):
-        if p not in ratios:
-            ratios[p] = order.ratio(p, t)
-    if (round(ratios[mine], 9), mine) > (round(ratios[theirs], 9), theirs):
+    a, b = order.key(mine, t), order.key(theirs, t)
+    if a > b:
         return False
-    return _swap_holds(core, waiter, victim, t, ratios)
-
-
-def _swap_holds(core: DecisionCore, waiter: Workload, victim: Workload, t: int, ratios: dict[str, float]) -> bool:
-    """Return whether the waiter's branch, charged its protected runtime, still ranks ahead. O(depth)."""
-    assert waiter.node is not None and victim.node is not None
-    mine, theirs = core.tree.branches(waiter.node, victim.node)  # O(1) once seen
-    if mine is None or theirs is None:
-        return True  # one is charged to an ancestor of the other: the walk order decides
-    order = core.order
-    assert not isinstance(order, FlatOrder)
-    for p in (mine, theirs):
-        if p not in ratios:
-            ratios[p] = order.ratio(p, t)
+    if not margin:
+        return True
     alloc = order.allocation_us(mine)
-    if alloc <= 0:
-        return False
-    held = waiter.size
-    return ratios[mine] + held * waiter.min_runtime_s * _US / alloc < ratios[theirs]
+    return alloc > 0 and a[2] + waiter.size * waiter.min_runtime_s * _US / alloc < b[2]
 
 
 def _for_priority(core: DecisionCore, t: int, out: list[Event]) -> bool:
@@ -180,11 +165,7 @@ def _for_priority(core: DecisionCore, t: int, out: list[Event]) -> bool:
             continue
         waiter = core.workloads[key[2]]
         position = core.order.queue.position(key) + 1
-
-        def outranked(v: Workload, prio: int = waiter.priority) -> bool:
-            return v.priority < prio
-
-        if make_room(core, waiter, outranked, t, out, position):
+        if make_room(core, waiter, eligibility(core, waiter, t), t, out, position):
             return True
         fail = min(fail, size)
     return False
@@ -310,21 +291,28 @@ def _victim_reason(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Wo
         return lambda v: (
             f"preemptible work of priority {v.priority}: {waiter.wid} of priority {waiter.priority} needs the room"
         )
-    assert isinstance(core.order, FairShareOrder)
-    wr = core.order.ratio(waiter.node, t) if waiter.node else 0.0
+    order = core.order
+    assert isinstance(order, FairShareOrder)
 
     def why(v: Workload) -> str:
-        if not v.allocated:
+        if not v.allocated or v.node is None or waiter.node is None:
             return (
                 f"unallocated work is preemptible by any allocated request: "
                 f"{waiter.wid} ({waiter.node}) needs the room"
             )
-        vr = core.order.ratio(v.node, t) if isinstance(core.order, FairShareOrder) and v.node else 0.0
+        lost = f"it discards {v.lost_if_preempted(t) // _US} GPU-seconds since its last checkpoint"
+        mine, theirs = core.tree.branches(waiter.node, v.node)
+        if mine is None or theirs is None:
+            return (
+                f"past its protected window, and {waiter.node}'s own work is served before the budgets under it "
+                f"such as {v.node}: {waiter.wid} needs the room; {lost}"
+            )
+        # the ratios actually compared: the two sibling branches where the paths part
+        where = "" if (mine, theirs) == (waiter.node, v.node) else f" (where {v.node} and {waiter.node} part)"
         return (
-            f"past its protected window and {v.node} ({percent(vr)} of its allocation used) ranks after "
-            f"{waiter.node} ({percent(wr)}) in the fair-share order: {waiter.wid} needs the room; "
-            f"it discards {v.lost_if_preempted(t) // _US} GPU-seconds since its last checkpoint"
+            f"past its protected window and {theirs} ({percent(order.ratio(theirs, t))} of its allocation used) "
+            f"ranks after {mine} ({percent(order.ratio(mine, t))}) in the fair-share order{where}: "
+            f"{waiter.wid} needs the room; {lost}"
         )
 
     return why
-
