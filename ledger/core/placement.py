@@ -43,6 +43,8 @@ class Host:
 class Hosts:
     """All hosts of the cluster, with free-GPU buckets over the schedulable (healthy) ones."""
 
+    version = 0  # moves on every change of a schedulable host's free GPUs (lets readers cache)
+
     def __init__(self, cluster: str, per_node: int) -> None:
         self.cluster = cluster
         self.per_node = per_node
@@ -154,11 +156,16 @@ class Hosts:
 
     def names(self, indexes: list[int]) -> tuple[str, ...]:
         """Return host names for indexes."""
-        return tuple(self.hosts[i].name for i in indexes)
+        hosts = self.hosts
+        if len(indexes) == 1:  # most work holds one host: no generator
+            return (hosts[indexes[0]].name,)
+        return tuple(hosts[i].name for i in indexes)
 
     def _bucket_add(self, h: Host) -> None:
-        insort(self.buckets[h.free], h.index)
+        self.version += 1
+        insort(self.buckets[h.gpus - h.used], h.index)
 
     def _bucket_remove(self, h: Host) -> None:
-        b = self.buckets[h.free]
+        self.version += 1
+        b = self.buckets[h.gpus - h.used]
         del b[bisect_left(b, h.index)]

@@ -59,6 +59,8 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     smallest = min(sizes)
     free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
     exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
+    if free + core.unalloc_gpus + exposed_total < smallest:
+        return False  # not even every preemptible GPU would seat the smallest waiter: no walk (O(roots))
     fail = math.inf
 
     def wanted(subtree_sizes: dict[int, int]) -> bool:
@@ -113,8 +115,16 @@ def eligibility(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workl
     if isinstance(core.order, FlatOrder):
         prio = waiter.priority
         return lambda v: v.priority < prio
-    verdicts: dict[str, bool] = {}
     margin = core.knobs.swap_margin
+    # Verdicts depend on the two budget nodes (and, with the margin, the waiter's size and
+    # protected runtime) and on the ratios: shared by every attempt of the instant until a meter
+    # changes (``occ.version``), so each (waiter node, victim node) pair is decided once.
+    state = (t, core.occ.version)
+    cached = core.rank_cache
+    if cached is None or cached[0] != state:
+        cached = core.rank_cache = (state, {})
+    wnode = waiter.node
+    verdicts = cached[1].setdefault((wnode, waiter.size * waiter.min_runtime_s) if margin else wnode, {})
 
     def eligible(v: Workload) -> bool:
         if not v.allocated:
@@ -185,11 +195,8 @@ def make_room(
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
     healthy = hosts.healthy
-    if waiter.size <= per:
-        # cheap necessary condition, O(hosts): some healthy host reaches the size with every victim on it
-        on = core.pool_on_host
-        if not any(healthy[h.index] and h.free + on.get(h.index, 0) >= waiter.size for h in hosts.hosts):
-            return False
+    if waiter.size <= per and _best_room(core) < waiter.size:
+        return False  # no healthy host reaches the size even with every possible victim on it gone
     tiers, ready = _victim_tiers(core, t)
     sick = not all(healthy)  # O(hosts) once, rather than a health check per candidate when all are healthy
 
@@ -263,6 +270,24 @@ def make_room(
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     return True
+
+
+def _best_room(core: DecisionCore) -> int:
+    """Return the most GPUs one healthy host could offer: free + every possible victim's on it.
+
+    O(hosts) when the hosts or the pool changed since the last call, else O(1): the attempts
+    of one walk between two preemptions share it.
+    """
+    hosts = core.hosts
+    key = (hosts.version, core.pool_version)
+    cached = core.room_cache
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    on = core.pool_on_host
+    healthy = hosts.healthy
+    best = max((h.gpus - h.used + on.get(h.index, 0) for h in hosts.hosts if healthy[h.index]), default=0)
+    core.room_cache = (key, best)
+    return best
 
 
 def _victim_tiers(core: DecisionCore, t: int) -> tuple[tuple[list[Workload], ...], list[bool]]:

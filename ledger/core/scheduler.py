@@ -62,6 +62,9 @@ __all__ = ["SNAPSHOT_MAGIC", "DecisionCore"]
 SNAPSHOT_MAGIC = b"GPULEDGER-CORE-1\n"
 _US = 1_000_000
 
+# caches rebuilt on demand: never part of a snapshot
+_DERIVED = ("victims_cache", "room_cache", "rank_cache")
+
 # wake-up kinds
 _PROTECT, _EXIT, _START, _DRAIN, _CYCLE = 0, 1, 2, 3, 4
 
@@ -91,6 +94,9 @@ class DecisionCore:
         self.pool_version = 0  # moves whenever the victim pool or a member's checkpoint changes
         # derived, never in a snapshot: ((t, pool_version), victims by tier, which tiers are sorted)
         self.victims_cache: tuple[tuple[int, int], tuple[list[Workload], ...], list[bool]] | None = None
+        self.room_cache: tuple[tuple[int, int], int] | None = None  # derived: see preemption._best_room
+        # derived: (t, meters version) -> {waiter node (and charge with the margin) -> {victim node -> verdict}}
+        self.rank_cache: tuple[tuple[int, int], dict[object, dict[str, bool]]] | None = None
         self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team
         self._clock: tuple[int, Any] = (-1, None)  # last (µs, datetime) converted for outputs
         self.finished: deque[tuple[int, str]] = deque()  # (when, workload id) of finished workloads
@@ -156,7 +162,7 @@ class DecisionCore:
         """Return the whole state as bytes (same history -> same bytes); for trusted storage only."""
         # One round trip first: pickle shares interned strings by identity, which a restored core
         # no longer has; normalising makes the bytes a function of the state alone (a fixpoint).
-        state = {k: v for k, v in self.__dict__.items() if k != "victims_cache"}
+        state = {k: v for k, v in self.__dict__.items() if k not in _DERIVED}
         raw = pickle.dumps(state, protocol=5)
         return SNAPSHOT_MAGIC + pickle.dumps(pickle.loads(raw), protocol=5)
 
@@ -167,7 +173,8 @@ class DecisionCore:
             raise InputError("not a decision-core snapshot: bad header")
         core = cls.__new__(cls)
         core.__dict__.update(pickle.loads(data[len(SNAPSHOT_MAGIC) :]))  # own snapshots only (trusted)
-        core.victims_cache = None
+        for name in _DERIVED:
+            setattr(core, name, None)
         return core
 
     # ---- queries -------------------------------------------------------------------------
