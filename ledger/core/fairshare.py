@@ -24,6 +24,7 @@ node (``ranking``) is O(nodes log b).
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -60,6 +61,10 @@ class FairShareOrder:
         self.capacity = 0
         self.horizon = occupancy.horizon_us()
         self._cache: dict[str, tuple[float, str, float]] = {}  # path -> (rounded ratio, path, ratio)
+        # parent path ("" for the roots) -> its children ranked, valid with the ratio cache: a meter
+        # change drops the rankings of the touched nodes' parents only
+        self._order: dict[str, list[str]] = {}
+        self._alloc: dict[str, float] = {}  # path -> allocation_us, until shares or capacity change
         self._cache_t = self._cache_v = -1
         self.queues: dict[tuple[str, int], SizedQueue] = {}  # (node path, tier) -> own waiting work
         self.sizes: list[dict[str, dict[int, int]]] = [{}, {}]  # tier -> node -> {size: count in subtree}
@@ -92,30 +97,66 @@ class FairShareOrder:
         """
         if t != self._cache_t:
             self._cache.clear()
+            self._order.clear()
             self._cache_t = t
         if self.occ.version != self._cache_v:
-            # within one instant only the nodes whose meters changed need a new ratio
+            # within one instant only the nodes whose meters changed need a new ratio, and only
+            # their parents' rankings can change
+            cache, order, nodes = self._cache, self._order, self.tree.nodes
             for p in self.occ.touched:
-                self._cache.pop(p, None)
+                cache.pop(p, None)
+                node = nodes.get(p)
+                if node is not None:
+                    order.pop(node.parent or "", None)
             self.occ.touched.clear()
             self._cache_v = self.occ.version
         return self._cache
 
+    def invalidate(self) -> None:
+        """Forget every cached ratio and ranking (shares or capacity changed)."""
+        self._cache_t = -1
+        self._cache.clear()
+        self._order.clear()
+        self._alloc.clear()
+
+    def ranked_children(self, parent: str | None, t: int) -> list[str]:
+        """Return a node's children (the roots for None) lowest ratio first; cached until one's meters change.
+
+        O(b log b) when recomputed, O(1) when cached: the walks of one instant share it. Do not modify.
+        """
+        self._fresh(t)
+        key = parent or ""
+        got = self._order.get(key)
+        if got is None:
+            got = self._order[key] = self.ranked(self.tree.children_of(parent), t)
+        return got
+
     def _entry(self, path: str, t: int, cache: dict[str, tuple[float, str, float]]) -> tuple[float, str, float]:
-        alloc = self.tree.nodes[path].fraction * self.capacity * self.horizon
+        alloc = self._alloc.get(path)
+        if alloc is None:
+            alloc = self._alloc[path] = self.tree.nodes[path].fraction * self.capacity * self.horizon
+        occ = self.occ
         if alloc <= 0:
             r = math.inf
-        elif self.occ.half_life_us is None:
-            # Occupancy.charged in window mode, inlined (the hottest call of a pass): O(log k)
-            occ = self.occ
+        elif occ.half_life_us is None:
+            # Occupancy.charged in window mode, Meter.at inlined (the hottest call of a pass): O(log k)
             u = occ.nodes[path]
             m = u.allocated
-            used = m.cum + m.rate * (t - m.last_t) - m.at(t - occ.window_us)
+            x = t - occ.window_us
+            ts = m.ts
+            if not ts:
+                past = 0
+            elif x <= ts[0]:
+                past = m.cs[0]
+            else:
+                i = bisect_right(ts, x) - 1
+                past = m.cs[i] + m.rs[i] * (x - ts[i])
+            used = m.cum + m.rate * (t - m.last_t) - past
             if occ.upfront and u.prepaid_g:
                 used += u.prepaid_gp - t * u.prepaid_g
             r = float(used / alloc)
         else:
-            r = float(self.occ.charged(path, t) / alloc)
+            r = float(occ.charged(path, t) / alloc)
         # the sort key of ``ranked`` is kept with the ratio: rounding is paid once per node and instant
         entry = cache[path] = (round(r, 9), path, r)
         return entry
@@ -123,6 +164,7 @@ class FairShareOrder:
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
         state["_cache"], state["_cache_t"], state["_cache_v"] = {}, -1, -1  # derived: never part of a snapshot
+        state["_order"], state["_alloc"] = {}, {}
         return state
 
     def ranked(self, names: list[str], t: int) -> list[str]:
@@ -146,12 +188,12 @@ class FairShareOrder:
         """Return every budget node in fair-share order (depth first). O(nodes log b)."""
         out: list[str] = []
 
-        def walk(names: list[str]) -> None:
-            for p in self.ranked(names, t):
+        def walk(parent: str | None) -> None:
+            for p in self.ranked_children(parent, t):
                 out.append(p)
-                walk(self.tree.nodes[p].children)
+                walk(p)
 
-        walk(self.tree.roots)
+        walk(None)
         return out
 
     # ---- queue bookkeeping ------------------------------------------------------------------
@@ -280,64 +322,43 @@ class FairShareOrder:
     ) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
         """Yield (node, its allocated queue, waiting ahead, walker) in fair-share order, for preemption.
 
-        The walker tells which running work ranks after the yielded node: only that may be
-        preempted for the yielded node's waiters. Subtrees without allocated waiters are
+        The walker counts the past-protection GPUs of the work ranked before the yielded node
+        (an upper bound on what its waiters may preempt). Subtrees without allocated waiters are
         passed over whole (O(1) each), and so are subtrees whose waiting sizes ``wanted`` rejects
-        (checked as the walk goes), so a walk is O(visited nodes × b log b).
+        (checked as the walk goes), so a walk is O(visited nodes) plus one ranking per visited
+        internal node (O(b log b), shared by every walk of the instant until a meter changes).
         """
-        walker = Walker(self.tree, self.occ)
-        totals, sizes = self.totals[ALLOCATED], self.sizes[ALLOCATED]
+        walker = Walker()
+        totals, sizes, queues = self.totals[ALLOCATED], self.sizes[ALLOCATED], self.queues
+        nodes, occ_nodes = self.tree.nodes, self.occ.nodes
         ahead = 0
 
-        def visit(names: list[str]) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
+        def visit(parent: str | None) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
             nonlocal ahead
-            for p in self.ranked(names, t):
-                if not totals.get(p) or not wanted(sizes[p]):
-                    walker.pass_subtree(p)
-                    ahead += totals.get(p, 0)
+            for p in self.ranked_children(parent, t):
+                waiting = totals.get(p)
+                if not waiting or not wanted(sizes[p]):
+                    walker.passed_exposed += occ_nodes[p].exposed
+                    ahead += waiting or 0
                     continue
-                own = self.queues.get((p, ALLOCATED))
-                walker.passed_own[p] = None
+                own = queues.get((p, ALLOCATED))
                 if own is not None and own.keys:
                     yield p, own, ahead, walker
                     ahead += len(own.keys)
-                yield from visit(self.tree.nodes[p].children)
-                walker.close(p)
+                if nodes[p].children:
+                    yield from visit(p)
+                # the whole subtree is now ranked before what comes next: add its own work's GPUs
+                # (its children's were added as they were passed)
+                node = nodes[p]
+                walker.passed_exposed += occ_nodes[p].exposed - sum(occ_nodes[c].exposed for c in node.children)
 
-        yield from visit(self.tree.roots)
+        yield from visit(None)
 
 
 class Walker:
-    """What a preemption walk has passed: work ranked at or above the current waiter's node."""
+    """What a preemption walk has passed: the past-protection GPUs ranked before the current waiter."""
 
-    __slots__ = ("occ", "passed_exposed", "passed_own", "passed_sub", "tree")
+    __slots__ = ("passed_exposed",)
 
-    def __init__(self, tree: BudgetTree, occ: Occupancy) -> None:
-        self.tree = tree
-        self.occ = occ
-        self.passed_sub: dict[str, None] = {}
-        self.passed_own: dict[str, None] = {}
+    def __init__(self) -> None:
         self.passed_exposed = 0  # past-protection GPUs in passed subtrees: no longer preemptible
-
-    def pass_subtree(self, path: str) -> None:
-        """Mark a whole subtree as ranked before what comes next."""
-        self.passed_sub[path] = None
-        self.passed_exposed += self.occ.nodes[path].exposed
-
-    def close(self, path: str) -> None:
-        """Mark a node as passed after its children were (adds only its own exposed GPUs)."""
-        self.passed_sub[path] = None
-        nodes = self.occ.nodes
-        self.passed_exposed += nodes[path].exposed - sum(nodes[c].exposed for c in self.tree.nodes[path].children)
-
-    def ranks_after(self, node: str) -> bool:
-        """Return whether work charged to ``node`` ranks after the current waiter. O(depth)."""
-        if node in self.passed_own:
-            return False
-        p: str | None = node
-        nodes = self.tree.nodes
-        while p is not None:
-            if p in self.passed_sub:
-                return False
-            p = nodes[p].parent
-        return True

@@ -62,6 +62,8 @@ __all__ = ["SNAPSHOT_MAGIC", "DecisionCore"]
 SNAPSHOT_MAGIC = b"GPULEDGER-CORE-1\n"
 _US = 1_000_000
 
+_SCHEMA_VERSION: dict[type[Event], int] = {}  # the version each output type is written with
+
 # caches rebuilt on demand: never part of a snapshot
 _DERIVED = ("victims_cache", "room_cache", "rank_cache")
 
@@ -236,6 +238,7 @@ class DecisionCore:
             self.tree.define(e.path, e.parent, e.share, e.managers, t, e.event_id)
             for p in self.tree.nodes:
                 self.occ.add_node(p)
+            self._shares_changed()
             return True
         if isinstance(e, AllocationChanged):
             return self._allocation(e, t, out)
@@ -243,6 +246,7 @@ class DecisionCore:
             retired = self.hosts.resize(e.gpus, e.gpus_per_node)
             if isinstance(self.order, FairShareOrder):
                 self.order.capacity = self.hosts.capacity
+            self._shares_changed()
             for i in retired:
                 self._host_unhealthy(i, t, out, why=f"host {self.hosts.hosts[i].name} was removed from the cluster")
             return True
@@ -341,7 +345,14 @@ class DecisionCore:
             )
             return False
         self.tree.set_share(e.path, e.share, t, e.event_id)
+        self._shares_changed()
         return True
+
+    def _shares_changed(self) -> None:
+        """Drop cached ratios, rankings and verdicts: an allocation is worth something else now."""
+        if isinstance(self.order, FairShareOrder):
+            self.order.invalidate()
+        self.rank_cache = None
 
     def _health(self, e: HostHealthChanged, t: int, out: list[Event]) -> bool:
         i = self.hosts.by_name.get(e.host)
@@ -616,7 +627,13 @@ class DecisionCore:
         if self._clock[0] != t:  # many outputs of one pass share an instant: keep the last conversion
             self._clock = (t, from_us(t))
         eid = f"{self.cluster}/d{self.n}"
-        return trusted(cls, {"event_id": eid, "cluster": self.cluster, "time": self._clock[1], **fields})
+        version = _SCHEMA_VERSION.get(cls)
+        if version is None:
+            version = _SCHEMA_VERSION[cls] = cls.model_fields["schema_version"].default
+        # every field given: ``trusted`` takes the dict as it is (no defaults merged in)
+        return trusted(
+            cls, {"event_id": eid, "cluster": self.cluster, "time": self._clock[1], "schema_version": version, **fields}
+        )
 
     def _decision(
         self, action: str, w: Workload, t: int, effective: int, reason: str,
