@@ -21,6 +21,7 @@ import heapq
 import time as wallclock
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Protocol
 
 from ledger.errors import LedgerError
@@ -28,7 +29,6 @@ from ledger.events import (
     CheckpointWritten,
     Event,
     WorkloadCompleted,
-    WorkloadPreempted,
     WorkloadStarted,
     WorkloadSubmitted,
     from_us,
@@ -109,6 +109,9 @@ class ReplayDriver:
         self._runs: dict[str, _Execution] = {}
         self._last_input_us = 0
         self._active_gpus = 0
+        self._time_obj: object = None  # the last event time converted, and its microseconds
+        self._time_us = 0
+        self._clock: tuple[int, datetime] | None = None  # the last simulated instant and its datetime
         self.stats = ReplayStats()
 
     # -- inputs ---------------------------------------------------------------------------------
@@ -192,7 +195,7 @@ class ReplayDriver:
             {
                 "event_id": f"{self.cluster}/{run.workload_id}/ckpt{run.checkpoints}",
                 "cluster": self.cluster,
-                "time": from_us(now),
+                "time": self._at(now),
                 "schema_version": 1,
                 "workload_id": run.workload_id,
                 "progress_s": run.progress_s,
@@ -207,12 +210,19 @@ class ReplayDriver:
             {
                 "event_id": f"{self.cluster}/{run.workload_id}/done",
                 "cluster": self.cluster,
-                "time": from_us(now),
+                "time": self._at(now),
                 "schema_version": 1,
                 "workload_id": run.workload_id,
                 "outcome": "succeeded",
             },
         )
+
+    def _at(self, now: int) -> datetime:
+        """Return ``now`` as a datetime, converted once per simulated instant."""
+        clock = self._clock
+        if clock is None or clock[0] != now:
+            clock = self._clock = (now, from_us(now))
+        return clock[1]
 
     def _schedule_next(self, run: _Execution) -> None:
         # The next thing this attempt will do: its next checkpoint, or its completion.
@@ -247,36 +257,48 @@ class ReplayDriver:
 
     # -- output ---------------------------------------------------------------------------------
     def _absorb(self, outputs: Sequence[Event]) -> None:
+        emit = self._emit
         for event in outputs:
-            self._emit(event)
-            if isinstance(event, WorkloadStarted):
-                self._started(event)
-            elif isinstance(event, WorkloadPreempted):
-                self._stopped(event.workload_id, final=False)
-            elif isinstance(event, WorkloadCompleted):
-                self._stopped(event.workload_id, final=True)
+            emit(event)
+            name = type(event).__name__  # exact types: the core emits no subclasses
+            if name == "WorkloadStarted":
+                self._started(event)  # type: ignore[arg-type]
+            elif name == "WorkloadPreempted":
+                self._stopped(event.workload_id, final=False)  # type: ignore[attr-defined]
+            elif name == "WorkloadCompleted":
+                self._stopped(event.workload_id, final=True)  # type: ignore[attr-defined]
 
     def _emit(self, event: Event) -> None:
+        # O(1) per event. The core's outputs of one instant share one datetime object, so its
+        # microseconds are converted once per instant (an identity check, not a conversion).
         stats = self.stats
         stats.events += 1
         name = type(event).__name__
-        stats.by_type[name] = stats.by_type.get(name, 0) + 1
-        t = to_us(event.time)
-        if stats.first_us is None:
-            stats.first_us = t
-        if stats.last_us is None or t > stats.last_us:
-            if stats.last_us is not None:
-                stats.demand_gpu_us += self._active_gpus * (t - stats.last_us)
+        by_type = stats.by_type
+        by_type[name] = by_type.get(name, 0) + 1
+        when = event.time
+        if when is self._time_obj:
+            t = self._time_us
+        else:
+            t = self._time_us = to_us(when)
+            self._time_obj = when
+        last = stats.last_us
+        if last is None or t > last:
+            if last is not None:
+                stats.demand_gpu_us += self._active_gpus * (t - last)
+            else:
+                stats.first_us = stats.first_us if stats.first_us is not None else t
             stats.last_us = t
-        if isinstance(event, WorkloadSubmitted):
-            self._active_gpus += event.gpus
-        elif isinstance(event, WorkloadCompleted):
-            run = self._runs.get(event.workload_id)
+        if name == "WorkloadSubmitted":
+            self._active_gpus += event.gpus  # type: ignore[attr-defined]
+        elif name == "WorkloadCompleted":
+            run = self._runs.get(event.workload_id)  # type: ignore[attr-defined]
             if run is not None and not run.counted_done:
                 run.counted_done = True
                 self._active_gpus -= run.gpus
-        self._out.append(event)
-        if len(self._out) >= self._batch:
+        out = self._out
+        out.append(event)
+        if len(out) >= self._batch:
             self._flush()
 
     def _flush(self) -> None:
