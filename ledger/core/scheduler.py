@@ -622,17 +622,23 @@ class DecisionCore:
             self._start(w, hosts, t, pick.position, out, start_reason(self, w, pick, hosts, t))
 
     # ================================================================ events out
+    def _at(self, t: int) -> Any:
+        """Return ``t`` as a datetime; the outputs of one instant share one conversion (and one object)."""
+        clock = self._clock
+        if clock[0] != t:
+            clock = self._clock = (t, from_us(t))
+        return clock[1]
+
     def _new(self, cls: type[Event], t: int, **fields: Any) -> Any:
         self.n += 1
-        if self._clock[0] != t:  # many outputs of one pass share an instant: keep the last conversion
-            self._clock = (t, from_us(t))
+        when = self._at(t)
         eid = f"{self.cluster}/d{self.n}"
         version = _SCHEMA_VERSION.get(cls)
         if version is None:
             version = _SCHEMA_VERSION[cls] = cls.model_fields["schema_version"].default
         # every field given: ``trusted`` takes the dict as it is (no defaults merged in)
         return trusted(
-            cls, {"event_id": eid, "cluster": self.cluster, "time": self._clock[1], "schema_version": version, **fields}
+            cls, {"event_id": eid, "cluster": self.cluster, "time": when, "schema_version": version, **fields}
         )
 
     def _decision(
@@ -646,7 +652,7 @@ class DecisionCore:
         result: SchedulingDecision = self._new(
             SchedulingDecision, t, action=action, workload_id=w.wid, nodes=self.hosts.names(w.hosts),
             reason=reason, for_workload=for_workload, budget_ratio=ratio, queue_position=position,
-            effective_time=from_us(effective),
+            effective_time=self._at(effective),
         )
         return result
 
