@@ -36,6 +36,7 @@ from ledger.core.tree import BudgetTree
 __all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "Walker", "percent"]
 
 ALLOCATED, UNALLOCATED, ORPHAN = 0, 1, 2
+_FOREVER = 1 << 62  # µs: a line that holds until the node's meters change
 
 
 def percent(ratio: float) -> str:
@@ -65,6 +66,7 @@ class FairShareOrder:
         # change drops the rankings of the touched nodes' parents only
         self._order: dict[str, list[str]] = {}
         self._alloc: dict[str, float] = {}  # path -> allocation_us, until shares or capacity change
+        self._lin: dict[str, tuple[int, int, int]] = {}  # path -> charge as a + b·t, valid before a time
         self._cache_t = self._cache_v = -1
         self.queues: dict[tuple[str, int], SizedQueue] = {}  # (node path, tier) -> own waiting work
         self.sizes: list[dict[str, dict[int, int]]] = [{}, {}]  # tier -> node -> {size: count in subtree}
@@ -103,8 +105,10 @@ class FairShareOrder:
             # within one instant only the nodes whose meters changed need a new ratio, and only
             # their parents' rankings can change
             cache, order, nodes = self._cache, self._order, self.tree.nodes
+            lin = self._lin
             for p in self.occ.touched:
                 cache.pop(p, None)
+                lin.pop(p, None)
                 node = nodes.get(p)
                 if node is not None:
                     order.pop(node.parent or "", None)
@@ -118,6 +122,7 @@ class FairShareOrder:
         self._cache.clear()
         self._order.clear()
         self._alloc.clear()
+        self._lin.clear()
 
     def ranked_children(self, parent: str | None, t: int) -> list[str]:
         """Return a node's children (the roots for None) lowest ratio first; cached until one's meters change.
@@ -139,21 +144,9 @@ class FairShareOrder:
         if alloc <= 0:
             r = math.inf
         elif occ.half_life_us is None:
-            # Occupancy.charged in window mode, Meter.at inlined (the hottest call of a pass): O(log k)
-            u = occ.nodes[path]
-            m = u.allocated
-            x = t - occ.window_us
-            ts = m.ts
-            if not ts:
-                past = 0
-            elif x <= ts[0]:
-                past = m.cs[0]
-            else:
-                i = bisect_right(ts, x) - 1
-                past = m.cs[i] + m.rs[i] * (x - ts[i])
-            used = m.cum + m.rate * (t - m.last_t) - past
-            if occ.upfront and u.prepaid_g:
-                used += u.prepaid_gp - t * u.prepaid_g
+            lin = self._lin.get(path)
+            # O(1) while the charge is still on the line kept for this node (see _linear)
+            used = lin[0] + lin[1] * t if lin is not None and t < lin[2] else self._linear(path, t)
             r = float(used / alloc)
         else:
             r = float(occ.charged(path, t) / alloc)
@@ -161,10 +154,41 @@ class FairShareOrder:
         entry = cache[path] = (round(r, 9), path, r)
         return entry
 
+    def _linear(self, path: str, t: int) -> int:
+        """Return a node's charged GPU-µs at ``t`` (window mode) and keep it as a line ``a + b·t``. O(log k).
+
+        ``Occupancy.charged`` with ``Meter.at`` inlined, rewritten as exact integers
+        ``a + b·t``: the meter's total grows at its rate, the window start moves along the
+        breakpoint segment it is in, and the prepaid part shrinks at ``prepaid_g``. The line holds
+        until the window start reaches the next breakpoint or the node's meters change (then
+        ``_fresh`` drops it), so later instants read the charge in O(1).
+        """
+        occ = self.occ
+        u = occ.nodes[path]
+        m = u.allocated
+        w = occ.window_us
+        x = t - w
+        ts = m.ts
+        if not ts:
+            a, b, until = 0, 0, _FOREVER
+        elif x <= ts[0]:
+            a, b, until = -m.cs[0], 0, ts[0] + w + 1  # C(window start) = C(first breakpoint) up to it
+        else:
+            i = bisect_right(ts, x) - 1
+            a, b = -(m.cs[i] - m.rs[i] * (w + ts[i])), -m.rs[i]
+            until = ts[i + 1] + w if i + 1 < len(ts) else _FOREVER
+        a += m.cum - m.rate * m.last_t
+        b += m.rate
+        if occ.upfront and u.prepaid_g:
+            a += u.prepaid_gp
+            b -= u.prepaid_g
+        self._lin[path] = (a, b, until)
+        return a + b * t
+
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
         state["_cache"], state["_cache_t"], state["_cache_v"] = {}, -1, -1  # derived: never part of a snapshot
-        state["_order"], state["_alloc"] = {}, {}
+        state["_order"], state["_alloc"], state["_lin"] = {}, {}, {}
         return state
 
     def ranked(self, names: list[str], t: int) -> list[str]:

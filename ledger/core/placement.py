@@ -43,9 +43,20 @@ class Host:
 class Hosts:
     """All hosts of the cluster, with free-GPU buckets over the schedulable (healthy) ones."""
 
-    version = 0  # moves on every change of a schedulable host's free GPUs (lets readers cache)
-
     def __init__(self, cluster: str, per_node: int) -> None:
+        self._setup(cluster, per_node)
+        self.dirty: set[int] = set()  # derived: hosts whose free GPUs or health changed since a reader looked
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state.pop("dirty", None)  # derived: never part of a snapshot
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self.dirty = set()
+
+    def _setup(self, cluster: str, per_node: int) -> None:
         self.cluster = cluster
         self.per_node = per_node
         self.hosts: list[Host] = []
@@ -162,10 +173,10 @@ class Hosts:
         return tuple(hosts[i].name for i in indexes)
 
     def _bucket_add(self, h: Host) -> None:
-        self.version += 1
+        self.dirty.add(h.index)
         insort(self.buckets[h.gpus - h.used], h.index)
 
     def _bucket_remove(self, h: Host) -> None:
-        self.version += 1
+        self.dirty.add(h.index)
         b = self.buckets[h.gpus - h.used]
         del b[bisect_left(b, h.index)]

@@ -27,7 +27,7 @@ preemptible workloads.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from ledger.core.contract import WAITING, Workload
@@ -275,19 +275,38 @@ def make_room(
 def _best_room(core: DecisionCore) -> int:
     """Return the most GPUs one healthy host could offer: free + every possible victim's on it.
 
-    O(hosts) when the hosts or the pool changed since the last call, else O(1): the attempts
-    of one walk between two preemptions share it.
+    Kept as a count of healthy hosts per room (0..gpus_per_node): only hosts marked dirty since
+    the last call (a placement, a release, a health or pool change on them) are recounted, so a
+    call is O(changed hosts + gpus_per_node) instead of O(hosts).
     """
     hosts = core.hosts
-    key = (hosts.version, core.pool_version)
-    cached = core.room_cache
-    if cached is not None and cached[0] == key:
-        return cached[1]
     on = core.pool_on_host
     healthy = hosts.healthy
-    best = max((h.gpus - h.used + on.get(h.index, 0) for h in hosts.hosts if healthy[h.index]), default=0)
-    core.room_cache = (key, best)
-    return best
+    hl = hosts.hosts
+    cached = core.room_cache
+    if cached is None or len(cached[0]) != len(hl):
+        rooms = [-1] * len(hl)
+        counts = [0] * (hosts.per_node + 1)
+        cached = core.room_cache = (rooms, counts)
+        dirty: Iterable[int] = range(len(hl))
+    else:
+        rooms, counts = cached
+        dirty = hosts.dirty
+    for i in dirty:
+        h = hl[i]
+        room = min(h.gpus - h.used + on.get(i, 0), hosts.per_node) if healthy[i] else -1
+        old = rooms[i]
+        if old != room:
+            if old >= 0:
+                counts[old] -= 1
+            if room >= 0:
+                counts[room] += 1
+            rooms[i] = room
+    hosts.dirty.clear()
+    for k in range(hosts.per_node, 0, -1):
+        if counts[k]:
+            return k
+    return 0
 
 
 def _victim_tiers(core: DecisionCore, t: int) -> tuple[tuple[list[Workload], ...], list[bool]]:

@@ -96,7 +96,7 @@ class DecisionCore:
         self.pool_version = 0  # moves whenever the victim pool or a member's checkpoint changes
         # derived, never in a snapshot: ((t, pool_version), victims by tier, which tiers are sorted)
         self.victims_cache: tuple[tuple[int, int], tuple[list[Workload], ...], list[bool]] | None = None
-        self.room_cache: tuple[tuple[int, int], int] | None = None  # derived: see preemption._best_room
+        self.room_cache: tuple[list[int], list[int]] | None = None  # derived: see preemption._best_room
         # derived: (t, meters version) -> {waiter node (and charge with the margin) -> {victim node -> verdict}}
         self.rank_cache: tuple[tuple[int, int], dict[object, dict[str, bool]]] | None = None
         self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team
@@ -443,6 +443,7 @@ class DecisionCore:
         self.pool_version += 1
         for i in w.hosts:
             self.pool_on_host[i] = self.pool_on_host.get(i, 0) + self.hosts.hosts[i].workloads[w.wid]
+            self.hosts.dirty.add(i)
 
     def _protection_ends(self, w: Workload) -> None:
         chain = self._chain(w)
@@ -474,6 +475,7 @@ class DecisionCore:
             self.pool_version += 1
             for i in w.hosts:
                 self.pool_on_host[i] -= self.hosts.hosts[i].workloads[w.wid]
+                self.hosts.dirty.add(i)
         self.hosts.release(w.wid, w.hosts)
         if w.exposed:
             self.occ.exposed_changed(self._chain(w), -w.held)
