@@ -37,6 +37,9 @@ __all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "Walk
 
 ALLOCATED, UNALLOCATED, ORPHAN = 0, 1, 2
 _FOREVER = 1 << 62  # µs: a line that holds until the node's meters change
+# ratios closer than this may round to the same 9 decimals (then the path decides): a ranking
+# whose neighbours come this close is recomputed rather than trusted
+_TIE_GAP = 1e-8
 
 
 def percent(ratio: float) -> str:
@@ -64,7 +67,7 @@ class FairShareOrder:
         self._cache: dict[str, tuple[float, str, float]] = {}  # path -> (rounded ratio, path, ratio)
         # parent path ("" for the roots) -> its children ranked, valid with the ratio cache: a meter
         # change drops the rankings of the touched nodes' parents only
-        self._order: dict[str, list[str]] = {}
+        self._order: dict[str, tuple[list[str], int]] = {}  # parent -> (children ranked, valid before µs)
         self._alloc: dict[str, float] = {}  # path -> allocation_us, until shares or capacity change
         self._lin: dict[str, tuple[int, int, int]] = {}  # path -> charge as a + b·t, valid before a time
         self._cache_t = self._cache_v = -1
@@ -98,8 +101,7 @@ class FairShareOrder:
         The cache holds for one instant; a change of meters drops only the nodes it touched.
         """
         if t != self._cache_t:
-            self._cache.clear()
-            self._order.clear()
+            self._cache.clear()  # ratios are per instant; rankings carry their own validity
             self._cache_t = t
         if self.occ.version != self._cache_v:
             # within one instant only the nodes whose meters changed need a new ratio, and only
@@ -125,16 +127,53 @@ class FairShareOrder:
         self._lin.clear()
 
     def ranked_children(self, parent: str | None, t: int) -> list[str]:
-        """Return a node's children (the roots for None) lowest ratio first; cached until one's meters change.
+        """Return a node's children (the roots for None) lowest ratio first. Do not modify the list.
 
-        O(b log b) when recomputed, O(1) when cached: the walks of one instant share it. Do not modify.
+        A ranking is kept until a child's meters change (``_fresh`` drops it) or until the
+        earliest moment two neighbours in it could swap: in window mode each child's charge is a
+        line in t (``_linear``), so the gap between neighbours is linear too and the ranking
+        provably holds while every gap stays above ``_TIE_GAP`` (where 9-decimal rounding could
+        make them tie) and every line holds. O(b log b) to rank, O(1) while it holds: walks at
+        later instants reuse it.
         """
         self._fresh(t)
         key = parent or ""
         got = self._order.get(key)
-        if got is None:
-            got = self._order[key] = self.ranked(self.tree.children_of(parent), t)
-        return got
+        if got is not None and t < got[1]:
+            return got[0]
+        names = self.tree.children_of(parent)
+        ranked = self.ranked(names, t)
+        self._order[key] = (ranked, self._holds_until(ranked, t))
+        return ranked
+
+    def _holds_until(self, ranked: list[str], t: int) -> int:
+        """Return until when (µs, exclusive) the order ``ranked`` cannot change without a meter change."""
+        if len(ranked) < 2:
+            return _FOREVER
+        if self.occ.half_life_us is not None:
+            return t + 1  # decayed scores are not lines: rank again at the next instant
+        cache, lin, alloc = self._cache, self._lin, self._alloc
+        until = _FOREVER
+        prev_r = prev_slope = 0.0
+        for k, p in enumerate(ranked):
+            r = cache[p][2]
+            line = lin.get(p)
+            a = alloc[p]
+            if line is None or a <= 0:
+                slope = 0.0  # no allocation: the ratio is inf for ever
+            else:
+                until = min(until, line[2])
+                slope = line[1] / a
+            if k and math.isfinite(r):
+                gap = r - prev_r
+                closing = prev_slope - slope  # how fast the gap shrinks per µs
+                if gap <= _TIE_GAP:
+                    return t + 1  # (near) tie: decided by rounding and path, rank again next time
+                if closing > 0:
+                    # the gap reaches the tie zone no sooner than this (floor, one µs of slack)
+                    until = min(until, t + int((gap - _TIE_GAP) / closing))
+            prev_r, prev_slope = r, slope
+        return max(until, t + 1)
 
     def _entry(self, path: str, t: int, cache: dict[str, tuple[float, str, float]]) -> tuple[float, str, float]:
         alloc = self._alloc.get(path)

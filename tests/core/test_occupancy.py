@@ -47,3 +47,50 @@ def test_half_life_decay_halves_past_usage_after_one_half_life() -> None:
     held = meter.decayed_at(h, h)
     assert math.isclose(held, 8 * h / math.log(2) * 0.5, rel_tol=1e-12)
     assert math.isclose(meter.decayed_at(2 * h, h), held / 2, rel_tol=1e-12)
+
+
+def test_rankings_kept_across_instants_match_a_fresh_ranking_at_every_step() -> None:
+    """A kept ranking (valid until neighbours could swap) must equal ranking the children afresh."""
+    import heapq
+
+    from bench.core import CLUSTER, budget_tree, setup_events, workloads
+    from ledger import events as ev
+    from ledger.core import DecisionCore, Knobs
+    from ledger.core.fairshare import FairShareOrder
+
+    leaves = [p for p, _, _ in budget_tree() if p.count("/") == 3]
+    subs = workloads(leaves, 400, 0.4)
+    for knobs in (Knobs(), Knobs(charge="accrued", window_s=3600)):
+        core = DecisionCore(knobs, CLUSTER)
+        for e in setup_events():
+            core.handle(e)
+        inputs: list[tuple[int, int, ev.Event]] = [(t, i, s) for i, (t, s) in enumerate(subs)]
+        heapq.heapify(inputs)
+        seq, checked = len(inputs), 0
+        while inputs:
+            nxt = core.next_wakeup()
+            if nxt is not None and nxt <= inputs[0][0]:
+                outs = core.advance(nxt)
+            else:
+                outs = core.handle(heapq.heappop(inputs)[2])
+            for o in outs:
+                if isinstance(o, ev.WorkloadStarted):
+                    seq += 1
+                    done = ev.to_us(o.time) + 45 * 60 * 1_000_000
+                    heapq.heappush(
+                        inputs,
+                        (done, seq, ev.WorkloadCompleted(
+                            event_id=f"c{seq}", cluster=CLUSTER, time=ev.from_us(done),
+                            workload_id=o.workload_id, outcome="succeeded",
+                        )),
+                    )
+            order = core.order
+            assert isinstance(order, FairShareOrder)
+            fresh = FairShareOrder(core.tree, core.occ)
+            fresh.capacity = order.capacity
+            t = core.now
+            for parent in [None, *core.tree.nodes]:
+                kept = order.ranked_children(parent, t)
+                assert kept == fresh.ranked(core.tree.children_of(parent), t), (parent, t)
+                checked += 1
+        assert checked > 1000
