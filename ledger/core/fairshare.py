@@ -347,10 +347,12 @@ class FairShareOrder:
             if len(waiting) == 1:
                 node = waiting[0]
             else:
-                for node in self.ranked(waiting, t):
+                # the kept ranking of all the children, read in order (the waiting ones keep their order)
+                parent = node
+                for node in self.ranked_children(parent, t):
                     if node in fitting:
                         break
-                    before += totals[node]
+                    before += totals.get(node, 0)
             assert node is not None
             names = self.tree.nodes[node].children
 

