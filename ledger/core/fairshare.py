@@ -230,6 +230,10 @@ class FairShareOrder:
         state["_order"], state["_alloc"], state["_lin"] = {}, {}, {}
         return state
 
+    def __setstate__(self, state: dict[str, object]) -> None:
+        # snapshots written before a cache existed restore with it empty
+        self.__dict__.update({"_order": {}, "_alloc": {}, "_lin": {}, **state})
+
     def ranked(self, names: list[str], t: int) -> list[str]:
         """Return sibling paths lowest ratio first, ties by path. O(b log b), ratios cached per instant.
 
