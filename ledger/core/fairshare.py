@@ -19,6 +19,12 @@ enters the best-ranked child holding a size that fits; it never backtracks, beca
 say in advance whether a subtree holds something that fits. One pick is
 O(depth × b log b + distinct sizes) — independent of queue length. A full ordering of every
 node (``ranking``) is O(nodes log b).
+
+Caches (none in a snapshot): a node's charge is kept as an exact integer line ``a + b·t``
+until the window start reaches its meter's next breakpoint or its meters change, so its ratio
+at a new instant is O(1); a parent's ranking of its children is kept until two neighbours could
+come within the 9-decimal tie zone (their lines are known) or a child's meters change, so a
+level already ranked costs O(1) — the "b log b" above is paid only when a ranking is renewed.
 """
 
 from __future__ import annotations
