@@ -73,9 +73,9 @@ class FairShareOrder:
         self._cache: dict[str, tuple[float, str, float]] = {}  # path -> (rounded ratio, path, ratio)
         # parent path ("" for the roots) -> its children ranked, valid with the ratio cache: a meter
         # change drops the rankings of the touched nodes' parents only
-        self._order: dict[str, tuple[list[str], int]] = {}  # parent -> (children ranked, valid before µs)
-        self._alloc: dict[str, float] = {}  # path -> allocation_us, until shares or capacity change
-        self._lin: dict[str, tuple[int, int, int]] = {}  # path -> charge as a + b·t, valid before a time
+        self._order_cache: dict[str, tuple[list[str], int]] = {}  # parent -> (children ranked, valid before µs)
+        self._alloc_cache: dict[str, float] = {}  # path -> allocation_us, until shares or capacity change
+        self._line_cache: dict[str, tuple[int, int, int]] = {}  # path -> charge as a + b·t, valid before a time
         self._cache_t = self._cache_v = -1
         self.queues: dict[tuple[str, int], SizedQueue] = {}  # (node path, tier) -> own waiting work
         self.sizes: list[dict[str, dict[int, int]]] = [{}, {}]  # tier -> node -> {size: count in subtree}
@@ -112,8 +112,8 @@ class FairShareOrder:
         if self.occ.version != self._cache_v:
             # within one instant only the nodes whose meters changed need a new ratio, and only
             # their parents' rankings can change
-            cache, order, nodes = self._cache, self._order, self.tree.nodes
-            lin = self._lin
+            cache, order, nodes = self._cache, self._order_cache, self.tree.nodes
+            lin = self._line_cache
             for p in self.occ.touched:
                 cache.pop(p, None)
                 lin.pop(p, None)
@@ -128,9 +128,9 @@ class FairShareOrder:
         """Forget every cached ratio and ranking (shares or capacity changed)."""
         self._cache_t = -1
         self._cache.clear()
-        self._order.clear()
-        self._alloc.clear()
-        self._lin.clear()
+        self._order_cache.clear()
+        self._alloc_cache.clear()
+        self._line_cache.clear()
 
     def ranked_children(self, parent: str | None, t: int) -> list[str]:
         """Return a node's children (the roots for None) lowest ratio first. Do not modify the list.
@@ -144,12 +144,12 @@ class FairShareOrder:
         """
         self._fresh(t)
         key = parent or ""
-        got = self._order.get(key)
+        got = self._order_cache.get(key)
         if got is not None and t < got[1]:
             return got[0]
         names = self.tree.children_of(parent)
         ranked = self.ranked(names, t)
-        self._order[key] = (ranked, self._holds_until(ranked, t))
+        self._order_cache[key] = (ranked, self._holds_until(ranked, t))
         return ranked
 
     def _holds_until(self, ranked: list[str], t: int) -> int:
@@ -158,7 +158,7 @@ class FairShareOrder:
             return _FOREVER
         if self.occ.half_life_us is not None:
             return t + 1  # decayed scores are not lines: rank again at the next instant
-        cache, lin, alloc = self._cache, self._lin, self._alloc
+        cache, lin, alloc = self._cache, self._line_cache, self._alloc_cache
         until = _FOREVER
         prev_r = prev_slope = 0.0
         for k, p in enumerate(ranked):
@@ -182,14 +182,14 @@ class FairShareOrder:
         return max(until, t + 1)
 
     def _entry(self, path: str, t: int, cache: dict[str, tuple[float, str, float]]) -> tuple[float, str, float]:
-        alloc = self._alloc.get(path)
+        alloc = self._alloc_cache.get(path)
         if alloc is None:
-            alloc = self._alloc[path] = self.tree.nodes[path].fraction * self.capacity * self.horizon
+            alloc = self._alloc_cache[path] = self.tree.nodes[path].fraction * self.capacity * self.horizon
         occ = self.occ
         if alloc <= 0:
             r = math.inf
         elif occ.half_life_us is None:
-            lin = self._lin.get(path)
+            lin = self._line_cache.get(path)
             # O(1) while the charge is still on the line kept for this node (see _linear)
             used = lin[0] + lin[1] * t if lin is not None and t < lin[2] else self._linear(path, t)
             r = float(used / alloc)
@@ -227,18 +227,18 @@ class FairShareOrder:
         if occ.upfront and u.prepaid_g:
             a += u.prepaid_gp
             b -= u.prepaid_g
-        self._lin[path] = (a, b, until)
+        self._line_cache[path] = (a, b, until)
         return a + b * t
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
         state["_cache"], state["_cache_t"], state["_cache_v"] = {}, -1, -1  # derived: never part of a snapshot
-        state["_order"], state["_alloc"], state["_lin"] = {}, {}, {}
+        state["_order_cache"], state["_alloc_cache"], state["_line_cache"] = {}, {}, {}
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         # snapshots written before a cache existed restore with it empty
-        self.__dict__.update({"_order": {}, "_alloc": {}, "_lin": {}, **state})
+        self.__dict__.update({"_order_cache": {}, "_alloc_cache": {}, "_line_cache": {}, **state})
 
     def ranked(self, names: list[str], t: int) -> list[str]:
         """Return sibling paths lowest ratio first, ties by path. O(b log b), ratios cached per instant.

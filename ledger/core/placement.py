@@ -45,16 +45,16 @@ class Hosts:
 
     def __init__(self, cluster: str, per_node: int) -> None:
         self._setup(cluster, per_node)
-        self.dirty: set[int] = set()  # derived: hosts whose free GPUs or health changed since a reader looked
+        self.dirty_cache: set[int] = set()  # derived: hosts whose free GPUs or health changed since a reader looked
 
     def __getstate__(self) -> dict[str, object]:
         state = dict(self.__dict__)
-        state.pop("dirty", None)  # derived: never part of a snapshot
+        state.pop("dirty_cache", None)  # derived: never part of a snapshot
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
-        self.dirty = set()
+        self.dirty_cache = set()
 
     def _setup(self, cluster: str, per_node: int) -> None:
         self.cluster = cluster
@@ -173,10 +173,10 @@ class Hosts:
         return tuple(hosts[i].name for i in indexes)
 
     def _bucket_add(self, h: Host) -> None:
-        self.dirty.add(h.index)
+        self.dirty_cache.add(h.index)
         insort(self.buckets[h.gpus - h.used], h.index)
 
     def _bucket_remove(self, h: Host) -> None:
-        self.dirty.add(h.index)
+        self.dirty_cache.add(h.index)
         b = self.buckets[h.gpus - h.used]
         del b[bisect_left(b, h.index)]

@@ -291,7 +291,7 @@ def _best_room(core: DecisionCore) -> int:
         dirty: Iterable[int] = range(len(hl))
     else:
         rooms, counts = cached
-        dirty = hosts.dirty
+        dirty = hosts.dirty_cache
     for i in dirty:
         h = hl[i]
         room = min(h.gpus - h.used + on.get(i, 0), hosts.per_node) if healthy[i] else -1
@@ -302,7 +302,7 @@ def _best_room(core: DecisionCore) -> int:
             if room >= 0:
                 counts[room] += 1
             rooms[i] = room
-    hosts.dirty.clear()
+    hosts.dirty_cache.clear()
     for k in range(hosts.per_node, 0, -1):
         if counts[k]:
             return k

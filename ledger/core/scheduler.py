@@ -445,7 +445,7 @@ class DecisionCore:
         self.pool_version += 1
         for i in w.hosts:
             self.pool_on_host[i] = self.pool_on_host.get(i, 0) + self.hosts.hosts[i].workloads[w.wid]
-            self.hosts.dirty.add(i)
+            self.hosts.dirty_cache.add(i)
 
     def _protection_ends(self, w: Workload) -> None:
         chain = self._chain(w)
@@ -477,7 +477,7 @@ class DecisionCore:
             self.pool_version += 1
             for i in w.hosts:
                 self.pool_on_host[i] -= self.hosts.hosts[i].workloads[w.wid]
-                self.hosts.dirty.add(i)
+                self.hosts.dirty_cache.add(i)
         self.hosts.release(w.wid, w.hosts)
         if w.exposed:
             self.occ.exposed_changed(self._chain(w), -w.held)
