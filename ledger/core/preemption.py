@@ -105,12 +105,13 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
 
 
 def eligibility(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workload], bool]:
-    """Return the test of who may be preempted for ``waiter`` at ``t`` (one attempt's verdicts are cached).
+    """Return the test of who may be preempted for ``waiter`` at ``t``; the one test for every attempt.
 
     Priority: preemptible work of strictly lower priority. Fair share: unallocated work always;
     allocated work (past its protected window: only such work is in the pool) when its budget
-    ranks after the waiter's in the fair-share walk as it stands now (``outranks``), decided once
-    per victim budget node: O(1) per candidate after the first of its node.
+    ranks after the waiter's in the fair-share walk as it stands now (``outranks``). Verdicts are
+    kept per (waiter node, victim node) until the instant or a meter changes: O(1) per candidate
+    after the first of its pair.
     """
     if isinstance(core.order, FlatOrder):
         prio = waiter.priority
