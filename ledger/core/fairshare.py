@@ -1,9 +1,13 @@
 """Hierarchical fair-share order: siblings ranked by usage ÷ allocation in the window, depth first.
 
 * ratio(node) = allocated GPU time charged to the node in the window ÷ the GPU time its
-  allocation is worth in the window (normalised shares multiplied down the tree × cluster
-  capacity × window). Lowest first: the most under-served. Ties: by path. A node whose
-  share is 0 has an infinite ratio (it only gets what nobody else wants).
+  allocation was worth in the window: the integral over the window of its fraction of the
+  cluster (normalised shares multiplied down the tree) × cluster capacity, so a change of
+  shares moves a ratio as the window slides over it, as usage does. The part of the window
+  before a node first had an allocation counts at that first allocation (a replay that starts
+  at the beginning of a log has no history, and every team is taken to have been entitled and
+  idle). Lowest first: the most under-served. Ties: by path. A node whose share is 0 has an
+  infinite ratio (it only gets what nobody else wants).
 * Global order: depth-first walk over siblings in ratio order (as Slurm's Fair Tree). Work
   charged directly to an internal node (not to a leaf) is served first within that node.
 * Inside one node: the workload's priority (higher first), then submit time, then id.
@@ -28,13 +32,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ledger.core.contract import Workload
-from ledger.core.occupancy import Occupancy
+from ledger.core.occupancy import Meter, Occupancy
 from ledger.core.queues import Key, SizedQueue
 from ledger.core.tree import BudgetTree
 
 __all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "Walker", "percent"]
 
 ALLOCATED, UNALLOCATED, ORPHAN = 0, 1, 2
+_MICRO = 1_000_000  # entitlement rates in micro-GPUs: fractions of a GPU kept as integers
 
 
 def percent(ratio: float) -> str:
@@ -59,6 +64,12 @@ class FairShareOrder:
         self.occ = occupancy
         self.capacity = 0
         self.horizon = occupancy.horizon_us()
+        # node -> its entitlement: a meter whose rate is fraction × capacity in micro-GPUs
+        # (integers, as usage is), changed only when shares or capacity change. O(nodes) per change.
+        self.entitled: dict[str, Meter] = {}
+        self._seeded: dict[str, int] = {}  # node -> when its entitlement was taken to have held all along
+        self._live: set[str] = set()  # nodes whose entitlement has been positive
+        self._steady: dict[str, float] = {}  # node -> fraction × capacity while it has not changed since seeding
         self._cache: dict[str, tuple[float, str, float]] = {}  # path -> (rounded ratio, path, ratio)
         self._cache_t = self._cache_v = -1
         self.queues: dict[tuple[str, int], SizedQueue] = {}  # (node path, tier) -> own waiting work
@@ -67,9 +78,46 @@ class FairShareOrder:
         self.orphans = SizedQueue()
 
     # ---- ratios ---------------------------------------------------------------------------
-    def allocation_us(self, path: str) -> float:
-        """Return the GPU-microseconds a node's allocation is worth over the window (or half-life)."""
-        return self.tree.nodes[path].fraction * self.capacity * self.horizon  # horizon: fixed by the knobs
+    def retarget(self, t: int) -> None:
+        """Set every node's entitlement rate from the shares and capacity in force from ``t``. O(nodes)."""
+        occ = self.occ
+        for path, node in self.tree.nodes.items():
+            rate = round(node.fraction * self.capacity * _MICRO)
+            m = self.entitled.get(path)
+            if m is None or path not in self._live or self._seeded[path] == t:
+                # a first allocation (or one still being set up in the same instant, as a tree is
+                # defined node by node) is taken to have held over the whole window before now
+                m = self.entitled[path] = Meter()
+                if occ.half_life_us is None:
+                    m.change(t - occ.window_us, rate, occ.window_us, None)
+                else:
+                    m.rate, m.last_t, m.decayed = rate, t, rate * self.horizon
+                self._seeded[path] = t
+                self._steady[path] = node.fraction * self.capacity
+                if rate > 0:
+                    self._live.add(path)
+            elif rate != m.rate:
+                m.change(t, rate - m.rate, occ.window_us, occ.half_life_us)
+                self._steady.pop(path, None)
+            self._cache.pop(path, None)
+
+    def allocation_us(self, path: str, t: int) -> float:
+        """Return the GPU-microseconds a node's allocation was worth over the window (or half-life) at ``t``.
+
+        O(1) when its rate held over the whole window (the usual case), else O(log k).
+        """
+        steady = self._steady.get(path)
+        if steady is not None:
+            return steady * self.horizon  # unchanged since it began: no integral needed (nor its rounding)
+        m = self.entitled.get(path)
+        if m is None:
+            return 0.0
+        occ = self.occ
+        if occ.half_life_us is not None:
+            return m.decayed_at(t, occ.half_life_us) / _MICRO
+        if m.last_t <= t - occ.window_us:
+            return m.rate * occ.window_us / _MICRO
+        return (m.total(t) - m.at(t - occ.window_us)) / _MICRO
 
     def ratio(self, path: str, t: int) -> float:
         """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation). O(log k), cached."""
@@ -96,7 +144,7 @@ class FairShareOrder:
         return self._cache
 
     def _entry(self, path: str, t: int, cache: dict[str, tuple[float, str, float]]) -> tuple[float, str, float]:
-        alloc = self.tree.nodes[path].fraction * self.capacity * self.horizon
+        alloc = self.allocation_us(path, t)
         if alloc <= 0:
             r = math.inf
         elif self.occ.half_life_us is None:

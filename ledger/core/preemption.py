@@ -165,7 +165,7 @@ def _swap_holds(core: DecisionCore, waiter: Workload, victim: Workload, t: int, 
     for p in (mine, theirs):
         if p not in ratios:
             ratios[p] = order.ratio(p, t)
-    alloc = order.allocation_us(mine)
+    alloc = order.allocation_us(mine, t)
     if alloc <= 0:
         return False
     held = waiter.size
