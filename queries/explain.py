@@ -102,25 +102,62 @@ def _holders_text(holders: list[dict[str, Any]], t_us: int) -> str:
     return "GPUs held by " + "; ".join(parts)
 
 
-def _moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, why: str) -> dict[str, Any]:
+def _ratio(r: float | None) -> str:
+    if r is None:
+        return "-"
+    return format(r, ".2g" if 0 < r < 0.01 else ".2f")  # a small but real usage must not read as 0.00
+
+
+def _standing(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int) -> dict[str, Any]:
     order = fair_tree_order(con, t_us)
     place = next((i for i, o in enumerate(order, 1) if o["budget"] == me["budget"]), None)
+    return {"order": order, "place": place, "ratio": order[place - 1]["ratio"] if place else None}
+
+
+def _moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, starter: dict[str, Any] | None,
+            before: dict[str, Any] | None) -> dict[str, Any]:
+    """Describe one moment it could have started; repeat only what changed since ``before``."""
+    st = _standing(con, me, t_us)
+    order, place = st["order"], st["place"]
     ahead = order[: place - 1] if place else order
-    mine = order[place - 1] if place else None
     holders = _running_at(con, t_us, me["workload_id"])
-
-    def fmt(o: dict[str, Any]) -> str:
-        return f"{o['budget']} {'-' if o['ratio'] is None else format(o['ratio'], '.2f')}"
-
-    own = "its budget is not a team of the tree" if mine is None else (
-        f"its team {me['budget']} stood {place} of {len(order)} by usage ÷ allocation "
-        f"({'-' if mine['ratio'] is None else format(mine['ratio'], '.2f')} over the window, as far as the log "
-        "covers it)")
-    text = f"{iso(t_us)}: {why}; {own}"
-    if ahead:
-        text += "; ahead of it: " + ", ".join(fmt(o) for o in ahead[:5]) + (" ..." if len(ahead) > 5 else "")
-    text += "; " + _holders_text(holders, t_us) + "."
-    return {"time": iso(t_us), "event": "could_start", "text": text, "place": place, "teams": len(order),
+    allocated = me["min_runtime_s"] > 0
+    parts = []
+    if starter is not None:
+        s_place = next((i for i, o in enumerate(order, 1) if o["budget"] == starter["budget"]), None)
+        s_ratio = order[s_place - 1]["ratio"] if s_place else None
+        who = f"{starter['workload_id']} ({starter['budget']} at {_ratio(s_ratio)}, {_gpus(starter['gpus'])})"
+        if not allocated and starter["allocated"]:
+            why = "allocated work always ranks ahead of unallocated work"
+        elif allocated and not starter["allocated"]:
+            why = "unallocated, on GPUs no allocated workload could use"
+        elif place is not None and s_place is not None and s_place < place:
+            why = "its team ranked ahead"
+        elif starter["gpus"] < me["gpus"]:
+            why = f"it fit in room too small for {_gpus(me['gpus'])}"
+        else:
+            why = "it ranked ahead inside the same team" if starter["budget"] == me["budget"] else "it fit first"
+        parts.append(f"{who} started instead ({why})")
+    else:
+        parts.append("it waited for room")
+    same_standing = before is not None and before["place"] == place and before["teams"] == len(order)
+    if not allocated:
+        pass  # its standing does not matter against allocated work; the submission line says so
+    elif place is None:
+        parts.append("its budget is not a team of the tree")
+    elif same_standing:
+        parts.append(f"its team still stood {place} of {len(order)} ({_ratio(st['ratio'])})")
+    else:
+        text = f"its team stood {place} of {len(order)} by usage ÷ allocation ({_ratio(st['ratio'])})"
+        if ahead:
+            text += "; first ahead of it: " + ", ".join(f"{o['budget']} {_ratio(o['ratio'])}" for o in ahead[:3])
+        parts.append(text)
+    held = [(h["workload_id"], h["protected_until"] > t_us) for h in holders]
+    if before is None or before["held"] != held:
+        parts.append(_holders_text(holders, t_us))
+    return {"time": iso(t_us), "event": "could_start", "text": f"{iso(t_us)}: " + "; ".join(parts) + ".",
+            "place": place, "teams": len(order), "held": held,
+            "started_instead": None if starter is None else starter["workload_id"],
             "ahead": [{"budget": o["budget"], "ratio": o["ratio"]} for o in ahead], "holders": [
                 {"workload_id": h["workload_id"], "budget": h["budget"], "gpus": h["gpus"],
                  "allocated": h["allocated"], "protected_until": iso(h["protected_until"])} for h in holders]}
@@ -128,22 +165,27 @@ def _moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, why: 
 
 def _waiting_moments(con: duckdb.DuckDBPyConnection, me: dict[str, Any], lo: int, hi: int | None) -> list[
         dict[str, Any]]:
+    if hi is not None and hi <= lo:
+        return []  # started again in the same instant: there was no wait to explain
     hi_sql = "(SELECT t1 FROM params) + 1" if hi is None else str(int(hi))
     wid = me["workload_id"].replace("'", "''")
     others = rows(con, f"""
-        SELECT start_us, workload_id, budget, gpus FROM runs
+        SELECT start_us, workload_id, budget, gpus, allocated FROM runs
         WHERE start_us > {int(lo)} AND start_us < {hi_sql} AND workload_id <> '{wid}'
         ORDER BY start_us, start_seq""")
-    moments = []
-    for o in others[:MAX_MOMENTS]:
-        why = f"{o['workload_id']} ({o['budget']}, {_gpus(o['gpus'])}) started instead"
-        moments.append(_moment(con, me, o["start_us"], why))
+    moments: list[dict[str, Any]] = []
+    before = None
+    starters: list[dict[str, Any] | None] = list(others[:MAX_MOMENTS]) or [None]
+    for o in starters:
+        before = _moment(con, me, lo if o is None else o["start_us"], o, before)
+        moments.append(before)
     if len(others) > MAX_MOMENTS:
-        moments.append({"time": iso(others[MAX_MOMENTS]["start_us"]), "event": "more",
-                        "text": f"... and {len(others) - MAX_MOMENTS} more start(s) of other workloads while it "
-                                "waited."})
-    if not others:
-        moments.append(_moment(con, me, lo, "it was waiting for room"))
+        rest = others[MAX_MOMENTS:]
+        wide = sum(1 for o in rest if o["gpus"] >= me["gpus"])
+        span = f"{iso(rest[0]['start_us'])}" + ("" if len(rest) == 1 else f" to {iso(rest[-1]['start_us'])}")
+        moments.append({"time": iso(rest[0]["start_us"]), "event": "more", "text": (
+            f"{span}: {len(rest)} more workload(s) started "
+            f"while it waited ({wide} as wide as it or wider, {sum(1 for o in rest if o['allocated'])} allocated).")})
     return moments
 
 
@@ -178,7 +220,9 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S) -> dict[st
         raise InputError(f"workload {workload_id!r} is not in the log{hint}")
     me = found[0]
     story: list[dict[str, Any]] = []
-    mode = "allocated" if me["min_runtime_s"] > 0 else "unallocated (minimum runtime 0, preemptible by anyone)"
+    mode = "allocated" if me["min_runtime_s"] > 0 else (
+        "unallocated (minimum runtime 0: charged to nobody, ranked behind every allocated workload, preemptible by "
+        "any of them)")
     story.append({"time": iso(me["submit_us"]), "event": "submitted", "text": (
         f"{iso(me['submit_us'])}: {workload_id} was submitted by {me['user']} to {me['budget']}: {_gpus(me['gpus'])}, "
         f"{mode}, minimum runtime {_dur(me['min_runtime_s'] * 1_000_000)}, "
@@ -232,14 +276,23 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S) -> dict[st
             story.append({"time": None, "event": "waiting", "text": "Still waiting at the end of the log."})
     decisions = _decisions(con, workload_id)
     anomalies = rows(con, f"SELECT kind, reason FROM anomalies WHERE workload_id = '{q}'")
-    return {"workload_id": workload_id, "budget": me["budget"], "gpus": me["gpus"],
+    waited = sum(int(r["start_us"]) - int(w) for r, w in zip(runs, [me["submit_us"]] + [
+        pre[r["end_event_id"]]["preempt_us"] for r in runs if r["end_kind"] == "preempt"], strict=False))
+    summary = {"attempts": len(runs), "preemptions": len(pre), "waited_s": waited // 1_000_000,
+               "discarded_gpu_hours": sum(s.get("discarded_gpu_hours", 0.0) for s in story)}
+    return {"workload_id": workload_id, "budget": me["budget"], "gpus": me["gpus"], "summary": summary,
             "story": story, "decisions": decisions,
             "anomalies": [{"kind": a["kind"], "reason": a["reason"]} for a in anomalies]}
 
 
 def as_text(result: dict[str, Any]) -> str:
     """Return the story as plain text, one dated sentence a line."""
-    lines = [f"Workload {result['workload_id']} ({result['budget']}, {_gpus(result['gpus'])})", ""]
+    sm = result["summary"]
+    lines = [f"Workload {result['workload_id']} ({result['budget']}, {_gpus(result['gpus'])}): "
+             f"started {sm['attempts']} time(s), preempted {sm['preemptions']} time(s), waited "
+             f"{_dur(sm['waited_s'] * 1_000_000)} in all, {sm['discarded_gpu_hours']:,.2f} GPU-hours thrown away "
+             "by preemption.",
+             "Standings are usage ÷ allocation over the lookback window, as far as the log covers it.", ""]
     lines += [f"- {s['text']}" for s in result["story"]]
     if result["decisions"]:
         lines += ["", "Scheduling decisions recorded in the log:"] + [f"- {d['text']}" for d in result["decisions"]]

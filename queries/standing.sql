@@ -1,6 +1,8 @@
 -- standing.sql: each team's usage / allocation over the lookback window ending at $t (microseconds).
 -- usage = allocated GPU-microseconds run in [t - window, t); allocation = the team's fraction of the
 -- available GPU-microseconds in that window. Rank by usage / allocation, lowest (most under-served) first.
+-- Where the window reaches back before the log begins, the first known capacity and shares are taken
+-- to have held (with no usage), as the decision core does: a ratio then means the same in both.
 -- Parameters: $t. Needs derive.sql.
 WITH p AS (SELECT $t::BIGINT AS t, $t::BIGINT - window_us AS w0 FROM params),
 usage AS (
@@ -10,9 +12,11 @@ usage AS (
     GROUP BY r.budget
 ),
 alloc AS (
-    SELECT f.budget, sum(f.fraction * a.avail_gpus * (least(a.e, p.t) - greatest(a.s, p.w0))) AS allocated
-    FROM team_fraction f JOIN segment_avail a USING (s), p
-    WHERE a.s < p.t AND a.e > p.w0
+    SELECT f.budget, sum(f.fraction * a.avail_gpus
+                         * (least(a.e, p.t) - CASE WHEN a.s = first.s THEN p.w0 ELSE greatest(a.s, p.w0) END))
+           AS allocated
+    FROM team_fraction f JOIN segment_avail a USING (s), p, (SELECT min(s) AS s FROM segment_avail) first
+    WHERE a.s <= p.t AND (a.e > p.w0 OR a.s = first.s)
     GROUP BY f.budget
 )
 SELECT t.budget, coalesce(u.used, 0) AS used_gpu_us, coalesce(a.allocated, 0) AS allocated_gpu_us,

@@ -1,9 +1,13 @@
 """Hierarchical fair-share order: siblings ranked by usage ÷ allocation in the window, depth first.
 
 * ratio(node) = allocated GPU time charged to the node in the window ÷ the GPU time its
-  allocation is worth in the window (normalised shares multiplied down the tree × cluster
-  capacity × window). Lowest first: the most under-served. Ties: by path. A node whose
-  share is 0 has an infinite ratio (it only gets what nobody else wants).
+  allocation was worth in the window: the integral over the window of its fraction of the
+  cluster (normalised shares multiplied down the tree) × cluster capacity, so a change of
+  shares moves a ratio as the window slides over it, as usage does. The part of the window
+  before a node first had an allocation counts at that first allocation (a replay that starts
+  at the beginning of a log has no history, and every team is taken to have been entitled and
+  idle). Lowest first: the most under-served. Ties: by path. A node whose share is 0 has an
+  infinite ratio (it only gets what nobody else wants).
 * Global order: depth-first walk over siblings in ratio order (as Slurm's Fair Tree). Work
   charged directly to an internal node (not to a leaf) is served first within that node.
 * Inside one node: the workload's priority (higher first), then submit time, then id.
@@ -35,7 +39,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ledger.core.contract import Workload
-from ledger.core.occupancy import Occupancy
+from ledger.core.occupancy import Meter, Occupancy
 from ledger.core.queues import Key, SizedQueue
 from ledger.core.tree import BudgetTree
 
@@ -46,6 +50,7 @@ _FOREVER = 1 << 62  # µs: a line that holds until the node's meters change
 # ratios closer than this may round to the same 9 decimals (then the path decides): a ranking
 # whose neighbours come this close is recomputed rather than trusted
 _TIE_GAP = 1e-8
+_MICRO = 1_000_000  # entitlement rates in micro-GPUs: fractions of a GPU kept as integers
 
 
 def percent(ratio: float) -> str:
@@ -70,6 +75,12 @@ class FairShareOrder:
         self.occ = occupancy
         self.capacity = 0
         self.horizon = occupancy.horizon_us()
+        # node -> its entitlement: a meter whose rate is fraction × capacity in micro-GPUs
+        # (integers, as usage is), changed only when shares or capacity change. O(nodes) per change.
+        self.entitled: dict[str, Meter] = {}
+        self._seeded: dict[str, int] = {}  # node -> when its entitlement was taken to have held all along
+        self._live: set[str] = set()  # nodes whose entitlement has been positive
+        self._steady: dict[str, float] = {}  # node -> fraction × capacity while it has not changed since seeding
         self._cache: dict[str, tuple[float, str, float]] = {}  # path -> (rounded ratio, path, ratio)
         # parent path ("" for the roots) -> its children ranked, valid with the ratio cache: a meter
         # change drops the rankings of the touched nodes' parents only
@@ -83,9 +94,48 @@ class FairShareOrder:
         self.orphans = SizedQueue()
 
     # ---- ratios ---------------------------------------------------------------------------
-    def allocation_us(self, path: str) -> float:
-        """Return the GPU-microseconds a node's allocation is worth over the window (or half-life)."""
-        return self.tree.nodes[path].fraction * self.capacity * self.horizon  # horizon: fixed by the knobs
+    def retarget(self, t: int) -> None:
+        """Set every node's entitlement rate from the shares and capacity in force from ``t``. O(nodes)."""
+        occ = self.occ
+        for path, node in self.tree.nodes.items():
+            rate = round(node.fraction * self.capacity * _MICRO)
+            m = self.entitled.get(path)
+            if m is None or path not in self._live or self._seeded[path] == t:
+                # a first allocation (or one still being set up in the same instant, as a tree is
+                # defined node by node) is taken to have held over the whole window before now
+                m = self.entitled[path] = Meter()
+                if occ.half_life_us is None:
+                    m.change(t - occ.window_us, rate, occ.window_us, None)
+                else:
+                    m.rate, m.last_t, m.decayed = rate, t, rate * self.horizon
+                self._seeded[path] = t
+                self._steady[path] = node.fraction * self.capacity
+                if rate > 0:
+                    self._live.add(path)
+            elif rate != m.rate:
+                m.change(t, rate - m.rate, occ.window_us, occ.half_life_us)
+                self._steady.pop(path, None)
+            self._cache.pop(path, None)
+
+    def allocation_us(self, path: str, t: int) -> float:
+        """Return the GPU-microseconds a node's allocation was worth over the window (or half-life) at ``t``.
+
+        O(1) when its rate held over the whole window (the usual case; then kept until shares or
+        capacity change), else O(log k) while the window still slides over a change.
+        """
+        steady = self._steady.get(path)
+        m = self.entitled.get(path)
+        occ = self.occ
+        if steady is not None or m is None:
+            # unchanged since it began: no integral needed (nor its rounding)
+            value = self._alloc_cache[path] = 0.0 if steady is None else steady * self.horizon
+            return value
+        if occ.half_life_us is not None:
+            return m.decayed_at(t, occ.half_life_us) / _MICRO
+        if m.last_t <= t - occ.window_us:
+            value = self._alloc_cache[path] = m.rate * occ.window_us / _MICRO
+            return value
+        return (m.total(t) - m.at(t - occ.window_us)) / _MICRO
 
     def ratio(self, path: str, t: int) -> float:
         """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation). O(log k), cached."""
@@ -164,7 +214,9 @@ class FairShareOrder:
         for k, p in enumerate(ranked):
             r = cache[p][2]
             line = lin.get(p)
-            a = alloc[p]
+            a = alloc.get(p)
+            if a is None:
+                return t + 1  # its allocation still moves as the window slides over a change
             if line is None or a <= 0:
                 slope = 0.0  # no allocation: the ratio is inf for ever
             else:
@@ -184,7 +236,7 @@ class FairShareOrder:
     def _entry(self, path: str, t: int, cache: dict[str, tuple[float, str, float]]) -> tuple[float, str, float]:
         alloc = self._alloc_cache.get(path)
         if alloc is None:
-            alloc = self._alloc_cache[path] = self.tree.nodes[path].fraction * self.capacity * self.horizon
+            alloc = self.allocation_us(path, t)
         occ = self.occ
         if alloc <= 0:
             r = math.inf
@@ -239,6 +291,11 @@ class FairShareOrder:
     def __setstate__(self, state: dict[str, object]) -> None:
         # snapshots written before a cache existed restore with it empty
         self.__dict__.update({"_order_cache": {}, "_alloc_cache": {}, "_line_cache": {}, **state})
+        if "entitled" not in state:
+            # written before allocations were integrated: today's shares, as those snapshots assumed
+            tree, capacity = self.tree, self.capacity
+            self.entitled, self._seeded, self._live = {}, {}, set()
+            self._steady = {p: n.fraction * capacity for p, n in tree.nodes.items()}
 
     def ranked(self, names: list[str], t: int) -> list[str]:
         """Return sibling paths lowest ratio first, ties by path. O(b log b), ratios cached per instant.

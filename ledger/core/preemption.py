@@ -164,7 +164,7 @@ def outranks(core: DecisionCore, waiter: Workload, victim: Workload, t: int, mar
         return False
     if not margin:
         return True
-    alloc = order.allocation_us(mine)
+    alloc = order.allocation_us(mine, t)
     return alloc > 0 and a[2] + waiter.size * waiter.min_runtime_s * _US / alloc < b[2]
 
 

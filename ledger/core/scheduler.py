@@ -195,7 +195,7 @@ class DecisionCore:
             "gpus_now": self.occ.nodes[path].allocated.rate + self.occ.nodes[path].unallocated.rate,
         }
         if path and isinstance(self.order, FairShareOrder):
-            out["allocation_gpu_s"] = self.order.allocation_us(path) / _US
+            out["allocation_gpu_s"] = self.order.allocation_us(path, t) / _US
             out["ratio"] = self.order.ratio(path, t)
         return out
 
@@ -212,6 +212,7 @@ class DecisionCore:
             return self.order.ranking(t)
         order = FairShareOrder(self.tree, self.occ)
         order.capacity = self.hosts.capacity
+        order.retarget(t)  # no history under another policy: today's shares taken to have held
         return order.ranking(t)
 
     def waiting(self) -> list[str]:
@@ -240,15 +241,13 @@ class DecisionCore:
             self.tree.define(e.path, e.parent, e.share, e.managers, t, e.event_id)
             for p in self.tree.nodes:
                 self.occ.add_node(p)
-            self._shares_changed()
+            self._shares_changed(t)
             return True
         if isinstance(e, AllocationChanged):
             return self._allocation(e, t, out)
         if isinstance(e, ClusterCapacityChanged):
             retired = self.hosts.resize(e.gpus, e.gpus_per_node)
-            if isinstance(self.order, FairShareOrder):
-                self.order.capacity = self.hosts.capacity
-            self._shares_changed()
+            self._shares_changed(t)
             for i in retired:
                 self._host_unhealthy(i, t, out, why=f"host {self.hosts.hosts[i].name} was removed from the cluster")
             return True
@@ -347,13 +346,15 @@ class DecisionCore:
             )
             return False
         self.tree.set_share(e.path, e.share, t, e.event_id)
-        self._shares_changed()
+        self._shares_changed(t)
         return True
 
-    def _shares_changed(self) -> None:
-        """Drop cached ratios, rankings and verdicts: an allocation is worth something else now."""
+    def _shares_changed(self, t: int) -> None:
+        """Drop cached ratios, rankings and verdicts: an allocation is worth something else from ``t``."""
         if isinstance(self.order, FairShareOrder):
+            self.order.capacity = self.hosts.capacity
             self.order.invalidate()
+            self.order.retarget(t)
         self.rank_cache = None
 
     def _health(self, e: HostHealthChanged, t: int, out: list[Event]) -> bool:

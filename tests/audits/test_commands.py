@@ -75,6 +75,19 @@ def test_explain_tells_why_b1_waited_and_why_a1_was_preempted(run_dir: Path,
     assert "preempted (fair share) to make room for b1 (org/b, 8 GPUs)" in out
     assert "lost 2.67 GPU-hours of work since its last checkpoint" in out and "1.33 GPU-hours restarting" in out
     assert "2026-03-02T01:30:00Z: started (attempt 2) after waiting 30 min" in out
+    assert out.startswith("Workload a1 (org/a, 8 GPUs): started 2 time(s), preempted 1 time(s), waited 30 min in all, "
+                          "4.00 GPU-hours thrown away by preemption.")
+    # while a1 waited for 8 GPUs, a 1-GPU debug job of its own team took the room that was left
+    assert "dbg (org/a at 0.004, 1 GPU) started instead (it fit in room too small for 8 GPUs)" in out
+
+
+def test_explain_ratios_cover_the_whole_window_as_the_core_does(run_dir: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    # a1 ran 8 GPU-hours; org/a's 3/4 of 16 GPUs over a 7-day window is 2,016 GPU-hours: 0.004 (not 0.53 as
+    # it would be if the allocation counted only the 75 minutes the log covers)
+    code, out, _ = run(capsys, "explain", str(run_dir), "a1")
+    assert code == 0
+    assert "its team stood 2 of 2 by usage ÷ allocation (0.004)" in out
 
 
 def test_explain_json_and_unknown_workload(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:

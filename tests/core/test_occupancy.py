@@ -86,9 +86,10 @@ def test_rankings_kept_across_instants_match_a_fresh_ranking_at_every_step() -> 
                     )
             order = core.order
             assert isinstance(order, FairShareOrder)
+            t = core.now
             fresh = FairShareOrder(core.tree, core.occ)
             fresh.capacity = order.capacity
-            t = core.now
+            fresh.retarget(t)  # shares never change here: entitled as the core's order is
             for parent in [None, *core.tree.nodes]:
                 kept = order.ranked_children(parent, t)
                 assert kept == fresh.ranked(core.tree.children_of(parent), t), (parent, t)

@@ -199,3 +199,23 @@ def test_asking_for_the_fair_share_order_leaves_later_ratios_in_the_same_instant
     core.fair_share_order()
     after = core.usage("org/A")["ratio"]
     assert after == 2 * before  # upfront: each run prepaid 4 GPUs × 1 h
+
+
+def test_a_share_change_counts_as_the_window_slides_over_it() -> None:
+    """Allocated time in the window is the integral of the shares in force, not today's share × window.
+
+    Teams a and b split 16 GPUs evenly (8 GPUs each). At noon the manager triples b's share
+    (b gets 12 GPUs' worth, a 4). With a one-day window, six hours later b's allocation covers
+    18 h at 8 GPUs and 6 h at 12; a day after the change only the new shares count.
+    """
+    e = Events()
+    core = DecisionCore(Knobs(window_s=86_400), "lab")
+    run(core, _tree(e, 16, {"a": 1.0, "b": 1.0}))
+    assert core.usage("org/b", to_minutes(6 * HOUR))["allocation_gpu_s"] == 8 * 24 * 3600
+    run(core, [e.allocate(12 * HOUR, "org/b", 3.0, "ceo")])
+
+    def worth(team: str, hours: float) -> float:
+        return round(core.usage(f"org/{team}", to_minutes(hours * HOUR))["allocation_gpu_s"] / 3600, 6)
+
+    assert (worth("b", 18), worth("a", 18)) == (8 * 18 + 12 * 6, 8 * 18 + 4 * 6)
+    assert (worth("b", 36), worth("a", 36)) == (12 * 24, 4 * 24)
