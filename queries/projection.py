@@ -190,7 +190,23 @@ def project(
     con = con if con is not None else duckdb.connect()
     for table, arrow in load_arrow(records, decisions=decisions).items():
         con.register(table, arrow)  # zero-copy: DuckDB scans the Arrow table in place
+    build_intervals(con)
     return con
+
+
+# Tables only the pairing and the anomalies read; dropped once the anomalies are listed.
+_PAIRING_TABLES = ("life", "cand_runs", "loose_ends", "runs_checked")
+
+
+def build_intervals(con: duckdb.DuckDBPyConnection) -> None:
+    """Build the compact tables every audit reads (workloads, run intervals, preemptions, anomalies) in ``con``.
+
+    Needs the ``ev_*`` tables. The result does not depend on the audit period, so it is built once per load.
+    """
+    con.execute(sql_text("intervals"))
+    con.execute(sql_text("anomalies"))
+    for table in _PAIRING_TABLES:
+        con.execute(f"DROP TABLE IF EXISTS {table}")
 
 
 def sql_text(name: str) -> str:
@@ -198,4 +214,4 @@ def sql_text(name: str) -> str:
     return resources.files("queries").joinpath(f"{name}.sql").read_text(encoding="utf-8")
 
 
-__all__ = ["BATCH", "TABLES", "load_arrow", "project", "sql_text"]
+__all__ = ["BATCH", "TABLES", "build_intervals", "load_arrow", "project", "sql_text"]

@@ -7,13 +7,12 @@
 -- Percentiles interpolate linearly between ranks (quantile_cont).
 
 CREATE OR REPLACE TEMP TABLE waits AS
-SELECT 'first' AS wait_kind, w.workload_id, w.budget, w.gpus, w.min_runtime_s,
-       (w.first_start_us - w.submit_us) / 1e6 AS wait_s
-FROM workload_facts w, params p
-WHERE w.first_start_us >= p.t0 AND w.first_start_us < p.pt1
+SELECT 'first' AS wait_kind, k.gpus, k.min_runtime_s, (f.first_start_us - k.submit_us) / 1e6 AS wait_s
+FROM workload_keys k JOIN workload_iv f USING (wid), params p
+WHERE f.first_start_us >= p.t0 AND f.first_start_us < p.pt1
 UNION ALL
-SELECT 'requeue', x.workload_id, w.budget, w.gpus, w.min_runtime_s, (x.next_start_us - x.preempt_us) / 1e6
-FROM preemptions x JOIN workloads w USING (workload_id), params p
+SELECT 'requeue', k.gpus, k.min_runtime_s, (x.next_start_us - x.preempt_us) / 1e6
+FROM preempt_iv x JOIN workload_keys k USING (wid), params p
 WHERE x.next_start_us >= p.t0 AND x.next_start_us < p.pt1;
 
 CREATE OR REPLACE TEMP TABLE size_buckets AS
