@@ -9,8 +9,8 @@ CREATE OR REPLACE TEMP MACRO iso(us) AS
     CASE WHEN us % 1000000 = 0 THEN strftime(make_timestamp(us), '%Y-%m-%dT%H:%M:%SZ')
          ELSE strftime(make_timestamp(us), '%Y-%m-%dT%H:%M:%S.%fZ') END;
 
--- Valid runs clipped to the period (open runs end at t1): the compact table the audits read.
-CREATE OR REPLACE TEMP TABLE run_c AS
+-- Valid runs clipped to the period (open runs end at t1): the compact view the audits read.
+CREATE OR REPLACE TEMP VIEW run_c AS
 SELECT r.wid, r.bid, r.gpus, r.allocated, r.start_seq, r.start_us, r.end_us,
        greatest(r.start_us, p.t0) AS lo_us, least(coalesce(r.end_us, p.t1), p.t1) AS hi_us
 FROM run_iv r, params p;
@@ -150,32 +150,35 @@ CREATE OR REPLACE TEMP TABLE hour_split AS
 WITH iv AS (
     SELECT 0 AS src, bid, allocated, gpus, lo_us, hi_us FROM run_c WHERE hi_us > lo_us
     UNION ALL
-    SELECT 1, k.bid, true, k.gpus, greatest(k.submit_us, p.t0), least(coalesce(f.end_us, p.t1), p.t1)
-    FROM workload_keys k JOIN workload_iv f USING (wid), params p
-    WHERE k.min_runtime_s > 0 AND least(coalesce(f.end_us, p.t1), p.t1) > greatest(k.submit_us, p.t0)
+    SELECT 1, f.bid, true, f.gpus, greatest(f.submit_us, p.t0), least(coalesce(f.end_us, p.t1), p.t1)
+    FROM workload_iv f, params p
+    WHERE f.min_runtime_s > 0 AND least(coalesce(f.end_us, p.t1), p.t1) > greatest(f.submit_us, p.t0)
 ), cut AS (
     SELECT src, bid, allocated, gpus, lo_us, hi_us, (lo_us // 3600000000) * 3600000000 AS ha,
            ((hi_us - 1) // 3600000000) * 3600000000 AS hb
     FROM iv
-), parts AS (
-    SELECT src, bid, allocated, ha AS hour_us, gpus * (least(hi_us, ha + 3600000000) - lo_us) AS direct, 0 AS step
-    FROM cut
-    UNION ALL
-    SELECT src, bid, allocated, hb, gpus * (hi_us - hb), 0 FROM cut WHERE hb > ha
-    UNION ALL
-    SELECT src, bid, allocated, ha + 3600000000, 0, gpus FROM cut WHERE hb > ha + 3600000000
-    UNION ALL
-    SELECT src, bid, allocated, hb, 0, -gpus FROM cut WHERE hb > ha + 3600000000
+), parts AS (  -- by first hour: the first (or only) piece, and the step up from the second hour on
+    SELECT src, bid, allocated, ha AS hour_us, sum(gpus * (least(hi_us, ha + 3600000000) - lo_us)) AS direct,
+           coalesce(sum(gpus) FILTER (WHERE hb > ha + 3600000000), 0) AS up, 0 AS down
+    FROM cut GROUP BY ALL
+    UNION ALL  -- by last hour: the last piece, and the step down from it
+    SELECT src, bid, allocated, hb, sum(gpus * (hi_us - hb)), 0,
+           coalesce(sum(gpus) FILTER (WHERE hb > ha + 3600000000), 0)
+    FROM cut WHERE hb > ha GROUP BY ALL
 ), agg AS (
-    SELECT src, bid, allocated, hour_us, sum(direct) AS direct, sum(step) AS step FROM parts GROUP BY ALL
+    SELECT src, bid, allocated, hour_us, sum(direct) AS direct, sum(up) AS up, sum(down) AS down
+    FROM parts GROUP BY ALL
 ), grid AS (
-    SELECT k.src, k.bid, k.allocated, h.hour_us, coalesce(a.direct, 0) AS direct, coalesce(a.step, 0) AS step
+    SELECT k.src, k.bid, k.allocated, h.hour_us, coalesce(a.direct, 0) AS direct,
+           coalesce(a.up, 0) AS up, coalesce(a.down, 0) AS down
     FROM (SELECT DISTINCT src, bid, allocated FROM agg) k CROSS JOIN hours h
     LEFT JOIN agg a ON a.src = k.src AND a.bid = k.bid AND a.allocated = k.allocated AND a.hour_us = h.hour_us
-), summed AS (
+), summed AS (  -- whole hours: GPUs of intervals that started before this hour (steps up one hour late)
     SELECT src, bid, allocated, hour_us,
-           direct + 3600000000 * sum(step) OVER (PARTITION BY src, bid, allocated ORDER BY hour_us
-                                                 ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS gpu_us
+           direct + 3600000000 * (coalesce(sum(up) OVER (PARTITION BY src, bid, allocated ORDER BY hour_us
+                                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+                                  - sum(down) OVER (PARTITION BY src, bid, allocated ORDER BY hour_us
+                                                    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) AS gpu_us
     FROM grid
 )
 SELECT s.src, b.path AS budget, s.allocated, s.hour_us, s.gpu_us

@@ -119,9 +119,10 @@ SELECT p.wid, p.bid, p.allocated, p.gpus, p.start_seq, p.start_us, p.end_seq, p.
        CASE WHEN p.next_start_us IS NULL THEN 0 ELSE p.restart_s * 1000000 END AS restart_us
 FROM p LEFT JOIN last_ck l USING (start_seq);
 
--- Each workload's first valid start, terminal completion and preemption count.
+-- Each workload (integer columns only) with its first valid start, terminal completion and preemptions.
 CREATE OR REPLACE TEMP TABLE workload_iv AS
-SELECT k.wid, f.first_start_us, t.end_us, coalesce(p.n, 0) AS preemptions
+SELECT k.wid, k.bid, k.gpus, k.min_runtime_s, k.restart_s, k.submit_us, f.first_start_us, t.end_us,
+       coalesce(p.n, 0) AS preemptions
 FROM workload_keys k
 LEFT JOIN (SELECT wid, min(start_us) AS first_start_us FROM run_iv GROUP BY wid) f USING (wid)
 LEFT JOIN terminal t USING (wid)

@@ -64,30 +64,67 @@ def _kpis(data: dict[str, Any]) -> str:
     )
 
 
-def _occupancy_charts(data: dict[str, Any]) -> str:
-    by_team: dict[str, list[dict[str, Any]]] = defaultdict(list)
+TOP_TEAMS = 12  # small multiples drawn one per team; the rest are summed into one "others" chart
+MAX_POINTS = 120  # points per small-multiple series: whole hours averaged into bins beyond that
+
+
+def _binned(values: list[float], size: int) -> list[float]:
+    """Return the mean of each run of ``size`` values (the last run may be shorter)."""
+    if size <= 1:
+        return values
+    return [sum(values[i : i + size]) / len(values[i : i + size]) for i in range(0, len(values), size)]
+
+
+def _team_series(data: dict[str, Any]) -> tuple[list[str], dict[str, tuple[list[float], list[float]]]]:
+    """Return the hours and, per team, (allocated GPU-hours run, allocation) aligned on those hours."""
+    hours = sorted({r["hour"] for r in data["occupancy"]["by_team_hourly"]})
+    index = {h: i for i, h in enumerate(hours)}
+    series: dict[str, tuple[list[float], list[float]]] = {}
     for r in data["occupancy"]["by_team_hourly"]:
-        by_team[r["budget"]].append(r)
-    if not by_team:
+        used, allocation = series.setdefault(r["budget"], ([0.0] * len(hours), [0.0] * len(hours)))
+        used[index[r["hour"]]] += r["allocated_gpu_hours"]
+        allocation[index[r["hour"]]] += r["allocation_gpu_hours"]
+    return hours, series
+
+
+def _occupancy_charts(data: dict[str, Any], top: int = TOP_TEAMS) -> str:
+    hours, series = _team_series(data)
+    if not series:
         return '<p class="note">No team occupancy in the period.</p>'
+    # The largest teams (by allocation, then use) get a chart each; the rest share one.
+    ranked = sorted(series, key=lambda t: (-sum(series[t][1]), -sum(series[t][0]), t))
+    shown = sorted(ranked) if len(ranked) <= top + 1 else sorted(ranked[:top])
+    rest = [t for t in ranked if t not in shown]
+    panels = [(team, *series[team]) for team in shown]
+    if rest:
+        used = [sum(series[t][0][i] for t in rest) for i in range(len(hours))]
+        allocation = [sum(series[t][1][i] for t in rest) for i in range(len(hours))]
+        panels.append((f"others ({len(rest)} teams)", used, allocation))
+    size = max(1, -(-len(hours) // MAX_POINTS))
     charts = []
-    for k, (team, hours) in enumerate(sorted(by_team.items())):
-        used = [r["allocated_gpu_hours"] for r in hours]
-        allocation = [r["allocation_gpu_hours"] for r in hours]
-        colour = PALETTE[k % len(PALETTE)]
+    for k, (team, used, allocation) in enumerate(panels):
+        colour = PALETTE[k % len(PALETTE)] if k < len(shown) else "#9498a0"
         charts.append(
             line_chart(
                 [
-                    (f"{team}: allocated GPU-hours run per hour", used, colour, True),
-                    (f"{team}: allocation (GPU-hours per hour)", allocation, "#333", False),
+                    (f"{team}: allocated GPU-hours run per hour", _binned(used, size), colour, True),
+                    (f"{team}: allocation (GPU-hours per hour)", _binned(allocation, size), "#333", False),
                 ],
                 title=team,
-                x_labels=(hours[0]["hour"][:13] + "h", hours[-1]["hour"][:13] + "h"),
+                x_labels=(hours[0][:13] + "h", hours[-1][:13] + "h"),
+                precision=0,
             )
         )
+    binning = f" Each point is the mean of {size} hours." if size > 1 else ""
+    others = (
+        f" The {len(shown)} teams with the largest allocations are drawn one by one; the other {len(rest)} are "
+        "summed in the last chart (every team is in the tables and in audit.json)."
+        if rest
+        else ""
+    )
     legend = (
         '<p class="note">Filled: allocated GPU-hours the team ran each hour. Dashed: its allocation '
-        "(its share of the available GPU-hours).</p>"
+        f"(its share of the available GPU-hours).{binning}{others}</p>"
     )
     return legend + '<div class="grid">' + "".join(charts) + "</div>"
 

@@ -30,9 +30,9 @@ def _nice_max(x: float) -> float:
 def line_chart(
     series: Sequence[tuple[str, Sequence[float], str, bool]],
     width: int = 320, height: int = 140, title: str = "", x_labels: tuple[str, str] = ("", ""),
-    y_max: float | None = None,
+    y_max: float | None = None, precision: int = 1,
 ) -> str:
-    """Return an SVG line chart; each series is (label, values, colour, filled)."""
+    """Return an SVG line chart; each series is (label, values, colour, filled); coordinates to ``precision`` places."""
     pad_l, pad_r, pad_t, pad_b = 42, 8, 18, 22
     n = max((len(v) for _, v, _, _ in series), default=0)
     top = _nice_max(y_max if y_max is not None else max((max(v, default=0) for _, v, _, _ in series), default=0))
@@ -40,7 +40,7 @@ def line_chart(
 
     def pt(i: int, y: float) -> str:
         x = pad_l + (w * i / max(n - 1, 1))
-        return f"{x:.1f},{pad_t + h - h * min(y, top) / top:.1f}"
+        return f"{x:.{precision}f},{pad_t + h - h * min(y, top) / top:.{precision}f}"
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
              f'aria-label="{escape(title)}">',
