@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from html import escape
 from pathlib import Path
 from typing import Any, overload
@@ -87,23 +86,51 @@ def _team_series(data: dict[str, Any]) -> tuple[list[str], dict[str, tuple[list[
     return hours, series
 
 
+def _groups(teams: list[str], most: int) -> dict[str, list[str]]:
+    """Return at most ``most`` chart groups: each team alone if they fit, else the deepest common tree level that fits.
+
+    Budget paths are tree paths (``org/project/team``), so a level's prefix names a real budget node.
+    """
+    if len(teams) <= most:
+        return {t: [t] for t in teams}
+    depth = max(t.count("/") for t in teams)
+    for level in range(depth, 0, -1):
+        groups: dict[str, list[str]] = {}
+        for t in teams:
+            groups.setdefault("/".join(t.split("/")[:level]), []).append(t)
+        if len(groups) <= most:
+            return groups
+    return {}
+
+
 def _occupancy_charts(data: dict[str, Any], top: int = TOP_TEAMS) -> str:
     hours, series = _team_series(data)
     if not series:
         return '<p class="note">No team occupancy in the period.</p>'
-    # The largest teams (by allocation, then use) get a chart each; the rest share one.
-    ranked = sorted(series, key=lambda t: (-sum(series[t][1]), -sum(series[t][0]), t))
-    shown = sorted(ranked) if len(ranked) <= top + 1 else sorted(ranked[:top])
-    rest = [t for t in ranked if t not in shown]
-    panels = [(team, *series[team]) for team in shown]
-    if rest:
-        used = [sum(series[t][0][i] for t in rest) for i in range(len(hours))]
-        allocation = [sum(series[t][1][i] for t in rest) for i in range(len(hours))]
-        panels.append((f"others ({len(rest)} teams)", used, allocation))
+    groups = _groups(sorted(series), top + 4)
+    if groups:
+        panels = [
+            (name if members == [name] else f"{name} ({len(members)} teams)",
+             [sum(series[t][0][i] for t in members) for i in range(len(hours))],
+             [sum(series[t][1][i] for t in members) for i in range(len(hours))])
+            for name, members in sorted(groups.items())
+        ]
+        rolled = len(groups) < len(series)
+        note = (f" The {len(series)} teams are summed by budget node ({len(groups)} charts); every team is in the "
+                "tables and in audit.json." if rolled else "")
+    else:  # a flat tree with many teams: the largest allocations one by one, the rest together
+        ranked = sorted(series, key=lambda t: (-sum(series[t][1]), -sum(series[t][0]), t))
+        shown, rest = sorted(ranked[:top]), ranked[top:]
+        panels = [(team, *series[team]) for team in shown]
+        panels.append((f"others ({len(rest)} teams)",
+                       [sum(series[t][0][i] for t in rest) for i in range(len(hours))],
+                       [sum(series[t][1][i] for t in rest) for i in range(len(hours))]))
+        note = (f" The {len(shown)} teams with the largest allocations are drawn one by one; the other {len(rest)} "
+                "are summed in the last chart (every team is in the tables and in audit.json).")
     size = max(1, -(-len(hours) // MAX_POINTS))
     charts = []
     for k, (team, used, allocation) in enumerate(panels):
-        colour = PALETTE[k % len(PALETTE)] if k < len(shown) else "#9498a0"
+        colour = PALETTE[k % len(PALETTE)]
         charts.append(
             line_chart(
                 [
@@ -116,15 +143,9 @@ def _occupancy_charts(data: dict[str, Any], top: int = TOP_TEAMS) -> str:
             )
         )
     binning = f" Each point is the mean of {size} hours." if size > 1 else ""
-    others = (
-        f" The {len(shown)} teams with the largest allocations are drawn one by one; the other {len(rest)} are "
-        "summed in the last chart (every team is in the tables and in audit.json)."
-        if rest
-        else ""
-    )
     legend = (
         '<p class="note">Filled: allocated GPU-hours the team ran each hour. Dashed: its allocation '
-        f"(its share of the available GPU-hours).{binning}{others}</p>"
+        f"(its share of the available GPU-hours).{binning}{note}</p>"
     )
     return legend + '<div class="grid">' + "".join(charts) + "</div>"
 
@@ -161,12 +182,24 @@ def _wait_chart(data: dict[str, Any]) -> str:
     return cdf_chart(curves, title="Share of workloads started within a wait, by size (first waits)")
 
 
-def _discard_chart(data: dict[str, Any]) -> str:
+TOP_DISCARD = 15  # bars in the discarded-work chart; the rest are summed into one
+
+
+def _discard_chart(data: dict[str, Any], top: int = TOP_DISCARD) -> str:
     teams = [t for t in data["discarded_work"]["by_team"] if t["discarded_gpu_hours"]]
     if not teams:
         return '<p class="note">No work was discarded in the period.</p>'
-    bars = [(t["budget"], t["lost_since_checkpoint_gpu_hours"], t["restart_gpu_hours"]) for t in teams]
-    return bar_chart(bars, title="Discarded GPU-hours by team", labels=("since last checkpoint", "restart time"))
+    teams.sort(key=lambda t: (-t["discarded_gpu_hours"], t["budget"]))
+    bars = [(t["budget"], t["lost_since_checkpoint_gpu_hours"], t["restart_gpu_hours"]) for t in teams[:top]]
+    rest = teams[top:]
+    title = "Discarded GPU-hours by team"
+    if len(rest) > 1:
+        bars.append((f"others ({len(rest)} teams)", sum(t["lost_since_checkpoint_gpu_hours"] for t in rest),
+                     sum(t["restart_gpu_hours"] for t in rest)))
+        title += f" (the {top} largest; every team is in the table below)"
+    elif rest:
+        bars += [(t["budget"], t["lost_since_checkpoint_gpu_hours"], t["restart_gpu_hours"]) for t in rest]
+    return bar_chart(bars, title=title, labels=("since last checkpoint", "restart time"))
 
 
 def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool = False) -> str:
