@@ -147,42 +147,38 @@ GROUP BY ALL;
 -- as a step (+gpus from the second hour, -gpus from the last), summed up hour by hour afterwards:
 -- linear in intervals, whatever their length.
 CREATE OR REPLACE TEMP TABLE hour_split AS
-WITH iv AS (
-    SELECT 0 AS src, bid, allocated, gpus, lo_us, hi_us FROM run_c WHERE hi_us > lo_us
+WITH iv AS (  -- key = bid * 4 + src * 2 + allocated: one integer to group on
+    SELECT bid * 4 + allocated::INTEGER AS key, gpus, lo_us, hi_us FROM run_c WHERE hi_us > lo_us
     UNION ALL
-    SELECT 1, f.bid, true, f.gpus, greatest(f.submit_us, p.t0), least(coalesce(f.end_us, p.t1), p.t1)
+    SELECT f.bid * 4 + 3, f.gpus, greatest(f.submit_us, p.t0), least(coalesce(f.end_us, p.t1), p.t1)
     FROM workload_iv f, params p
     WHERE f.min_runtime_s > 0 AND least(coalesce(f.end_us, p.t1), p.t1) > greatest(f.submit_us, p.t0)
 ), cut AS (
-    SELECT src, bid, allocated, gpus, lo_us, hi_us, (lo_us // 3600000000) * 3600000000 AS ha,
-           ((hi_us - 1) // 3600000000) * 3600000000 AS hb
-    FROM iv
+    SELECT key, gpus, lo_us, hi_us, lo_us // 3600000000 AS ha, (hi_us - 1) // 3600000000 AS hb FROM iv
 ), parts AS (  -- by first hour: the first (or only) piece, and the step up from the second hour on
-    SELECT src, bid, allocated, ha AS hour_us, sum(gpus * (least(hi_us, ha + 3600000000) - lo_us)) AS direct,
-           coalesce(sum(gpus) FILTER (WHERE hb > ha + 3600000000), 0) AS up, 0 AS down
+    SELECT key, ha AS h, sum(gpus * (least(hi_us, (ha + 1) * 3600000000) - lo_us)) AS direct,
+           coalesce(sum(gpus) FILTER (WHERE hb > ha + 1), 0) AS up, 0 AS down
     FROM cut GROUP BY ALL
     UNION ALL  -- by last hour: the last piece, and the step down from it
-    SELECT src, bid, allocated, hb, sum(gpus * (hi_us - hb)), 0,
-           coalesce(sum(gpus) FILTER (WHERE hb > ha + 3600000000), 0)
+    SELECT key, hb, sum(gpus * (hi_us - hb * 3600000000)), 0, coalesce(sum(gpus) FILTER (WHERE hb > ha + 1), 0)
     FROM cut WHERE hb > ha GROUP BY ALL
 ), agg AS (
-    SELECT src, bid, allocated, hour_us, sum(direct) AS direct, sum(up) AS up, sum(down) AS down
-    FROM parts GROUP BY ALL
+    SELECT key, h, sum(direct) AS direct, sum(up) AS up, sum(down) AS down FROM parts GROUP BY ALL
 ), grid AS (
-    SELECT k.src, k.bid, k.allocated, h.hour_us, coalesce(a.direct, 0) AS direct,
+    SELECT k.key, h.hour_us // 3600000000 AS h, coalesce(a.direct, 0) AS direct,
            coalesce(a.up, 0) AS up, coalesce(a.down, 0) AS down
-    FROM (SELECT DISTINCT src, bid, allocated FROM agg) k CROSS JOIN hours h
-    LEFT JOIN agg a ON a.src = k.src AND a.bid = k.bid AND a.allocated = k.allocated AND a.hour_us = h.hour_us
+    FROM (SELECT DISTINCT key FROM agg) k CROSS JOIN hours h
+    LEFT JOIN agg a ON a.key = k.key AND a.h = h.hour_us // 3600000000
 ), summed AS (  -- whole hours: GPUs of intervals that started before this hour (steps up one hour late)
-    SELECT src, bid, allocated, hour_us,
-           direct + 3600000000 * (coalesce(sum(up) OVER (PARTITION BY src, bid, allocated ORDER BY hour_us
+    SELECT key, h,
+           direct + 3600000000 * (coalesce(sum(up) OVER (PARTITION BY key ORDER BY h
                                                         ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
-                                  - sum(down) OVER (PARTITION BY src, bid, allocated ORDER BY hour_us
+                                  - sum(down) OVER (PARTITION BY key ORDER BY h
                                                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) AS gpu_us
     FROM grid
 )
-SELECT s.src, b.path AS budget, s.allocated, s.hour_us, s.gpu_us
-FROM summed s JOIN budgets b USING (bid) WHERE s.gpu_us > 0;
+SELECT (s.key % 4) // 2 AS src, b.path AS budget, s.key % 2 = 1 AS allocated, s.h * 3600000000 AS hour_us, s.gpu_us
+FROM summed s JOIN budgets b ON b.bid = s.key // 4 WHERE s.gpu_us > 0;
 
 -- Run GPU-microseconds per budget, tier and hour (clipped to the period).
 CREATE OR REPLACE TEMP TABLE run_hours AS

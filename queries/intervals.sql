@@ -99,6 +99,17 @@ SELECT ok.wid, w.bid, s.gpus, s.allocated, ok.start_seq, ok.start_us, ok.end_seq
        lead(ok.start_us) OVER (PARTITION BY ok.wid ORDER BY ok.start_seq) AS next_start_us
 FROM ok JOIN workload_keys w USING (wid) JOIN ev_started s ON s.seq = ok.start_seq;
 
+-- Runs that may have run on a host while it was marked unhealthy or failed, with their hosts: every
+-- valid run that names such a host and had not ended before the first such mark (a superset; the
+-- occupancy audit cuts it to the period's down spells), so audits never scan every start's hosts.
+CREATE OR REPLACE TEMP TABLE run_down_hosts AS
+WITH down AS (
+    SELECT list(DISTINCT host) AS hosts, min("time") AS since FROM ev_health WHERE state IN ('unhealthy', 'failed')
+)
+SELECT r.start_seq, s.nodes
+FROM run_iv r JOIN ev_started s ON s.seq = r.start_seq, down d
+WHERE d.since IS NOT NULL AND coalesce(r.end_us, 9223372036854775807) > d.since AND list_has_any(s.nodes, d.hosts);
+
 -- Preemptions that ended a valid run, with the work they threw away (GPU-microseconds): the last
 -- checkpoint of that run (only checkpoints of preempted workloads are looked at).
 CREATE OR REPLACE TEMP TABLE preempt_iv AS

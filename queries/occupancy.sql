@@ -7,14 +7,9 @@
 
 CREATE OR REPLACE TEMP TABLE run_on_down AS
 WITH down_hosts AS (SELECT list(DISTINCT host) AS hosts FROM segment_down_hosts),
-down_span AS (  -- when any host was down: runs outside these spans need no host check
-    SELECT min(g.s) AS lo, max(g.e) AS hi FROM segment_down_hosts d JOIN segments g USING (s) GROUP BY d.host
-), near AS (
-    SELECT r.* FROM run_c r
-    WHERE r.hi_us > r.lo_us AND EXISTS (SELECT 1 FROM down_span d WHERE r.lo_us < d.hi AND r.hi_us > d.lo)
-), candidates AS (
-    SELECT r.*, s.nodes FROM near r JOIN ev_started s ON s.seq = r.start_seq, down_hosts d
-    WHERE list_has_any(s.nodes, d.hosts)
+candidates AS (
+    SELECT r.*, d.nodes FROM run_c r JOIN run_down_hosts d USING (start_seq), down_hosts dh
+    WHERE r.hi_us > r.lo_us AND list_has_any(d.nodes, dh.hosts)
 ), per_node AS (
     SELECT wid, allocated, lo_us, hi_us, gpus, len(nodes) AS n,
            unnest(nodes) AS host, unnest(range(1, len(nodes) + 1)) AS i
