@@ -99,11 +99,15 @@ def _schemas(time_type: pa.DataType) -> dict[str, pa.Schema]:
     }
 
 
-_AS_DATETIME = _schemas(_TS)
+# Datetimes convert to a zone-less timestamp type: Arrow still turns aware datetimes into UTC instants,
+# but skips the per-value time-zone lookup the zoned type costs (about half the conversion of a time).
+_NAIVE = pa.timestamp("us")
+_AS_DATETIME = _schemas(_NAIVE)
 _AS_MICROS = _schemas(pa.int64())
 # Audits read only the time of SchedulingDecision events (for the period); explain reads them whole.
 _SLIM = {"SchedulingDecision": [("event_id", _STR), ("time", _TS)]}
-_SLIM_DATETIME = {name: pa.schema(fields) for name, fields in _SLIM.items()}
+_SLIM_DATETIME = {name: pa.schema([(f, _NAIVE if t == _TS else t) for f, t in fields])
+                  for name, fields in _SLIM.items()}
 _SLIM_MICROS = {name: pa.schema([(f, pa.int64() if t == _TS else t) for f, t in fields])
                 for name, fields in _SLIM.items()}
 
@@ -133,7 +137,7 @@ class _Buffer:
             batch = pa.RecordBatch.from_pylist(self.rows, schema=schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, KeyError) as exc:
             raise InputError(f"{self.type_name} record near log position {self.seqs[0]}: {exc}") from None
-        cols = [c.cast(pa.int64()) if c.type == _TS else c for c in batch.columns]
+        cols = [c.cast(pa.int64()) if pa.types.is_timestamp(c.type) else c for c in batch.columns]
         cols.append(pa.array(self.seqs, pa.int64()))
         self.batches.append(pa.RecordBatch.from_arrays(cols, names=[*batch.schema.names, "seq"]))
         self.rows = []
