@@ -143,25 +143,33 @@ GROUP BY ALL;
 
 -- GPU-microseconds per budget path, tier and hour, of (src 0) the valid runs and (src 1) the demand of
 -- allocated workloads (min_runtime_s > 0) from submission (or t0) to completion (or t1), waiting or
--- running. Each interval adds its partial first and last hours directly and its whole hours in between
--- as a step (+gpus from the second hour, -gpus from the last), summed up hour by hour afterwards:
--- linear in intervals, whatever their length.
+-- running. An interval from hour ha to hour hb adds its partial first and last hours directly and its
+-- whole hours in between as a step (+gpus from hour ha + 1, -gpus from hour hb), summed up hour by
+-- hour afterwards: linear in intervals, whatever their length. Intervals that lie inside the
+-- period's first and last hours are taken pre-summed by (key, ha, hb) from the load (hour_iv_sums);
+-- those the period cuts, and open ones, are clipped one by one.
 CREATE OR REPLACE TEMP TABLE hour_split AS
-WITH iv AS (  -- key = bid * 4 + src * 2 + allocated: one integer to group on
-    SELECT bid * 4 + allocated::INTEGER AS key, gpus, lo_us, hi_us FROM run_c WHERE hi_us > lo_us
+WITH b AS (
+    SELECT t0, t1, t0 // 3600000000 AS h0, (t1 - 1) // 3600000000 AS h1 FROM params
+), clipped AS (
+    SELECT i.key, i.gpus, greatest(i.lo_us, b.t0) AS lo_us, least(coalesce(i.hi_us, b.t1), b.t1) AS hi_us
+    FROM hour_iv i, b
+    WHERE (i.hi_us IS NULL OR i.hi_us <= i.lo_us OR i.ha <= b.h0 OR i.hb >= b.h1)
+      AND i.lo_us < b.t1 AND (i.hi_us IS NULL OR i.hi_us > b.t0)
+), groups AS (
+    SELECT s.key, s.ha, s.hb, s.g, s.gin, s.gout FROM hour_iv_sums s, b WHERE s.ha > b.h0 AND s.hb < b.h1
     UNION ALL
-    SELECT f.bid * 4 + 3, f.gpus, greatest(f.submit_us, p.t0), least(coalesce(f.end_us, p.t1), p.t1)
-    FROM workload_iv f, params p
-    WHERE f.min_runtime_s > 0 AND least(coalesce(f.end_us, p.t1), p.t1) > greatest(f.submit_us, p.t0)
-), cut AS (
-    SELECT key, gpus, lo_us, hi_us, lo_us // 3600000000 AS ha, (hi_us - 1) // 3600000000 AS hb FROM iv
-), parts AS (  -- by first hour: the first (or only) piece, and the step up from the second hour on
-    SELECT key, ha AS h, sum(gpus * (least(hi_us, (ha + 1) * 3600000000) - lo_us)) AS direct,
-           coalesce(sum(gpus) FILTER (WHERE hb > ha + 1), 0) AS up, 0 AS down
-    FROM cut GROUP BY ALL
+    SELECT key, lo_us // 3600000000 AS ha, (hi_us - 1) // 3600000000 AS hb, gpus,
+           gpus * (lo_us - (lo_us // 3600000000) * 3600000000),
+           gpus * (hi_us - ((hi_us - 1) // 3600000000) * 3600000000)
+    FROM clipped WHERE hi_us > lo_us
+), parts AS (  -- by first hour: the first (or only) piece, and the step up from the next hour on
+    SELECT key, ha AS h, sum(CASE WHEN hb = ha THEN gout - gin ELSE 3600000000 * g - gin END) AS direct,
+           coalesce(sum(g) FILTER (WHERE hb > ha + 1), 0) AS up, 0 AS down
+    FROM groups GROUP BY ALL
     UNION ALL  -- by last hour: the last piece, and the step down from it
-    SELECT key, hb, sum(gpus * (hi_us - hb * 3600000000)), 0, coalesce(sum(gpus) FILTER (WHERE hb > ha + 1), 0)
-    FROM cut WHERE hb > ha GROUP BY ALL
+    SELECT key, hb, sum(gout), 0, coalesce(sum(g) FILTER (WHERE hb > ha + 1), 0)
+    FROM groups WHERE hb > ha GROUP BY ALL
 ), agg AS (
     SELECT key, h, sum(direct) AS direct, sum(up) AS up, sum(down) AS down FROM parts GROUP BY ALL
 ), grid AS (

@@ -139,6 +139,27 @@ LEFT JOIN (SELECT wid, min(start_us) AS first_start_us FROM run_iv GROUP BY wid)
 LEFT JOIN terminal t USING (wid)
 LEFT JOIN (SELECT wid, count(*) AS n FROM preempt_iv GROUP BY wid) p USING (wid);
 
+-- Intervals the hour-by-hour sums are made of: valid runs (key = bid * 4 + allocated) and the demand of
+-- allocated workloads from submission to completion (key = bid * 4 + 3), with the whole hours (index
+-- since the epoch) of their first and last microsecond; end_us is NULL while a run is open or a
+-- workload has not ended.
+CREATE OR REPLACE TEMP TABLE hour_iv AS
+SELECT key, gpus, lo_us, hi_us, lo_us // 3600000000 AS ha, (hi_us - 1) // 3600000000 AS hb
+FROM (
+    SELECT bid * 4 + allocated::INTEGER AS key, gpus, start_us AS lo_us, end_us AS hi_us FROM run_iv
+    UNION ALL
+    SELECT bid * 4 + 3, gpus, submit_us, end_us FROM workload_iv WHERE min_runtime_s > 0
+);
+
+-- The closed intervals summed by (key, first hour, last hour): GPUs, and GPU-microseconds before the
+-- start within the first hour (gin) and up to the end within the last hour (gout). An audit period
+-- that does not cut a group's intervals takes its hour pieces from these sums (see derive.sql).
+CREATE OR REPLACE TEMP TABLE hour_iv_sums AS
+SELECT key, ha, hb, sum(gpus) AS g, sum(gpus * (lo_us - ha * 3600000000)) AS gin,
+       sum(gpus * (hi_us - hb * 3600000000)) AS gout
+FROM hour_iv WHERE hi_us > lo_us
+GROUP BY ALL;
+
 -- Budget tree. A node exists from its first definition; its parent is the one that definition names.
 CREATE OR REPLACE TEMP TABLE nodes AS
 SELECT path, arg_min(parent, seq) AS parent, min("time") AS defined_us, min(seq) AS defined_seq
