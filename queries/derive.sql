@@ -165,24 +165,22 @@ WITH b AS (
     FROM clipped WHERE hi_us > lo_us
 ), parts AS (  -- by first hour: the first (or only) piece, and the step up from the next hour on
     SELECT key, ha AS h, sum(CASE WHEN hb = ha THEN gout - gin ELSE 3600000000 * g - gin END) AS direct,
-           coalesce(sum(g) FILTER (WHERE hb > ha + 1), 0) AS up, 0 AS down
+           coalesce(sum(g) FILTER (WHERE hb > ha + 1), 0)::BIGINT AS up, 0::BIGINT AS down
     FROM groups GROUP BY ALL
     UNION ALL  -- by last hour: the last piece, and the step down from it
-    SELECT key, hb, sum(gout), 0, coalesce(sum(g) FILTER (WHERE hb > ha + 1), 0)
+    SELECT key, hb, sum(gout), 0, coalesce(sum(g) FILTER (WHERE hb > ha + 1), 0)::BIGINT
     FROM groups WHERE hb > ha GROUP BY ALL
 ), agg AS (
-    SELECT key, h, sum(direct) AS direct, sum(up) AS up, sum(down) AS down FROM parts GROUP BY ALL
+    SELECT key, h, sum(direct) AS direct, sum(up)::BIGINT AS up, sum(down)::BIGINT AS down FROM parts GROUP BY ALL
 ), grid AS (
     SELECT k.key, h.hour_us // 3600000000 AS h, coalesce(a.direct, 0) AS direct,
            coalesce(a.up, 0) AS up, coalesce(a.down, 0) AS down
     FROM (SELECT DISTINCT key FROM agg) k CROSS JOIN hours h
     LEFT JOIN agg a ON a.key = k.key AND a.h = h.hour_us // 3600000000
-), summed AS (  -- whole hours: GPUs of intervals that started before this hour (steps up one hour late)
+), summed AS (  -- whole hours: steps up count from the next hour, steps down from their own hour
     SELECT key, h,
-           direct + 3600000000 * (coalesce(sum(up) OVER (PARTITION BY key ORDER BY h
-                                                        ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
-                                  - sum(down) OVER (PARTITION BY key ORDER BY h
-                                                    ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) AS gpu_us
+           direct + 3600000000 * (sum(up - down) OVER (PARTITION BY key ORDER BY h
+                                                     ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) - up) AS gpu_us
     FROM grid
 )
 SELECT (s.key % 4) // 2 AS src, b.path AS budget, s.key % 2 = 1 AS allocated, s.h * 3600000000 AS hour_us, s.gpu_us

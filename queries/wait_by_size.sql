@@ -6,22 +6,21 @@
 -- the protected debug runs alone (free fill waiting in its backlog would otherwise dominate).
 -- Percentiles interpolate linearly between ranks (quantile_cont).
 
-CREATE OR REPLACE TEMP TABLE waits AS
-SELECT 'first' AS wait_kind, f.gpus, f.min_runtime_s, (f.first_start_us - f.submit_us) / 1e6 AS wait_s
-FROM workload_iv f, params p
-WHERE f.first_start_us >= p.t0 AND f.first_start_us < p.pt1
-UNION ALL
-SELECT 'requeue', f.gpus, f.min_runtime_s, (x.next_start_us - x.preempt_us) / 1e6
-FROM preempt_iv x JOIN workload_iv f USING (wid), params p
-WHERE x.next_start_us >= p.t0 AND x.next_start_us < p.pt1;
-
 CREATE OR REPLACE TEMP TABLE size_buckets AS
 SELECT * FROM (VALUES (1, '1', 1, 1), (2, '2-8', 2, 8), (3, '9-64', 9, 64), (4, '65-256', 65, 256),
                       (5, '257+', 257, 9223372036854775807)) v(ord, size, lo, hi);
 
 -- One pass of quantiles per group: the 41 CDF points (every 2.5%) and p99; p50 and p90 are among them.
 CREATE OR REPLACE TEMP TABLE wait_stats AS
-WITH keyed AS (
+WITH waits AS MATERIALIZED (
+    SELECT 'first' AS wait_kind, f.gpus, f.min_runtime_s, (f.first_start_us - f.submit_us) / 1e6 AS wait_s
+    FROM workload_iv f, params p
+    WHERE f.first_start_us >= p.t0 AND f.first_start_us < p.pt1
+    UNION ALL
+    SELECT 'requeue', f.gpus, f.min_runtime_s, (x.next_start_us - x.preempt_us) / 1e6
+    FROM preempt_iv x JOIN workload_iv f USING (wid), params p
+    WHERE x.next_start_us >= p.t0 AND x.next_start_us < p.pt1
+), keyed AS (
     SELECT wait_kind, CASE WHEN gpus <= 1 THEN 1 WHEN gpus <= 8 THEN 2 WHEN gpus <= 64 THEN 3
                            WHEN gpus <= 256 THEN 4 ELSE 5 END AS ord, wait_s
     FROM waits
