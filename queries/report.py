@@ -196,7 +196,7 @@ def _discard_chart(data: dict[str, Any], top: int = TOP_DISCARD) -> str:
     if len(rest) > 1:
         bars.append((f"others ({len(rest)} teams)", sum(t["lost_since_checkpoint_gpu_hours"] for t in rest),
                      sum(t["restart_gpu_hours"] for t in rest)))
-        title += f" (the {top} largest; every team is in the table below)"
+        title += f" (the {top} largest; all in the table)"
     elif rest:
         bars += [(t["budget"], t["lost_since_checkpoint_gpu_hours"], t["restart_gpu_hours"]) for t in rest]
     return bar_chart(bars, title=title, labels=("since last checkpoint", "restart time"))

@@ -111,7 +111,9 @@ def bar_chart(bars: Sequence[tuple[str, float, float]], width: int = 520, title:
               labels: tuple[str, str] = ("", "")) -> str:
     """Return an SVG horizontal bar chart of (label, main value, second value) pairs, the second stacked."""
     row = 20
-    pad_l, pad_r, pad_t = 150, 60, 22
+    # Room on the left for the longest label (about 6 px a character at the axis font size).
+    pad_l, pad_r, pad_t = max(150, min(300, 12 + 6 * max((len(b[0]) for b in bars), default=0))), 60, 22
+    width = max(width, pad_l + 370)
     height = pad_t + row * max(len(bars), 1) + 24
     top = _nice_max(max((a + b for _, a, b in bars), default=0))
     w = width - pad_l - pad_r
