@@ -1,5 +1,6 @@
 -- anomalies.sql: records the audits cannot take at face value, each with the reason and
--- whether the figures include it. Nothing here stops an audit.
+-- whether the figures include it. Nothing here stops an audit. Built at load, after intervals.sql
+-- (the pairing tables life, runs_checked and loose_ends); independent of the audit period.
 
 CREATE OR REPLACE TEMP TABLE anomalies AS
 SELECT * FROM (
@@ -21,33 +22,37 @@ SELECT * FROM (
     FROM ev_submitted s JOIN workloads w USING (workload_id) WHERE s.seq <> w.seq
 
     UNION ALL
-    SELECT 'overlapping_runs', event_id, workload_id, "time", seq,
-           'workload ' || workload_id || ' started again while its run was still open', false,
+    SELECT 'overlapping_runs', s.event_id, s.workload_id, s."time", s.seq,
+           'workload ' || s.workload_id || ' started again while its run was still open', false,
            'this start is left out; the open run continues'
-    FROM life WHERE kind = 'start' AND prev_kind = 'start'
+    FROM life l JOIN ev_started s USING (seq) WHERE l.k = 0 AND l.prev_k = 0
 
     UNION ALL
-    SELECT 'overlapping_runs', start_event_id, workload_id, start_us, start_seq,
-           'workload ' || workload_id || ' started before its earlier run ended', false,
+    SELECT 'overlapping_runs', s.event_id, s.workload_id, r.start_us, r.start_seq,
+           'workload ' || s.workload_id || ' started before its earlier run ended', false,
            'this run is left out of every figure'
-    FROM runs_checked WHERE earlier_end_us IS NOT NULL AND start_us < earlier_end_us
+    FROM runs_checked r JOIN ev_started s ON s.seq = r.start_seq
+    WHERE NOT r.misordered AND r.earlier_end_us IS NOT NULL AND r.start_us < r.earlier_end_us
 
     UNION ALL
     SELECT 'completion_before_start',
-           CASE WHEN end_us < start_us THEN end_event_id ELSE start_event_id END, workload_id,
-           CASE WHEN end_us < start_us THEN end_us ELSE start_us END,
-           CASE WHEN end_us < start_us THEN end_seq ELSE start_seq END,
-           CASE WHEN end_us < start_us
-                THEN 'workload ' || workload_id || ' ' || (CASE end_kind WHEN 'complete' THEN 'completed' ELSE 'was preempted' END)
+           CASE WHEN r.end_us < r.start_us THEN e.event_id ELSE s.event_id END, s.workload_id,
+           CASE WHEN r.end_us < r.start_us THEN r.end_us ELSE r.start_us END,
+           CASE WHEN r.end_us < r.start_us THEN r.end_seq ELSE r.start_seq END,
+           CASE WHEN r.end_us < r.start_us
+                THEN 'workload ' || s.workload_id || ' ' || (CASE r.end_k WHEN 2 THEN 'completed' ELSE 'was preempted' END)
                      || ' before the start it would end'
-                ELSE 'workload ' || workload_id || ' started after it had completed' END,
+                ELSE 'workload ' || s.workload_id || ' started after it had completed' END,
            false, 'this run is left out of every figure'
-    FROM ordered_runs WHERE problem = 'completion_before_start'
+    FROM runs_checked r JOIN ev_started s ON s.seq = r.start_seq
+    LEFT JOIN (SELECT seq, event_id FROM ev_preempted UNION ALL SELECT seq, event_id FROM ev_completed) e
+           ON e.seq = r.end_seq
+    WHERE r.misordered
 
     UNION ALL
-    SELECT 'preempted_while_not_running', event_id, workload_id, "time", seq,
-           'workload ' || workload_id || ' preempted with no run open', false, 'left out of every figure'
-    FROM loose_ends WHERE kind = 'preempt'
+    SELECT 'preempted_while_not_running', e.event_id, e.workload_id, e."time", e.seq,
+           'workload ' || e.workload_id || ' preempted with no run open', false, 'left out of every figure'
+    FROM loose_ends l JOIN ev_preempted e USING (seq) WHERE l.k = 1
 
     UNION ALL
     SELECT 'undefined_budget', w.event_id, w.workload_id, w.submit_us, w.seq,

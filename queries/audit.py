@@ -12,7 +12,7 @@ from typing import Any
 import duckdb
 
 from ledger.errors import InputError
-from queries.projection import project, sql_text
+from queries.projection import build_intervals, project, sql_text
 from queries.source import open_records
 from queries.timefmt import iso
 
@@ -32,8 +32,6 @@ _TIME_TABLES = (
     "ev_capacity",
     "ev_decision",
 )
-
-_PAIRING_TABLES = ("life", "cand_runs", "loose_ends", "ordered_runs", "runs_checked")
 
 Source = str | Path | Iterable[Any] | duckdb.DuckDBPyConnection
 
@@ -71,10 +69,10 @@ def prepare(
         "?::BIGINT AS window_us",
         [t0, t1, pt1, window_s * 1_000_000],
     )
+    built = con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'run_iv'").fetchone()
+    if not built or not built[0]:
+        build_intervals(con)  # ev_* tables registered by hand rather than by project()
     con.execute(sql_text("derive"))
-    con.execute(sql_text("anomalies"))
-    for table in _PAIRING_TABLES:  # only the pairing and the anomalies read these; free their memory
-        con.execute(f"DROP TABLE IF EXISTS {table}")
     for name in AUDITS:
         con.execute(sql_text(name))
 

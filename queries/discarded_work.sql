@@ -7,15 +7,18 @@
 -- eviction_ratio = GPUs preempted / GPUs of the workloads those preemptions let start.
 
 CREATE OR REPLACE TEMP TABLE discarded_rows AS
-SELECT p.*, CASE WHEN p.allocated THEN 'allocated' ELSE 'unallocated' END AS tier,
-       p.gpus * (p.lost_us + p.restart_us) AS discarded_gpu_us
-FROM preemptions p, params
-WHERE p.preempt_us >= params.t0 AND p.preempt_us < params.pt1;
+SELECT x.wid, b.path AS budget, x.allocated, x.gpus, x.end_seq, x.preempt_us, x.next_start_us, x.restart_s,
+       x.lost_us, x.restart_us, CASE WHEN x.allocated THEN 'allocated' ELSE 'unallocated' END AS tier,
+       x.gpus * (x.lost_us + x.restart_us) AS discarded_gpu_us
+FROM preempt_iv x JOIN budgets b USING (bid), params p
+WHERE x.preempt_us >= p.t0 AND x.preempt_us < p.pt1;
 
 CREATE OR REPLACE TEMP TABLE run_totals AS
-SELECT budget, CASE WHEN allocated THEN 'allocated' ELSE 'unallocated' END AS tier,
-       sum(gpus * (hi_us - lo_us)) AS delivered_gpu_us, sum(hi_us - lo_us) AS run_us
-FROM runs WHERE hi_us > lo_us GROUP BY ALL;
+SELECT b.path AS budget, CASE WHEN r.allocated THEN 'allocated' ELSE 'unallocated' END AS tier,
+       r.delivered_gpu_us, r.run_us
+FROM (SELECT bid, allocated, sum(gpus * (hi_us - lo_us)) AS delivered_gpu_us, sum(hi_us - lo_us) AS run_us
+      FROM run_c WHERE hi_us > lo_us GROUP BY ALL) r
+JOIN budgets b USING (bid);
 
 -- One summary row per (group, key): overall, per tier, per team.
 CREATE OR REPLACE TEMP TABLE discarded_summary AS
@@ -55,12 +58,15 @@ ORDER BY grp, key;
 -- (the beneficiary's first start at or after the preemption; counted once per such start).
 CREATE OR REPLACE TEMP TABLE eviction AS
 WITH named AS (
-    SELECT d.gpus, d.preempt_us, d.preempted_by, w.gpus AS by_gpus,
-           (SELECT min(r.start_us) FROM runs r
-            WHERE r.workload_id = d.preempted_by AND r.start_us >= d.preempt_us) AS by_start_us
-    FROM discarded_rows d JOIN workloads w ON w.workload_id = d.preempted_by
+    SELECT d.end_seq, d.gpus, d.preempt_us, w.wid AS by_wid, w.gpus AS by_gpus
+    FROM discarded_rows d JOIN ev_preempted e ON e.seq = d.end_seq
+    JOIN workload_keys w ON w.workload_id = e.preempted_by
+), started AS (
+    SELECT n.end_seq, min(r.start_us) AS by_start_us
+    FROM named n JOIN run_iv r ON r.wid = n.by_wid AND r.start_us >= n.preempt_us
+    GROUP BY n.end_seq
 ), beneficiaries AS (
-    SELECT DISTINCT preempted_by, by_start_us, by_gpus FROM named
+    SELECT DISTINCT n.by_wid, s.by_start_us, n.by_gpus FROM named n LEFT JOIN started s USING (end_seq)
 )
 SELECT (SELECT coalesce(sum(gpus), 0) FROM named) AS gpus_preempted,
        (SELECT coalesce(sum(by_gpus), 0) FROM beneficiaries) AS gpus_started,

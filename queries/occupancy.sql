@@ -8,10 +8,10 @@
 CREATE OR REPLACE TEMP TABLE run_on_down AS
 WITH down_hosts AS (SELECT list(DISTINCT host) AS hosts FROM segment_down_hosts),
 candidates AS (
-    SELECT r.*, s.nodes FROM runs r JOIN ev_started s ON s.seq = r.start_seq, down_hosts d
-    WHERE r.hi_us > r.lo_us AND list_has_any(s.nodes, d.hosts)
+    SELECT r.*, d.nodes FROM run_c r JOIN run_down_hosts d USING (start_seq), down_hosts dh
+    WHERE r.hi_us > r.lo_us AND list_has_any(d.nodes, dh.hosts)
 ), per_node AS (
-    SELECT workload_id, allocated, lo_us, hi_us, gpus, len(nodes) AS n,
+    SELECT wid, allocated, lo_us, hi_us, gpus, len(nodes) AS n,
            unnest(nodes) AS host, unnest(range(1, len(nodes) + 1)) AS i
     FROM candidates
 )
@@ -33,7 +33,7 @@ WITH cap AS (
 ), occ AS (
     SELECT coalesce(sum(gpus * (hi_us - lo_us)) FILTER (WHERE allocated), 0) AS alloc_run_us,
            coalesce(sum(gpus * (hi_us - lo_us)) FILTER (WHERE NOT allocated), 0) AS unalloc_run_us
-    FROM runs WHERE hi_us > lo_us
+    FROM run_c WHERE hi_us > lo_us
 ), dn AS (
     SELECT coalesce(sum(gpu_us) FILTER (WHERE allocated), 0) AS alloc_down_us,
            coalesce(sum(gpu_us) FILTER (WHERE NOT allocated), 0) AS unalloc_down_us

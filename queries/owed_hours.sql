@@ -6,29 +6,10 @@
 --   delivered = allocated GPU-hours it ran;  received = min(delivered, owed).
 -- Summed over hours per team; ratio = received / owed (null when nothing was owed).
 
--- Demand per team and hour by a sweep: each waiting-or-running workload adds its GPUs at submission
--- (or the period's start) and removes them at completion (or the period's end); hour boundaries are
--- extra points so every level piece lies inside one hour. Linear in workloads, however long they wait.
+-- Demand per team and hour: hour_split (derive.sql) spreads each allocated workload's GPUs from
+-- submission (or the period's start) to completion (or the period's end) over the hours.
 CREATE OR REPLACE TEMP TABLE team_hour_demand AS
-WITH alive AS (
-    SELECT w.budget, w.gpus, greatest(w.submit_us, p.t0) AS lo_us, least(coalesce(w.end_us, p.t1), p.t1) AS hi_us
-    FROM workload_facts w, params p
-    WHERE w.min_runtime_s > 0
-), deltas AS (
-    SELECT budget, lo_us AS t, gpus AS d FROM alive WHERE hi_us > lo_us
-    UNION ALL
-    SELECT budget, hi_us, -gpus FROM alive WHERE hi_us > lo_us
-    UNION ALL
-    SELECT b.budget, h.hour_us, 0 FROM (SELECT DISTINCT budget FROM alive) b, hours h
-), points AS (
-    SELECT budget, t, sum(d) AS d FROM deltas GROUP BY ALL
-), levels AS (
-    SELECT budget, t, sum(d) OVER w AS level, lead(t) OVER w AS t_next
-    FROM points WINDOW w AS (PARTITION BY budget ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)
-)
-SELECT budget, (t // 3600000000) * 3600000000 AS hour_us, sum(level * (t_next - t)) AS demand_gpu_us
-FROM levels WHERE t_next IS NOT NULL AND level <> 0
-GROUP BY ALL;
+SELECT budget, hour_us, sum(gpu_us) AS demand_gpu_us FROM hour_split WHERE src = 1 GROUP BY ALL;
 
 CREATE OR REPLACE TEMP TABLE team_hour_delivered AS
 SELECT budget, hour_us, sum(gpu_us) AS delivered_gpu_us FROM run_hours WHERE allocated GROUP BY ALL;

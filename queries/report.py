@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from html import escape
 from pathlib import Path
 from typing import Any, overload
@@ -64,30 +63,89 @@ def _kpis(data: dict[str, Any]) -> str:
     )
 
 
-def _occupancy_charts(data: dict[str, Any]) -> str:
-    by_team: dict[str, list[dict[str, Any]]] = defaultdict(list)
+TOP_TEAMS = 12  # small multiples drawn one per team; the rest are summed into one "others" chart
+MAX_POINTS = 120  # points per small-multiple series: whole hours averaged into bins beyond that
+
+
+def _binned(values: list[float], size: int) -> list[float]:
+    """Return the mean of each run of ``size`` values (the last run may be shorter)."""
+    if size <= 1:
+        return values
+    return [sum(values[i : i + size]) / len(values[i : i + size]) for i in range(0, len(values), size)]
+
+
+def _team_series(data: dict[str, Any]) -> tuple[list[str], dict[str, tuple[list[float], list[float]]]]:
+    """Return the hours and, per team, (allocated GPU-hours run, allocation) aligned on those hours."""
+    hours = sorted({r["hour"] for r in data["occupancy"]["by_team_hourly"]})
+    index = {h: i for i, h in enumerate(hours)}
+    series: dict[str, tuple[list[float], list[float]]] = {}
     for r in data["occupancy"]["by_team_hourly"]:
-        by_team[r["budget"]].append(r)
-    if not by_team:
+        used, allocation = series.setdefault(r["budget"], ([0.0] * len(hours), [0.0] * len(hours)))
+        used[index[r["hour"]]] += r["allocated_gpu_hours"]
+        allocation[index[r["hour"]]] += r["allocation_gpu_hours"]
+    return hours, series
+
+
+def _groups(teams: list[str], most: int) -> dict[str, list[str]]:
+    """Return at most ``most`` chart groups: each team alone if they fit, else the deepest common tree level that fits.
+
+    Budget paths are tree paths (``org/project/team``), so a level's prefix names a real budget node.
+    """
+    if len(teams) <= most:
+        return {t: [t] for t in teams}
+    depth = max(t.count("/") for t in teams)
+    for level in range(depth, 0, -1):
+        groups: dict[str, list[str]] = {}
+        for t in teams:
+            groups.setdefault("/".join(t.split("/")[:level]), []).append(t)
+        if len(groups) <= most:
+            return groups
+    return {}
+
+
+def _occupancy_charts(data: dict[str, Any], top: int = TOP_TEAMS) -> str:
+    hours, series = _team_series(data)
+    if not series:
         return '<p class="note">No team occupancy in the period.</p>'
+    groups = _groups(sorted(series), top + 4)
+    if groups:
+        panels = [
+            (name if members == [name] else f"{name} ({len(members)} teams)",
+             [sum(series[t][0][i] for t in members) for i in range(len(hours))],
+             [sum(series[t][1][i] for t in members) for i in range(len(hours))])
+            for name, members in sorted(groups.items())
+        ]
+        rolled = len(groups) < len(series)
+        note = (f" The {len(series)} teams are summed by budget node ({len(groups)} charts); every team is in the "
+                "tables and in audit.json." if rolled else "")
+    else:  # a flat tree with many teams: the largest allocations one by one, the rest together
+        ranked = sorted(series, key=lambda t: (-sum(series[t][1]), -sum(series[t][0]), t))
+        shown, rest = sorted(ranked[:top]), ranked[top:]
+        panels = [(team, *series[team]) for team in shown]
+        panels.append((f"others ({len(rest)} teams)",
+                       [sum(series[t][0][i] for t in rest) for i in range(len(hours))],
+                       [sum(series[t][1][i] for t in rest) for i in range(len(hours))]))
+        note = (f" The {len(shown)} teams with the largest allocations are drawn one by one; the other {len(rest)} "
+                "are summed in the last chart (every team is in the tables and in audit.json).")
+    size = max(1, -(-len(hours) // MAX_POINTS))
     charts = []
-    for k, (team, hours) in enumerate(sorted(by_team.items())):
-        used = [r["allocated_gpu_hours"] for r in hours]
-        allocation = [r["allocation_gpu_hours"] for r in hours]
+    for k, (team, used, allocation) in enumerate(panels):
         colour = PALETTE[k % len(PALETTE)]
         charts.append(
             line_chart(
                 [
-                    (f"{team}: allocated GPU-hours run per hour", used, colour, True),
-                    (f"{team}: allocation (GPU-hours per hour)", allocation, "#333", False),
+                    (f"{team}: allocated GPU-hours run per hour", _binned(used, size), colour, True),
+                    (f"{team}: allocation (GPU-hours per hour)", _binned(allocation, size), "#333", False),
                 ],
                 title=team,
-                x_labels=(hours[0]["hour"][:13] + "h", hours[-1]["hour"][:13] + "h"),
+                x_labels=(hours[0][:13] + "h", hours[-1][:13] + "h"),
+                precision=0,
             )
         )
+    binning = f" Each point is the mean of {size} hours." if size > 1 else ""
     legend = (
         '<p class="note">Filled: allocated GPU-hours the team ran each hour. Dashed: its allocation '
-        "(its share of the available GPU-hours).</p>"
+        f"(its share of the available GPU-hours).{binning}{note}</p>"
     )
     return legend + '<div class="grid">' + "".join(charts) + "</div>"
 
@@ -124,12 +182,24 @@ def _wait_chart(data: dict[str, Any]) -> str:
     return cdf_chart(curves, title="Share of workloads started within a wait, by size (first waits)")
 
 
-def _discard_chart(data: dict[str, Any]) -> str:
+TOP_DISCARD = 15  # bars in the discarded-work chart; the rest are summed into one
+
+
+def _discard_chart(data: dict[str, Any], top: int = TOP_DISCARD) -> str:
     teams = [t for t in data["discarded_work"]["by_team"] if t["discarded_gpu_hours"]]
     if not teams:
         return '<p class="note">No work was discarded in the period.</p>'
-    bars = [(t["budget"], t["lost_since_checkpoint_gpu_hours"], t["restart_gpu_hours"]) for t in teams]
-    return bar_chart(bars, title="Discarded GPU-hours by team", labels=("since last checkpoint", "restart time"))
+    teams.sort(key=lambda t: (-t["discarded_gpu_hours"], t["budget"]))
+    bars = [(t["budget"], t["lost_since_checkpoint_gpu_hours"], t["restart_gpu_hours"]) for t in teams[:top]]
+    rest = teams[top:]
+    title = "Discarded GPU-hours by team"
+    if len(rest) > 1:
+        bars.append((f"others ({len(rest)} teams)", sum(t["lost_since_checkpoint_gpu_hours"] for t in rest),
+                     sum(t["restart_gpu_hours"] for t in rest)))
+        title += f" (the {top} largest; all in the table)"
+    elif rest:
+        bars += [(t["budget"], t["lost_since_checkpoint_gpu_hours"], t["restart_gpu_hours"]) for t in rest]
+    return bar_chart(bars, title=title, labels=("since last checkpoint", "restart time"))
 
 
 def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool = False) -> str:

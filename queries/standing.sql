@@ -6,10 +6,10 @@
 -- Parameters: $t. Needs derive.sql.
 WITH p AS (SELECT $t::BIGINT AS t, $t::BIGINT - window_us AS w0 FROM params),
 usage AS (
-    SELECT r.budget, sum(r.gpus * (least(coalesce(r.end_us, p.t), p.t) - greatest(r.start_us, p.w0))) AS used
-    FROM runs r, p
+    SELECT b.path AS budget, sum(r.gpus * (least(coalesce(r.end_us, p.t), p.t) - greatest(r.start_us, p.w0))) AS used
+    FROM run_c r JOIN budgets b USING (bid), p
     WHERE r.allocated AND r.start_us < p.t AND coalesce(r.end_us, p.t) > p.w0
-    GROUP BY r.budget
+    GROUP BY b.path
 ),
 alloc AS (
     SELECT f.budget, sum(f.fraction * a.avail_gpus

@@ -30,9 +30,9 @@ def _nice_max(x: float) -> float:
 def line_chart(
     series: Sequence[tuple[str, Sequence[float], str, bool]],
     width: int = 320, height: int = 140, title: str = "", x_labels: tuple[str, str] = ("", ""),
-    y_max: float | None = None,
+    y_max: float | None = None, precision: int = 1,
 ) -> str:
-    """Return an SVG line chart; each series is (label, values, colour, filled)."""
+    """Return an SVG line chart; each series is (label, values, colour, filled); coordinates to ``precision`` places."""
     pad_l, pad_r, pad_t, pad_b = 42, 8, 18, 22
     n = max((len(v) for _, v, _, _ in series), default=0)
     top = _nice_max(y_max if y_max is not None else max((max(v, default=0) for _, v, _, _ in series), default=0))
@@ -40,7 +40,7 @@ def line_chart(
 
     def pt(i: int, y: float) -> str:
         x = pad_l + (w * i / max(n - 1, 1))
-        return f"{x:.1f},{pad_t + h - h * min(y, top) / top:.1f}"
+        return f"{x:.{precision}f},{pad_t + h - h * min(y, top) / top:.{precision}f}"
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
              f'aria-label="{escape(title)}">',
@@ -111,7 +111,9 @@ def bar_chart(bars: Sequence[tuple[str, float, float]], width: int = 520, title:
               labels: tuple[str, str] = ("", "")) -> str:
     """Return an SVG horizontal bar chart of (label, main value, second value) pairs, the second stacked."""
     row = 20
-    pad_l, pad_r, pad_t = 150, 60, 22
+    # Room on the left for the longest label (about 6 px a character at the axis font size).
+    pad_l, pad_r, pad_t = max(150, min(300, 12 + 6 * max((len(b[0]) for b in bars), default=0))), 60, 22
+    width = max(width, pad_l + 370)
     height = pad_t + row * max(len(bars), 1) + 24
     top = _nice_max(max((a + b for _, a, b in bars), default=0))
     w = width - pad_l - pad_r

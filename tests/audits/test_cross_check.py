@@ -14,7 +14,7 @@ from queries import audit
 from queries.timefmt import parse_iso
 from tests.audits.reference import MIN, reference_audit
 from tests.audits.strategies import cluster_logs
-from tests.factories import DAY0
+from tests.factories import DAY0, Events
 
 DAY0_MIN = to_us(DAY0) // MIN
 
@@ -105,3 +105,34 @@ def test_audits_agree_on_logs_with_anomalies(events: list[ev.Event]) -> None:
 @given(cluster_logs(anomalies=True), st.integers(0, 200), st.integers(1, 300))
 def test_audits_agree_inside_a_since_until_window(events: list[ev.Event], since: int, length: int) -> None:
     check(events, DAY0_MIN + since, DAY0_MIN + since + length)
+
+
+def a_day_and_a_half() -> list[ev.Event]:
+    """Runs and waits spanning many whole hours, some open at the end, on a 36-hour log."""
+    E = Events()
+    log: list[ev.Event] = [E.capacity(0, 32), E.node(0, "org", 1.0), E.node(0, "org/a", 2.0), E.node(0, "org/b", 1.0)]
+    log += [
+        E.submit(5, "long", "org/a", gpus=16),
+        E.start(7, "long", ("lab-n000", "lab-n001"), 16),
+        E.submit(30, "free", "org/b", gpus=8, min_runtime_s=0),
+        E.start(95, "free", ("lab-n002",), 8, allocated=False, protected_for_min=0),
+        E.submit(200, "b1", "org/b", gpus=8),
+        E.preempt(400, "free", by="b1"),
+        E.start(400, "b1", ("lab-n002",), 8),
+        E.checkpoint(700, "long", 600),
+        E.complete(1000, "long"),
+        E.start(1000, "free", ("lab-n000",), 8, allocated=False, protected_for_min=0, attempt=2),
+        E.submit(1100, "a2", "org/a", gpus=24),
+        E.complete(1290, "b1"),
+        E.start(1290, "a2", ("lab-n001", "lab-n002", "lab-n003"), 24),
+        E.submit(1500, "b2", "org/b", gpus=32),
+        E.complete(2160, "a2"),
+    ]
+    return log
+
+
+def test_audits_agree_on_long_runs_whole_and_cut_by_the_period() -> None:
+    # Whole hours in the middle of the period come from the sums made at load; the cut ones one by one.
+    check(a_day_and_a_half())
+    check(a_day_and_a_half(), DAY0_MIN + 61, DAY0_MIN + 1700)
+    check(a_day_and_a_half(), DAY0_MIN + 600, DAY0_MIN + 660)

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from ledger import events as ev
 from queries import audit, connect, render_html
+from queries.report import _discard_chart
 from tests.audits.conftest import two_teams_day
+from tests.factories import Events
 
 
 class Outline(HTMLParser):
@@ -83,3 +86,36 @@ def test_without_a_path_the_report_is_a_fragment_to_embed() -> None:
     fragment = render_html(audit(two_teams_day()))
     assert isinstance(fragment, str) and fragment.startswith('<div class="gpuledger-audit">')
     assert "<html" not in fragment and "<svg" in fragment
+
+
+def many_teams_day() -> list[ev.Event]:
+    """Twenty teams in four projects each run one job: too many for one chart each."""
+    E = Events()
+    out = [E.capacity(0, 64), E.node(0, "org", 1.0)]
+    for p in range(4):
+        out.append(E.node(0, f"org/p{p}", 1.0))
+        for t in range(5):
+            out.append(E.node(0, f"org/p{p}/t{t}", 1.0))
+    for p in range(4):
+        for t in range(5):
+            wid = f"w{p}{t}"
+            out += [E.submit(0, wid, f"org/p{p}/t{t}", gpus=2), E.start(10 * t, wid, (f"lab-n{p:03d}",), 2),
+                    E.complete(10 * t + 60, wid)]
+    return out
+
+
+def test_many_teams_are_summed_by_project_and_every_team_stays_in_the_tables(tmp_path: Path) -> None:
+    path = render_html(audit(many_teams_day()), tmp_path / "report.html")
+    o = outline(path)
+    small = [label for label in o.svg_labels if label.startswith("org/")]
+    assert small == [f"org/p{p} (5 teams)" for p in range(4)]
+    text = path.read_text()
+    assert all(f"org/p{p}/t{t}" in text for p in range(4) for t in range(5))  # the owed-hours table
+
+
+def test_the_discard_chart_draws_the_largest_teams_and_sums_the_rest() -> None:
+    teams = [{"budget": f"t{i:02d}", "discarded_gpu_hours": float(i + 1), "lost_since_checkpoint_gpu_hours": float(i),
+              "restart_gpu_hours": 1.0} for i in range(40)]
+    svg = _discard_chart({"discarded_work": {"by_team": teams}}, top=10)
+    assert "t39" in svg and "t30" in svg and "t29" not in svg
+    assert "others (30 teams)" in svg
