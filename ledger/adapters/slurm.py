@@ -66,13 +66,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, tzinfo
 from functools import lru_cache
 from pathlib import Path
 
 from ledger import events as ev
-from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time, paused_gc
-from ledger.adapters.history import History, Run, history_events
+from ledger.adapters.common import LATEST_US, ImportResult, RowError, WallClock, budget_path, paused_gc
+from ledger.adapters.history import History, Run, history_records
 from ledger.adapters.hostlist import expand_hostlist, expand_ranges
 
 __all__ = ["NOHEADER_FIELDS", "SlurmOptions", "import_sacct", "parse_gpus", "parse_timelimit"]
@@ -124,9 +124,9 @@ class _Record:
     partition: str
     account: str
     user: str
-    submit: datetime
-    start: datetime | None
-    end: datetime | None
+    submit: int  # µs since the epoch
+    start: int | None
+    end: int | None
     state: str
     gpus: int
     nnodes: int
@@ -169,19 +169,8 @@ def parse_timelimit(text: str) -> int | None:
     return secs + (int(days) * 86_400 if days else 0)
 
 
-def _time(text: str, tz: tzinfo, what: str) -> datetime | None:
-    if text in _NO_TIME:
-        return None
-    if tz is UTC and len(text) == 19 and text[10] == "T":
-        # fast path for the common case; appending the offset makes fromisoformat return an aware UTC time
-        try:
-            t = datetime.fromisoformat(text + "+00:00")
-        except ValueError:
-            raise RowError(f"{what} {text!r} is not a time (YYYY-MM-DDTHH:MM:SS)") from None
-        if not "2000" <= text[:4] <= "2099":
-            raise RowError(f"{what} {text} lies outside {ev.EARLIEST:%Y}..{ev.LATEST:%Y}")
-        return t
-    return parse_local_time(text, tz, what)
+def _time(text: str, clock: WallClock, what: str) -> int | None:
+    return None if text in _NO_TIME else clock.us(text, what)
 
 
 class _Layout:
@@ -211,18 +200,18 @@ class _Layout:
         self.tres = [idx[c] for c in ("alloctres", "reqtres", "allocgres", "reqgres") if c in idx]
 
 
-def _parse_row(f: list[str], lay: _Layout, line: int, opts: SlurmOptions) -> _Record:
+def _parse_row(f: list[str], lay: _Layout, line: int, opts: SlurmOptions, clock: WallClock) -> _Record:
     jobid = f[lay.jobid].strip()
     if not jobid:
         raise RowError("JobID is empty")
     state = f[lay.state].split(" ", 1)[0].rstrip("+")
     if state not in _KNOWN:
         raise RowError(f"State {f[lay.state]!r} is not a Slurm job state")
-    submit = _time(f[lay.submit], opts.tz, "Submit")
+    submit = _time(f[lay.submit], clock, "Submit")
     if submit is None:
         raise RowError(f"Submit {f[lay.submit]!r} is not a time")
-    start = _time(f[lay.start], opts.tz, "Start")
-    end = _time(f[lay.end], opts.tz, "End")
+    start = _time(f[lay.start], clock, "Start")
+    end = _time(f[lay.end], clock, "End")
     nodelist = f[lay.nodelist] if lay.nodelist is not None else ""
     if nodelist == "None assigned":
         start = None  # cancelled while pending: sacct prints Start = End, but nothing ran
@@ -242,7 +231,7 @@ def _parse_row(f: list[str], lay: _Layout, line: int, opts: SlurmOptions) -> _Re
     if not user and lay.uid is not None:
         user = f[lay.uid].strip()
     nn = f[lay.nnodes].strip() if lay.nnodes is not None else ""
-    if nn and not nn.isdigit():
+    if nn and not (nn.isdigit() and nn.isascii()):
         raise RowError(f"NNodes {nn!r} is not a whole number")
     return _Record(
         line=line,
@@ -318,7 +307,7 @@ def _history(recs: list[_Record], gpus: int, opts: SlurmOptions) -> History:
     requeued = len(runs) > 1 or last.state in _REQUEUED
     work_s = None
     if outcome == "succeeded" and len(runs) == 1 and runs[0].end is not None:
-        work_s = int((runs[0].end - runs[0].start).total_seconds())
+        work_s = (runs[0].end - runs[0].start) // 1_000_000
     return History(
         workload_id=first.jobid,
         submit=first.submit,
@@ -357,6 +346,7 @@ def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = N
     res = ImportResult("slurm", file)
     res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")
     lay: _Layout | None = None
+    clock = WallClock(opts.tz)
     jobs: dict[tuple[str, str], list[_Record]] = {}
     step_gpus: dict[tuple[str, str], int] = {}
     steps_of_missing: list[tuple[tuple[str, str], int]] = []
@@ -377,7 +367,7 @@ def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = N
             res.reject(n, f"expected {lay.n} '|'-separated fields, found {len(f)}")
             continue
         try:
-            rec = _parse_row(f, lay, n, opts)
+            rec = _parse_row(f, lay, n, opts, clock)
             ids = _array_tasks(rec.jobid) if "_[" in rec.jobid else None
         except RowError as exc:
             res.reject(n, str(exc))
@@ -416,12 +406,11 @@ def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = N
                 continue
             gpus = opts.gpus_for_cpu_jobs
         try:
-            h = _history(recs, gpus, opts)
+            history_records(_history(recs, gpus, opts), key[0], "slurm", res.records)
         except RowError as exc:
             res.reject(recs[-1].line, str(exc))
             continue
         res.workloads += 1
-        res.events.extend(history_events(h, key[0], "slurm"))
     res.sort_events()
     return res
 
@@ -430,8 +419,8 @@ def _same(a: _Record, b: _Record) -> bool:
     return a.submit == b.submit and a.start == b.start and a.end == b.end and a.state == b.state
 
 
-def _record_order(r: _Record) -> tuple[datetime, datetime, int]:
-    return (r.submit, r.start or ev.LATEST, r.line)
+def _record_order(r: _Record) -> tuple[int, int, int]:
+    return (r.submit, LATEST_US if r.start is None else r.start, r.line)
 
 
 def import_sacct_file(path: str | Path, opts: SlurmOptions | None = None) -> ImportResult:
