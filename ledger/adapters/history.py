@@ -62,8 +62,20 @@ class History:
     work_s: int | None = None
 
 
+_TEN_YEARS_S = 10 * 366 * 86_400
+
+
 def _check(h: History) -> None:
     """Raise RowError for a value the event schema cannot hold (the parsers check format, this the bounds)."""
+    if (
+        0 < h.gpus <= INT_MAX
+        and 0 <= h.nodes <= INT_MAX
+        and -INT_MAX - 1 <= h.priority <= INT_MAX
+        and 0 <= h.min_runtime_s < _TEN_YEARS_S
+        and (h.work_s is None or 0 <= h.work_s <= LONG_MAX)
+        and (not h.runs or h.runs[-1].start + h.min_runtime_s * 1_000_000 < LATEST_US)
+    ):
+        return  # the common row: one test; the messages below name what is out of bounds
     if not 1 <= h.gpus <= INT_MAX:
         raise RowError(f"gpus {h.gpus} is not between 1 and {INT_MAX}")
     if not 0 <= h.nodes <= INT_MAX:

@@ -265,12 +265,14 @@ def _kind(partition: str) -> ev.WorkloadKind:
     return "batch"
 
 
-def _hosts(rec: _Record) -> tuple[str, ...]:
+@lru_cache(maxsize=65_536)
+def _hosts(nodelist: str, cluster: str) -> tuple[str, ...]:
+    """Return the hosts a NodeList names (cached: a cluster's jobs run on the same node lists again and again)."""
     try:
-        hosts = expand_hostlist(rec.nodelist) if rec.nodelist else ()
+        hosts = expand_hostlist(nodelist) if nodelist else ()
     except ValueError:
-        hosts = (rec.nodelist,)
-    return hosts or (f"{rec.cluster}-unknown",)
+        hosts = (nodelist,)
+    return hosts or (f"{cluster}-unknown",)
 
 
 _INTERRUPT: dict[str, ev.PreemptReason] = {
@@ -286,7 +288,7 @@ def _history(recs: list[_Record], gpus: int, opts: SlurmOptions) -> History:
     for rec in recs:
         if rec.start is None:
             continue
-        run = Run(rec.start, rec.end, _hosts(rec))
+        run = Run(rec.start, rec.end, _hosts(rec.nodelist, rec.cluster))
         runs.append(run)
         if rec is not last:
             # an earlier record of the same job: this run was interrupted and the job requeued
