@@ -31,7 +31,7 @@ from typing import Any
 
 import fastavro
 
-from ledger.adapters.common import ImportResult
+from ledger.adapters.common import ImportResult, paused_gc
 from ledger.adapters.csv_trace import CsvOptions, import_csv_file, parse_column_map
 from ledger.adapters.sink import append_records_to_log
 from ledger.adapters.slurm import SlurmOptions, import_sacct_file
@@ -113,7 +113,7 @@ def csv_lines(path: Path) -> int:
 def bare_fastavro(records: list[tuple[str, dict[str, Any]]], path: Path) -> None:
     """Write the records to one Avro container file with bare fastavro, one block, one fsync."""
     full = FULL_NAMES
-    with path.open("wb") as fh:
+    with paused_gc(), path.open("wb") as fh:  # as the import pauses it: a like-for-like baseline
         fastavro.writer(fh, union_schema(), [(full[t], r) for t, r in records], codec="null", sync_interval=1 << 62)
         fh.flush()
         os.fsync(fh.fileno())

@@ -27,7 +27,8 @@ def append_to_log(out: str | Path, events: Sequence[Event]) -> int:
 
 def append_records_to_log(out: str | Path, records: Sequence[tuple[str, dict[str, Any]]]) -> int:
     """Append an import's checked records to the log at ``out`` as one durable batch; return how many were new."""
+    from ledger.adapters.common import paused_gc
     from ledger.log import EventLog
 
-    with EventLog(log_dir(out)) as log:
+    with paused_gc(), EventLog(log_dir(out)) as log:  # encoding a big batch would wake the collector often
         return log.append_records(records)
