@@ -68,6 +68,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, tzinfo
 from functools import lru_cache
+from operator import itemgetter
 from pathlib import Path
 
 from ledger import events as ev
@@ -169,10 +170,6 @@ def parse_timelimit(text: str) -> int | None:
     return secs + (int(days) * 86_400 if days else 0)
 
 
-def _time(text: str, clock: WallClock, what: str) -> int | None:
-    return None if text in _NO_TIME else clock.us(text, what)
-
-
 class _Layout:
     """Column positions of one file."""
 
@@ -184,61 +181,62 @@ class _Layout:
 
             raise InputError(f"{file}:1: header lacks column(s) {', '.join(missing)} (found {'|'.join(names)})")
         self.n = len(names)
-        self.jobid = idx["jobid"]
-        self.state = idx["state"]
-        self.submit = idx["submit"]
-        self.start = idx["start"]
-        self.end = idx["end"]
-        self.cluster = idx.get("cluster")
-        self.partition = idx.get("partition")
-        self.account = idx.get("account")
-        self.user = idx.get("user")
-        self.uid = idx.get("uid")
-        self.nnodes = idx.get("nnodes")
-        self.timelimit = idx.get("timelimit")
-        self.nodelist = idx.get("nodelist")
+        # Absent optional columns read the empty field appended to each row of such a layout, so one
+        # itemgetter call takes every field a row needs.
+        absent = self.n
+        self.pad = any(c not in idx for c in _OPTIONAL)
+        self.pick = itemgetter(*(idx.get(c, absent) for c in (*_REQUIRED_COLUMNS, *_OPTIONAL)))
+        self.has = {c: c in idx for c in _OPTIONAL}
         self.tres = [idx[c] for c in ("alloctres", "reqtres", "allocgres", "reqgres") if c in idx]
 
 
+_REQUIRED_COLUMNS = ("jobid", "state", "submit", "start", "end")
+_OPTIONAL = ("cluster", "partition", "account", "user", "uid", "nnodes", "timelimit", "nodelist")
+
+
 def _parse_row(f: list[str], lay: _Layout, line: int, opts: SlurmOptions, clock: WallClock) -> _Record:
-    jobid = f[lay.jobid].strip()
+    if lay.pad:
+        f.append("")
+    jobid, raw_state, t_submit, t_start, t_end, cluster, partition, account, user, uid, nn, limit, nodelist = lay.pick(
+        f
+    )
+    jobid = jobid.strip()
     if not jobid:
         raise RowError("JobID is empty")
-    state = f[lay.state].split(" ", 1)[0].rstrip("+")
+    state = raw_state if raw_state in _KNOWN else raw_state.split(" ", 1)[0].rstrip("+")  # 'CANCELLED by 0'
     if state not in _KNOWN:
-        raise RowError(f"State {f[lay.state]!r} is not a Slurm job state")
-    submit = _time(f[lay.submit], clock, "Submit")
-    if submit is None:
-        raise RowError(f"Submit {f[lay.submit]!r} is not a time")
-    start = _time(f[lay.start], clock, "Start")
-    end = _time(f[lay.end], clock, "End")
-    nodelist = f[lay.nodelist] if lay.nodelist is not None else ""
+        raise RowError(f"State {raw_state!r} is not a Slurm job state")
+    us = clock.us
+    if t_submit in _NO_TIME:
+        raise RowError(f"Submit {t_submit!r} is not a time")
+    submit = us(t_submit, "Submit")
+    start = None if t_start in _NO_TIME else us(t_start, "Start")
     if nodelist == "None assigned":
         start = None  # cancelled while pending: sacct prints Start = End, but nothing ran
-    if start is not None and start < submit:
-        raise RowError(f"Start {f[lay.start]} is before Submit {f[lay.submit]}")
-    if end is not None and start is not None and end < start:
-        raise RowError(f"End {f[lay.end]} is before Start {f[lay.start]}")
+    end = None if t_end in _NO_TIME else us(t_end, "End")
+    if start is not None:
+        if start < submit:
+            raise RowError(f"Start {t_start} is before Submit {t_submit}")
+        if end is not None and end < start:
+            raise RowError(f"End {t_end} is before Start {t_start}")
     gpus = 0
     for i in lay.tres:
         gpus = parse_gpus(f[i])
         if gpus:
             break
-    cluster = opts.cluster or (f[lay.cluster].strip() if lay.cluster is not None else "")
+    cluster = opts.cluster or cluster.strip()
     if not cluster:
         raise RowError("Cluster is empty (give --cluster)")
-    user = f[lay.user].strip() if lay.user is not None else ""
-    if not user and lay.uid is not None:
-        user = f[lay.uid].strip()
-    nn = f[lay.nnodes].strip() if lay.nnodes is not None else ""
+    user = user.strip() or uid.strip()
+    nn = nn.strip()
     if nn and not (nn.isdigit() and nn.isascii()):
         raise RowError(f"NNodes {nn!r} is not a whole number")
     return _Record(
         line=line,
         cluster=cluster,
         jobid=jobid,
-        partition=f[lay.partition] if lay.partition is not None else "",
-        account=f[lay.account] if lay.account is not None else "",
+        partition=partition,
+        account=account,
         user=user or "unknown",
         submit=submit,
         start=start,
@@ -246,7 +244,7 @@ def _parse_row(f: list[str], lay: _Layout, line: int, opts: SlurmOptions, clock:
         state=state,
         gpus=gpus,
         nnodes=int(nn) if nn else 0,
-        timelimit_s=parse_timelimit(f[lay.timelimit]) if lay.timelimit is not None else None,
+        timelimit_s=parse_timelimit(limit) if lay.has["timelimit"] else None,
         nodelist=nodelist,
     )
 
