@@ -170,6 +170,8 @@ class _Reader:
                 end = start + duration * 1_000_000
             if end is not None and end < start:
                 raise RowError(f"end {e_text} is before start {s_text}")
+        elif end is not None and end < submit:
+            raise RowError(f"end {e_text} is before submit {row[i.submit].strip()}")
         outcome: ev.Outcome | None = None
         o_text = row[i.outcome].strip() if i.outcome is not None else ""
         if o_text:

@@ -81,6 +81,30 @@ def test_values_the_schema_cannot_hold_are_rejected_by_line_not_left_for_the_log
     assert_all_valid(res.events)
 
 
+def test_a_sacct_job_with_more_gpus_than_avro_holds_is_rejected_by_its_line() -> None:
+    from ledger.adapters.slurm import import_sacct
+
+    header = "JobID|Cluster|Account|User|State|Submit|Start|End|AllocTRES"
+    lines = [
+        header,
+        "1|c|a|u|COMPLETED|2026-03-02T10:00:00|2026-03-02T10:01:00|2026-03-02T11:00:00|gres/gpu=8",
+        "2|c|a|u|COMPLETED|2026-03-02T10:00:00|2026-03-02T10:01:00|2026-03-02T11:00:00|gres/gpu=4294967296",
+    ]
+    res = import_sacct(lines, "s.log")
+    assert [(r.line, r.reason) for r in res.rejected] == [(3, "gpus 4294967296 is not between 1 and 2147483647")]
+    assert res.workloads == 1
+    assert_all_valid(res.events)
+
+
+def test_a_csv_row_that_never_ran_cannot_end_before_it_was_submitted() -> None:
+    columns = parse_column_map("workload_id=id,submit=submit,start=start,end=end,gpus=gpus")
+    lines = ["id,submit,start,end,gpus", "a,2026-03-02T10:00:00,,2026-03-02T09:00:00,8"]
+    res = import_csv(lines, "t.csv", CsvOptions(columns=columns))
+    assert [(r.line, r.reason) for r in res.rejected] == [
+        (2, "end 2026-03-02T09:00:00 is before submit 2026-03-02T10:00:00")
+    ]
+
+
 def test_a_real_sacct_slice_goes_through_the_trusted_append_and_reads_back_as_the_same_events(tmp_path: Path) -> None:
     res = import_sacct_file(DATA / "slurm" / "pozidriv-slice.log", SlurmOptions(gpus_for_cpu_jobs=1))
     assert res.records and not res.rejected
