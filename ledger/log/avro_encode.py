@@ -96,7 +96,7 @@ def _timestamp(value: Any, scale: int) -> int:
     """Return a time as integer microseconds (scale 1) or milliseconds (scale 1000) since the epoch."""
     if isinstance(value, datetime):
         if value.tzinfo is None or value.utcoffset() is None:
-            raise ValueError("a time without a time zone (an aware datetime or integer microseconds is needed)")
+            raise ValueError("a time without a time zone; give an aware datetime or integer microseconds")
         delta: timedelta = value - _EPOCH
         # fastavro's own arithmetic, so the bytes match: whole seconds, then the microseconds.
         if scale == 1:
@@ -124,7 +124,8 @@ def _time_bytes(value: Any, scale: int) -> bytes:
 
 
 def _out_of_range(kind: str) -> OverflowError:
-    return OverflowError(f"does not fit an Avro {kind}")
+    bits = 32 if kind == "int" else 64
+    return OverflowError(f"does not fit an Avro {kind} ({bits}-bit signed)")
 
 
 def _not_a(kind: str, value: Any) -> TypeError:
@@ -410,8 +411,10 @@ def _describe(schema: Any) -> str:
         return " | ".join(_describe(s) for s in schema)
     if schema.get("logicalType"):
         return f"{schema['type']} ({schema['logicalType']})"
-    if schema["type"] in ("record", "enum", "fixed", "error"):
-        return f"{schema['type']} {schema['name']}"
+    if schema["type"] == "enum":
+        return f"enum {schema['name'].rpartition('.')[2]} ({', '.join(schema['symbols'])})"
+    if schema["type"] in ("record", "fixed", "error"):
+        return f"{schema['type']} {schema['name'].rpartition('.')[2]}"
     if schema["type"] == "array":
         return f"array of {_describe(schema['items'])}"
     if schema["type"] == "map":
@@ -481,11 +484,12 @@ class UnionEncoder:
                     spec.encode(value, bytearray())
                 except UnicodeEncodeError:
                     return UnencodableValue(short, spec.name, value, "text that UTF-8 cannot encode", event_id)
+                except OverflowError as problem:  # a whole number out of the type's range
+                    return UnencodableValue(short, spec.name, value, str(problem), event_id)
                 except Exception as problem:
-                    reason = f"{type(problem).__name__}: {problem}" if isinstance(problem, KeyError) else str(problem)
-                    return UnencodableValue(
-                        short, spec.name, value, f"not an Avro {spec.avro_type} ({reason})", event_id
-                    )
+                    # A KeyError comes from a table lookup (enum symbols, booleans): the type says it all.
+                    reason = "" if isinstance(problem, KeyError) else f" ({problem})"
+                    return UnencodableValue(short, spec.name, value, f"not an Avro {spec.avro_type}{reason}", event_id)
         return UnencodableValue("batch", "record", None, f"does not encode as Avro ({type(exc).__name__}: {exc})")
 
 
