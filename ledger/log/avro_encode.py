@@ -225,14 +225,14 @@ class _Compiler:
                 f"{i}out += {var}_b if {var}_b is not None else _time_bytes({var}, {_TIMESTAMP_SCALE[logical]})",
             ]
         if kind in ("int", "long"):
-            lines = []
-            low, high = ("_IMIN", "_IMAX") if kind == "int" else ("_LMIN", "_LMAX")
-            lines += [
-                f"{i}if not {low} <= {var} <= {high}: raise _range({kind!r})",
-                f"{i}{var} = ({var} << 1) ^ ({var} >> 63)",  # zig-zag: sign to the lowest bit
-                f"{i}out += _ONE[{var}] if {var} < 128 else _varint({var})",
+            low, high = (INT_MIN, INT_MAX) if kind == "int" else (LONG_MIN, LONG_MAX)
+            return [
+                # Most numbers are small and not negative: one byte, and a TypeError for a str or None.
+                f"{i}if 0 <= {var} < 64: out.append({var} << 1)",
+                f"{i}else:",
+                f"{i}    if not {low} <= {var} <= {high}: raise _range({kind!r})",
+                f"{i}    out += _varint(({var} << 1) ^ ({var} >> 63))",  # zig-zag: the sign to the lowest bit
             ]
-            return lines
         if kind == "float":
             return [f"{i}out += _float({var})"]
         if kind == "double":
@@ -245,8 +245,9 @@ class _Compiler:
             n = self.fresh()
             return [
                 *head,
-                f"{i}{n} = len({var}) << 1",
-                f"{i}out += _ONE[{n}] if {n} < 128 else _varint({n})",
+                f"{i}{n} = len({var})",
+                f"{i}if {n} < 64: out.append({n} << 1)",
+                f"{i}else: out += _varint({n} << 1)",
                 f"{i}out += {var}",
             ]
         if kind == "fixed":
