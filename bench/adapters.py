@@ -12,6 +12,7 @@ fsynced), exactly what ``gpuledger import FILE --out LOG`` does. Two baselines a
 the same run on the same data, and their sum is the floor for a pure-Python import into an Avro
 log: reading the file and splitting every line (``str.split`` / ``csv.reader``), and bare
 ``fastavro.writer`` writing the import's very records to one container file with one fsync.
+A last column writes the same records with the log's compiled block encoder alone (same bytes).
 
 The machine is shared, so every figure is run ``REPEATS`` times and given as best and median,
 in wall time and in the process's CPU time (what the work costs on the core it got).
@@ -37,6 +38,7 @@ from ledger.adapters.sink import append_records_to_log
 from ledger.adapters.slurm import SlurmOptions, import_sacct_file
 from ledger.codec import union_schema
 from ledger.log.checks import FULL_NAMES
+from ledger.log.container import BlockEncoder, new_header
 
 ROWS = int(os.environ.get("BENCH_ADAPTER_ROWS", "100000"))
 REPEATS = int(os.environ.get("BENCH_ADAPTER_REPEATS", "5"))
@@ -119,6 +121,17 @@ def bare_fastavro(records: list[tuple[str, dict[str, Any]]], path: Path) -> None
         os.fsync(fh.fileno())
 
 
+def bare_compiled(records: list[tuple[str, dict[str, Any]]], path: Path) -> None:
+    """Write the records to one container file with the log's compiled block encoder, one block, one fsync."""
+    full = FULL_NAMES
+    sync = bytes(16)
+    with paused_gc(), path.open("wb") as fh:
+        fh.write(new_header(union_schema(), sync))
+        fh.write(BlockEncoder(union_schema(), sync).encode([(full[t], r) for t, r in records]))
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 def end_to_end(importer: Callable[[], ImportResult], log: Path) -> None:
     """Import a file and append its records to a fresh embedded log: ``gpuledger import FILE --out LOG``."""
     shutil.rmtree(log, ignore_errors=True)
@@ -155,16 +168,18 @@ def main() -> None:
         print(f"{n:,} rows per file; {REPEATS} runs each, best and median (rows/s); cores: {os.cpu_count()}; "
               f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
         print(f"{'adapter':<11}{'events/row':>11}{'end to end, wall':>20}{'end to end, CPU':>20}"
-              f"{'split, CPU':>20}{'fastavro, CPU':>20}{'floor, CPU':>11}{'x floor':>8}")  # fmt: skip
+              f"{'split, CPU':>20}{'fastavro, CPU':>20}{'floor, CPU':>11}{'x floor':>8}"
+              f"{'compiled, CPU':>20}")  # fmt: skip
         for name, importer, reader in cases:
             records = importer().records
-            ours, base_read, base_avro = Timing(), Timing(), Timing()
-            for _ in range(REPEATS):  # interleaved, so a burst of load hits all three alike
+            ours, base_read, base_avro, compiled = Timing(), Timing(), Timing(), Timing()
+            for _ in range(REPEATS):  # interleaved, so a burst of load hits all four alike
                 ours.run(lambda: end_to_end(importer, tmp / "log"))  # noqa: B023 - called at once
                 base_read.run(reader)
                 base_avro.run(lambda: bare_fastavro(records, tmp / "bare.avro"))  # noqa: B023
+                compiled.run(lambda: bare_compiled(records, tmp / "compiled.avro"))  # noqa: B023
             floor = n / (min(base_read.cpus) + min(base_avro.cpus))
             best = ours.rate(n, cpu=True)[0]
             print(f"{name:<11}{len(records) / n:>11.2f}{_cell(ours.rate(n)):>20}{_cell(ours.rate(n, cpu=True)):>20}"
                   f"{_cell(base_read.rate(n, cpu=True)):>20}{_cell(base_avro.rate(n, cpu=True)):>20}"
-                  f"{floor:>11,.0f}{best / floor:>8.2f}")  # fmt: skip
+                  f"{floor:>11,.0f}{best / floor:>8.2f}{_cell(compiled.rate(n, cpu=True)):>20}")  # fmt: skip

@@ -168,7 +168,9 @@ class _Writer:
         except OSError as exc:
             # Appending after a half-written block would bury it under good ones (corruption).
             # Reopening the log cuts it off as a torn tail.
-            self.broken = f"{self.active}: could not undo a failed append ({exc.strerror}); reopen the log to recover"
+            self.broken = (
+                f"{self.active}: could not undo a failed append ({exc.strerror}); reopen the log to recover"
+            )
 
     def close(self) -> None:
         if self.file is not None:
