@@ -57,9 +57,15 @@ class UnencodableValue(ValueError):
 # and timestamps close together share everything above bit 28, so that tail is cached.
 
 _ONE = tuple(bytes((i,)) for i in range(128))
-_MID = tuple(bytes(((i & 0x7F) | 0x80, (i >> 7) | 0x80)) for i in range(1 << 14))  # 14 bits, more follow
-_LAST = tuple(bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(1 << 14))  # 128 <= i < 2**14, the last two bytes
+# Filled at the first varint of two bytes or more, not at import: readers never need them.
+_MID: list[bytes] = []  # 14 bits with more to follow
+_LAST: list[bytes] = []  # 128 <= i < 2**14: the last two bytes
 _HIGH: dict[int, bytes] = {}
+
+
+def _fill_tables() -> None:
+    _MID.extend(bytes(((i & 0x7F) | 0x80, (i >> 7) | 0x80)) for i in range(1 << 14))
+    _LAST.extend(bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(1 << 14))
 
 
 def _spread(n: int) -> bytes:
@@ -78,6 +84,10 @@ def _spread(n: int) -> bytes:
 
 def varint(n: int) -> bytes:
     """Return the Avro varint bytes of an already zig-zagged, non-negative n."""
+    if n < 0x80:
+        return _ONE[n]
+    if not _LAST:
+        _fill_tables()
     if n < 0x10000000:
         return _spread(n)
     high = n >> 28
