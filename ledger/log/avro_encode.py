@@ -64,8 +64,12 @@ _HIGH: dict[int, bytes] = {}
 
 
 def _fill_tables() -> None:
-    _MID.extend(bytes(((i & 0x7F) | 0x80, (i >> 7) | 0x80)) for i in range(1 << 14))
-    _LAST.extend(bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(1 << 14))
+    # Built aside and put in place with one slice assignment each (atomic), _LAST last: threads
+    # encoding at once may both build them, but none ever sees a half-filled table.
+    mid = [bytes(((i & 0x7F) | 0x80, (i >> 7) | 0x80)) for i in range(1 << 14)]
+    last = [bytes(((i & 0x7F) | 0x80, i >> 7)) for i in range(1 << 14)]
+    _MID[:] = mid
+    _LAST[:] = last
 
 
 def _spread(n: int) -> bytes:
