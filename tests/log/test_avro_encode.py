@@ -307,3 +307,39 @@ def test_the_generated_code_is_there_to_read() -> None:
 def test_an_unknown_record_name_is_refused() -> None:
     with pytest.raises(UnencodableValue, match="not a record of the log's schema"):
         ENCODER.encode("gpuledger.Nonsense", {})
+
+
+junk = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**70), 2**70),
+    st.floats(),
+    st.text(max_size=5),
+    st.binary(max_size=5),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.datetimes(),
+    st.sampled_from(["batch", "failed", "healthy", "start", "user"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(event=st.one_of(*STRATEGIES.values()), data=st.data())
+def test_a_wrong_value_is_refused_or_written_as_fastavro_writes_it_never_otherwise(
+    event: ev.Event, data: st.DataObject
+) -> None:
+    ((full, record),) = check_batch([event])
+    field = data.draw(st.sampled_from(sorted(record)))
+    record = {**record, field: data.draw(junk)}
+    try:
+        expected: bytes | None = fastavro_bytes(union_schema(), full, record)
+    except Exception:  # fastavro refuses a wrong value in many ways
+        expected = None
+    try:
+        ours: bytes | None = ENCODER.encode(full, record)
+    except UnencodableValue as refused:
+        assert refused.field == field
+        ours = None
+    if expected is None:
+        assert ours is None, "what fastavro refuses is refused"
+    else:
+        assert ours in (None, expected), "stricter than fastavro at most, never other bytes"
