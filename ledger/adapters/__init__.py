@@ -6,8 +6,9 @@
 * ``kueue``: Kueue Workload objects, listed or watched (``import_kueue_file``);
 * ``sdk``: ``Ledger``, the calls a home-grown scheduler makes.
 
-File adapters return an ``ImportResult``: the events (time-ordered, ids derived from the
-source record so a repeated import adds nothing) and the summary of how the file was read.
+File adapters return an ``ImportResult``: the events as checked Avro records (time-ordered,
+times in integer microseconds, ids derived from the source record so a repeated import adds
+nothing), ready for ``EventLog.append_records``, and the summary of how the file was read.
 """
 
 from ledger.adapters.common import ImportResult, Rejection

@@ -1,4 +1,12 @@
-"""What every adapter shares: the import result and summary, rejected lines, times, budget paths."""
+"""What every adapter shares: the import result and summary, rejected lines, times, budget paths.
+
+Adapters produce Avro-ready records, not event objects: ``(type name, record)`` pairs whose
+times are integer microseconds since the epoch (UTC), exactly what the embedded log writes.
+Every value in a record has been checked by the adapter's own row checks (each field parsed
+once, with an error naming file, line, field and value), which is what lets the import command
+hand them to the log's trusted ``EventLog.append_records`` without a second validation pass.
+``ImportResult.events`` rebuilds event objects from the records for callers that want them.
+"""
 
 from __future__ import annotations
 
@@ -8,24 +16,41 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
-from operator import attrgetter
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ledger import events as ev
 from ledger.errors import ConfigError, InputError
 
 __all__ = [
+    "EARLIEST_US",
+    "INT_MAX",
+    "LATEST_US",
+    "LONG_MAX",
     "ImportResult",
+    "Record",
     "Rejection",
     "RowError",
+    "WallClock",
     "budget_path",
     "check_time",
     "parse_local_time",
     "parse_zone",
     "paused_gc",
+    "record_event",
 ]
+
+Record = tuple[str, dict[str, Any]]
+"""(event type name, Avro-ready record with times in integer microseconds): what adapters produce."""
+
+EARLIEST_US = ev.to_us(ev.EARLIEST)
+LATEST_US = ev.to_us(ev.LATEST)
+INT_MAX = ev.INT_MAX
+LONG_MAX = ev.LONG_MAX
+_TIME_FIELDS = ("time", "protected_until", "effective_time")
+_ARRAY_FIELDS = ("nodes", "managers")
 
 
 class RowError(ValueError):
@@ -50,16 +75,30 @@ class ImportResult:
 
     kind: str
     file: str
-    events: list[ev.Event] = field(default_factory=list)
+    records: list[Record] = field(default_factory=list)
     rows_read: int = 0
     workloads: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     rejected: list[Rejection] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def events(self) -> list[ev.Event]:
+        """Return the records as event objects (built anew on each call; the import itself never needs them)."""
+        return [record_event(name, record) for name, record in self.records]
+
+    def add_event(self, event: ev.Event) -> None:
+        """Add an event built elsewhere, validating it fully (for adapters that do not check field by field)."""
+        ev.validated(event, where=self.file)
+        record = dict(event.__dict__)
+        for name in _TIME_FIELDS:
+            if isinstance(record.get(name), datetime):
+                record[name] = ev.to_us(record[name])
+        self.records.append((event.type_name, record))
+
     def events_by_type(self) -> Counter[str]:
         """Return how many events of each type the file yields."""
-        return Counter(type(e).__name__ for e in self.events)
+        return Counter(name for name, _ in self.records)
 
     def reject(self, line: int, reason: str) -> None:
         """Record a malformed record at ``line``."""
@@ -75,8 +114,8 @@ class ImportResult:
             )
 
     def sort_events(self) -> None:
-        """Order events by time; a stable sort keeps each workload's own order at equal times."""
-        self.events.sort(key=_TIME)
+        """Order records by time; a stable sort keeps each workload's own order at equal times."""
+        self.records.sort(key=_time_of)
 
     def render(self, max_rejected: int = 20) -> str:
         """Return the human-readable import summary."""
@@ -84,7 +123,7 @@ class ImportResult:
             f"{self.kind} import of {self.file}",
             f"  rows read:   {self.rows_read}",
             f"  workloads:   {self.workloads}",
-            f"  events:      {len(self.events)}",
+            f"  events:      {len(self.records)}",
         ]
         lines += [f"    {name:<20} {n}" for name, n in sorted(self.events_by_type().items())]
         lines.append(f"  skipped:     {sum(self.skipped.values())}")
@@ -113,7 +152,22 @@ def paused_gc() -> Iterator[None]:
             gc.enable()
 
 
-_TIME = attrgetter("time")
+def _time_of(item: Record) -> int:
+    time: int = item[1]["time"]
+    return time
+
+
+def record_event(name: str, record: dict[str, Any]) -> ev.Event:
+    """Build the event a record stands for (times back to UTC datetimes, arrays to tuples); no validation."""
+    data = dict(record)
+    for key in _TIME_FIELDS:
+        value = data.get(key)
+        if isinstance(value, int):
+            data[key] = ev.from_us(value)
+    for key in _ARRAY_FIELDS:
+        if isinstance(data.get(key), list):
+            data[key] = tuple(data[key])
+    return ev.trusted(ev.EVENT_TYPES[name], data)
 
 
 def parse_zone(name: str) -> tzinfo:
@@ -160,3 +214,64 @@ _UNSAFE = re.compile(r"[/\s]+")
 def budget_path(*parts: str) -> str:
     """Join parts into a budget path; '/' and whitespace inside a part become '_', an empty part 'unknown'."""
     return "/".join(_UNSAFE.sub("_", p.strip()) or "unknown" for p in parts)
+
+
+_EPOCH_ORDINAL = date(1970, 1, 1).toordinal()
+_DAY_US = 86_400_000_000
+
+
+def _timedelta_us(d: timedelta) -> int:
+    return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
+
+
+class WallClock:
+    """Read times as integer microseconds since the Unix epoch (UTC); a time without an offset is read in ``zone``.
+
+    The common form, ``YYYY-MM-DD HH:MM:SS`` or ``YYYY-MM-DDTHH:MM:SS`` (sacct, Philly and most
+    exports), costs two dictionary look-ups and an addition: the day and the time of day are each
+    parsed (and checked) once and remembered, and a zone's offset is remembered per wall-clock
+    minute (no zone changes its offset inside a minute). Every other form goes through
+    ``parse_local_time``. Wall times are read as ``parse_local_time`` reads them (fold=0).
+    """
+
+    def __init__(self, zone: tzinfo) -> None:
+        self.zone = zone
+        self._utc = zone is UTC
+        self._days: dict[str, int] = {}
+        self._clock: dict[str, int] = {}
+        self._offsets: dict[str, int] = {}
+
+    def us(self, text: str, what: str) -> int:
+        """Return ``text`` as microseconds since the epoch; RowError naming ``what`` and the value if it is no time."""
+        if len(text) == 19 and (text[10] == "T" or text[10] == " "):
+            day = self._days.get(text[:10])
+            tod = self._clock.get(text[11:])
+            if day is None or tod is None:
+                return self._learn(text, what)
+            us = day + tod
+            if not self._utc:
+                offset = self._offsets.get(text[:16])
+                us -= self._offset(text) if offset is None else offset
+            if not EARLIEST_US <= us < LATEST_US:
+                parse_local_time(text, self.zone, what)  # raises the error naming the instant in UTC
+            return us
+        return ev.to_us(parse_local_time(text, self.zone, what))
+
+    def _learn(self, text: str, what: str) -> int:
+        """Parse a time whose day or time of day is new, remember both parts, and return it."""
+        try:
+            t = datetime.fromisoformat(text)
+        except ValueError:
+            raise RowError(f"{what} {text!r} is not an ISO 8601 time") from None
+        if t.tzinfo is None:
+            self._days[text[:10]] = (t.toordinal() - _EPOCH_ORDINAL) * _DAY_US
+            self._clock[text[11:]] = ((t.hour * 60 + t.minute) * 60 + t.second) * 1_000_000 + t.microsecond
+            return self.us(text, what)  # both parts are known now
+        return ev.to_us(parse_local_time(text, self.zone, what))
+
+    def _offset(self, text: str) -> int:
+        wall = datetime.fromisoformat(text[:16].replace(" ", "T", 1))
+        delta = wall.replace(tzinfo=self.zone).utcoffset()
+        offset = _timedelta_us(delta) if delta is not None else 0
+        self._offsets[text[:16]] = offset
+        return offset

@@ -34,14 +34,22 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 
 from ledger import events as ev
-from ledger.adapters.common import ImportResult, RowError, check_time, parse_local_time, paused_gc
-from ledger.adapters.history import History, Run, history_events
+from ledger.adapters.common import (
+    EARLIEST_US,
+    LATEST_US,
+    ImportResult,
+    RowError,
+    WallClock,
+    check_time,
+    parse_local_time,
+)
+from ledger.adapters.history import History, Run, add_histories
 from ledger.errors import ConfigError, InputError
 
 __all__ = ["FIELDS", "CsvOptions", "import_csv", "import_csv_file", "parse_column_map"]
@@ -106,23 +114,38 @@ class _Reader:
         self.budgets: set[str] = set()
         self.opts = opts
         self.width = len(names)
+        self.clock = WallClock(opts.tz)
         self.epoch: datetime | None = None
+        self.epoch_us = 0
         if opts.epoch is not None:
             try:
                 self.epoch = parse_local_time(opts.epoch, opts.tz, "--epoch")
             except RowError as exc:
                 raise ConfigError(str(exc)) from None
+            self.epoch_us = ev.to_us(self.epoch)
+        if not opts.cluster:
+            raise ConfigError(f"--cluster {opts.cluster!r} is not a cluster name")
         budget = opts.budget or opts.cluster
         if not _PATH.match(budget):
             raise ConfigError(f"--budget {budget!r} is not a budget path like org/team")
         self.budget = budget
 
-    def time(self, text: str, what: str) -> datetime:
-        if self.epoch is not None:
-            return check_time(self.epoch + timedelta(seconds=_number(text, what)), what)
-        if _looks_numeric(text):
-            return check_time(datetime.fromtimestamp(_number(text, what), UTC), what)
-        return parse_local_time(text, self.opts.tz, what)
+    def time(self, text: str, what: str) -> int:
+        """Return a time field as µs since the epoch: seconds after --epoch, Unix seconds, or ISO 8601."""
+        if text.isdigit() and text.isascii():  # whole seconds, the common case: integer arithmetic only
+            us = self.epoch_us + int(text) * 1_000_000
+            if EARLIEST_US <= us < LATEST_US:
+                return us  # (out of range: the general path below says why)
+        elif len(text) == 19 and text[10] in "T " and self.epoch is None:
+            return self.clock.us(text, what)  # the common ISO form, without trying it as a number first
+        if self.epoch is not None or _looks_numeric(text):
+            seconds = _number(text, what)
+            try:
+                t = self.epoch + timedelta(seconds=seconds) if self.epoch else datetime.fromtimestamp(seconds, UTC)
+            except (OverflowError, ValueError, OSError):
+                raise RowError(f"{what} {text!r} lies outside {ev.EARLIEST:%Y}..{ev.LATEST:%Y}") from None
+            return ev.to_us(check_time(t, what))
+        return self.clock.us(text, what)
 
     def history(self, row: list[str]) -> History | None:
         i = self.idx
@@ -130,7 +153,7 @@ class _Reader:
         if not wid:
             raise RowError("workload_id is empty")
         g = row[i.gpus].strip()
-        gpus = int(g) if g.isdigit() else _whole(g, "gpus")
+        gpus = int(g) if g.isdigit() and g.isascii() else _whole(g, "gpus")
         if gpus == 0:
             return None
         submit = self.time(row[i.submit].strip(), "submit")
@@ -139,14 +162,16 @@ class _Reader:
         d_text = row[i.duration].strip() if i.duration is not None else ""
         start = self.time(s_text, "start") if s_text else None
         end = self.time(e_text, "end") if e_text else None
-        duration = (int(d_text) if d_text.isdigit() else _whole(d_text, "duration")) if d_text else None
+        duration = _whole(d_text, "duration") if d_text else None
         if start is not None:
             if start < submit:
                 raise RowError(f"start {s_text} is before submit {row[i.submit].strip()}")
             if end is None and duration is not None:
-                end = start + timedelta(seconds=duration)
+                end = start + duration * 1_000_000
             if end is not None and end < start:
                 raise RowError(f"end {e_text} is before start {s_text}")
+        elif end is not None and end < submit:
+            raise RowError(f"end {e_text} is before submit {row[i.submit].strip()}")
         outcome: ev.Outcome | None = None
         o_text = row[i.outcome].strip() if i.outcome is not None else ""
         if o_text:
@@ -168,7 +193,7 @@ class _Reader:
             raise RowError(f"kind {kind!r} is not one of {', '.join(sorted(_KINDS))}")
         work_s = duration
         if work_s is None and start is not None and end is not None and outcome == "succeeded":
-            work_s = int((end - start).total_seconds())
+            work_s = (end - start) // 1_000_000
         m_text = row[i.min_runtime].strip() if i.min_runtime is not None else ""
         p_text = row[i.priority].strip() if i.priority is not None else ""
         return History(
@@ -219,7 +244,7 @@ def _number(text: str, what: str) -> float:
 
 def _whole(text: str, what: str) -> int:
     text = text.strip()
-    if text.isdigit():
+    if text.isdigit() and text.isascii():
         return int(text)
     try:
         x = float(text)
@@ -239,11 +264,6 @@ def _integer(text: str, what: str) -> int:
 
 def import_csv(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResult:
     """Read CSV lines (header first) and return the events they stand for, with the import summary."""
-    with paused_gc():
-        return _import_csv(lines, file, opts)
-
-
-def _import_csv(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResult:
     res = ImportResult("csv", file)
     rows = csv.reader(lines, delimiter=opts.delimiter)
     header = next(rows, None)
@@ -254,31 +274,26 @@ def _import_csv(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResu
         res.notes.append("no start column: submissions only (work_s from duration); the file observed no waits")
     if reader.epoch is not None:
         res.notes.append(f"times are seconds after {reader.epoch.isoformat()}")
-    seen: dict[str, int] = {}
+    add_histories(res, _histories(rows, reader, res), opts.cluster, "csv")
+    return res
+
+
+def _histories(rows: Iterator[list[str]], reader: _Reader, res: ImportResult) -> Iterator[tuple[int, History | None]]:
+    """Yield (line, history) for each good row; report malformed rows to ``res``."""
+    width = reader.width
+    history = reader.history
     for row in rows:
-        n = rows.line_num
-        if not row or (len(row) == 1 and not row[0].strip()):
+        if (len(row) != width or width == 1) and (not row or (len(row) == 1 and not row[0].strip())):
+            continue  # a blank line
+        if len(row) != width:
+            res.rows_read += 1
+            res.reject(rows.line_num, f"expected {width} fields, found {len(row)}")  # type: ignore[attr-defined]
             continue
         res.rows_read += 1
-        if len(row) != reader.width:
-            res.reject(n, f"expected {reader.width} fields, found {len(row)}")
-            continue
         try:
-            h = reader.history(row)
+            yield rows.line_num, history(row)  # type: ignore[attr-defined]
         except RowError as exc:
-            res.reject(n, str(exc))
-            continue
-        if h is None:
-            res.skipped["0 GPUs (not a GPU workload)"] += 1
-            continue
-        first = seen.setdefault(h.workload_id, n)
-        if first != n:
-            res.reject(n, f"workload_id {h.workload_id!r} already on line {first}")
-            continue
-        res.workloads += 1
-        res.events.extend(history_events(h, opts.cluster, "csv"))
-    res.sort_events()
-    return res
+            res.reject(rows.line_num, str(exc))  # type: ignore[attr-defined]
 
 
 def import_csv_file(path: str | Path, opts: CsvOptions) -> ImportResult:

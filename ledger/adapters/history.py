@@ -1,7 +1,7 @@
 """A workload's history as a scheduler recorded it, and the ledger events it stands for.
 
 Every file adapter (Slurm, Philly, CSV) parses its records into ``History`` objects and lets
-``history_events`` write the events, so the mapping from "runs and how they ended" to
+``history_records`` write the events' records, so the mapping from "runs and how they ended" to
 ``WorkloadSubmitted`` / ``WorkloadStarted`` / ``WorkloadPreempted`` / ``WorkloadRequeued`` /
 ``WorkloadCompleted`` lives in one place:
 
@@ -15,24 +15,28 @@ Every file adapter (Slurm, Philly, CSV) parses its records into ``History`` obje
 
 Event ids are ``{cluster}/{source}/{workload_id}/{what}``, derived from the source record only,
 so importing the same file twice yields the same ids and the log drops the repeats.
+
+Records, not event objects: the adapters have checked every value (``_check`` adds the bounds
+of the Avro types), so the records go to the log's trusted append as they are.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 
 from ledger import events as ev
+from ledger.adapters.common import INT_MAX, LATEST_US, LONG_MAX, ImportResult, Record, RowError, paused_gc
 
-__all__ = ["History", "Run", "build_event", "history_events"]
+__all__ = ["History", "Run", "add_histories", "history_records"]
 
 
 @dataclass(slots=True)
 class Run:
-    """One run of a workload: when it started and ended, where, and whether something interrupted it."""
+    """One run of a workload (times in µs since the epoch): when, where, and whether something interrupted it."""
 
-    start: datetime
-    end: datetime | None = None
+    start: int
+    end: int | None = None
     hosts: tuple[str, ...] = ("unknown",)
     preempted: ev.PreemptReason | None = None  # set when the run was interrupted rather than finished
     requeued: bool = False  # the interrupted workload went back to the queue
@@ -40,10 +44,10 @@ class Run:
 
 @dataclass(slots=True)
 class History:
-    """What one source record (or group of records) says happened to a workload."""
+    """What one source record (or group of records) says happened to a workload; times in µs since the epoch."""
 
     workload_id: str
-    submit: datetime
+    submit: int
     budget: str
     user: str
     gpus: int
@@ -51,32 +55,50 @@ class History:
     resumable: bool
     runs: list[Run] = field(default_factory=list)
     outcome: ev.Outcome | None = None  # None: not ended yet
-    end: datetime | None = None  # when it completed (also for one cancelled before it ever ran)
+    end: int | None = None  # when it completed (also for one cancelled before it ever ran)
     nodes: int = 0
     priority: int = 0
     kind: ev.WorkloadKind = "batch"
     work_s: int | None = None
 
 
-# Adapters check every value they put in an event (and report the file line when one is bad), and
-# the log validates every event again before it appends, so events are built without pydantic here:
-# that is what lets an import parse tens of thousands of rows a second.
-build_event = ev.trusted
-
-_SUBMITTED = ev.WorkloadSubmitted
-_STARTED = ev.WorkloadStarted
-_PREEMPTED = ev.WorkloadPreempted
-_REQUEUED = ev.WorkloadRequeued
-_COMPLETED = ev.WorkloadCompleted
+_TEN_YEARS_S = 10 * 366 * 86_400
 
 
-def history_events(h: History, cluster: str, source: str) -> list[ev.Event]:
-    """Return the events a history stands for, in the order they happened."""
+def _check(h: History) -> None:
+    """Raise RowError for a value the event schema cannot hold (the parsers check format, this the bounds)."""
+    if (
+        0 < h.gpus <= INT_MAX
+        and 0 <= h.nodes <= INT_MAX
+        and -INT_MAX - 1 <= h.priority <= INT_MAX
+        and 0 <= h.min_runtime_s < _TEN_YEARS_S
+        and (h.work_s is None or 0 <= h.work_s <= LONG_MAX)
+        and (not h.runs or h.runs[-1].start + h.min_runtime_s * 1_000_000 < LATEST_US)
+    ):
+        return  # the common row: one test; the messages below name what is out of bounds
+    if not 1 <= h.gpus <= INT_MAX:
+        raise RowError(f"gpus {h.gpus} is not between 1 and {INT_MAX}")
+    if not 0 <= h.nodes <= INT_MAX:
+        raise RowError(f"nodes {h.nodes} is not between 0 and {INT_MAX}")
+    if not -INT_MAX - 1 <= h.priority <= INT_MAX:
+        raise RowError(f"priority {h.priority} does not fit a 32-bit integer")
+    if not 0 <= h.min_runtime_s <= LONG_MAX:
+        raise RowError(f"min_runtime {h.min_runtime_s} is not a whole, non-negative number of seconds")
+    if h.work_s is not None and not 0 <= h.work_s <= LONG_MAX:
+        raise RowError(f"work_s {h.work_s} is not a whole, non-negative number of seconds")
+    if h.runs and h.runs[-1].start + h.min_runtime_s * 1_000_000 >= LATEST_US:
+        raise RowError(f"the protected window of a run starting {ev.from_us(h.runs[-1].start).isoformat()} "
+                       f"ends after {ev.LATEST:%Y}")  # fmt: skip
+
+
+def history_records(h: History, cluster: str, source: str, out: list[Record]) -> None:
+    """Append the records a history stands for to ``out``, in the order they happened; RowError if out of bounds."""
+    _check(h)
     base = f"{cluster}/{source}/{h.workload_id}/"
     wid = h.workload_id
-    out: list[ev.Event] = [
-        build_event(
-            _SUBMITTED,
+    out.append(
+        (
+            "WorkloadSubmitted",
             {
                 "event_id": base + "submit",
                 "cluster": cluster,
@@ -96,15 +118,15 @@ def history_events(h: History, cluster: str, source: str) -> list[ev.Event]:
                 "restart_s": None,
             },
         )
-    ]
+    )
     if h.runs:
         allocated = h.min_runtime_s > 0
-        protect = timedelta(seconds=h.min_runtime_s)
+        protect = h.min_runtime_s * 1_000_000
         last = len(h.runs)
         for n, run in enumerate(h.runs, 1):
             out.append(
-                build_event(
-                    _STARTED,
+                (
+                    "WorkloadStarted",
                     {
                         "event_id": f"{base}start{n}",
                         "cluster": cluster,
@@ -122,8 +144,8 @@ def history_events(h: History, cluster: str, source: str) -> list[ev.Event]:
             if run.end is None or run.preempted is None:
                 continue
             out.append(
-                build_event(
-                    _PREEMPTED,
+                (
+                    "WorkloadPreempted",
                     {
                         "event_id": f"{base}preempt{n}",
                         "cluster": cluster,
@@ -137,8 +159,8 @@ def history_events(h: History, cluster: str, source: str) -> list[ev.Event]:
             )
             if run.requeued or n < last:
                 out.append(
-                    build_event(
-                        _REQUEUED,
+                    (
+                        "WorkloadRequeued",
                         {
                             "event_id": f"{base}requeue{n}",
                             "cluster": cluster,
@@ -150,8 +172,8 @@ def history_events(h: History, cluster: str, source: str) -> list[ev.Event]:
                 )
     if h.outcome is not None and h.end is not None:
         out.append(
-            build_event(
-                _COMPLETED,
+            (
+                "WorkloadCompleted",
                 {
                     "event_id": base + "end",
                     "cluster": cluster,
@@ -162,4 +184,29 @@ def history_events(h: History, cluster: str, source: str) -> list[ev.Event]:
                 },
             )
         )
-    return out
+
+
+def add_histories(res: ImportResult, rows: Iterable[tuple[int, History | None]], cluster: str, source: str) -> None:
+    """Add one workload per (line, history) to ``res``: None counts as a 0-GPU row, a repeated id is rejected.
+
+    The loop the CSV and Philly adapters share: ``rows`` parses lazily and reports its own
+    malformed lines to ``res``; this adds the records of every good one, in time order.
+    """
+    seen: dict[str, int] = {}
+    records = res.records
+    with paused_gc():
+        for line, h in rows:
+            if h is None:
+                res.skipped["0 GPUs (not a GPU workload)"] += 1
+                continue
+            first = seen.setdefault(h.workload_id, line)
+            if first != line:
+                res.reject(line, f"workload_id {h.workload_id!r} already on line {first}")
+                continue
+            try:
+                history_records(h, cluster, source, records)
+            except RowError as exc:
+                res.reject(line, str(exc))
+                continue
+            res.workloads += 1
+        res.sort_events()

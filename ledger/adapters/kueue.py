@@ -57,8 +57,8 @@ from typing import Any
 
 from ledger import events as ev
 from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time, paused_gc
-from ledger.adapters.history import build_event
 from ledger.adapters.jsonstream import JsonSyntaxError, iter_json_values
+from ledger.errors import EventValidationError
 
 __all__ = ["KueueOptions", "import_kueue", "import_kueue_file"]
 
@@ -172,7 +172,10 @@ class _Importer:
     def _emit(self, cls: type[ev.Event], w: _Workload, what: str, t: datetime | None = None, **fields: Any) -> None:
         data = {"event_id": w.base + what, "cluster": self.opts.cluster, "time": t, "schema_version": 1,
                 "workload_id": w.wid, **fields}  # fmt: skip
-        self.res.events.append(build_event(cls, data))
+        try:
+            self.res.add_event(ev.trusted(cls, data))
+        except EventValidationError as exc:
+            raise RowError(str(exc)) from None
 
     def _first_sight(self, obj: dict[str, Any], uid: str) -> tuple[_Workload | None, dict[str, Any]]:
         ns = _need(obj, "metadata", "namespace")

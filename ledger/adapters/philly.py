@@ -25,6 +25,7 @@ Input: a JSON array (or JSON Lines) of jobs ``{id, num_gpus, submitted_time, att
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import tzinfo
 from pathlib import Path
@@ -32,9 +33,10 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from ledger import events as ev
-from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time, paused_gc
-from ledger.adapters.history import History, Run, history_events
+from ledger.adapters.common import ImportResult, RowError, WallClock, budget_path
+from ledger.adapters.history import History, Run, add_histories
 from ledger.adapters.jsonstream import JsonSyntaxError, iter_json_values
+from ledger.errors import ConfigError
 
 __all__ = ["PACIFIC", "PhillyOptions", "import_philly", "import_philly_file"]
 
@@ -58,7 +60,7 @@ def _text(job: dict[str, Any], key: str) -> str:
     return value.strip()
 
 
-def _history(job: Any, opts: PhillyOptions) -> History | None:
+def _history(job: Any, opts: PhillyOptions, clock: WallClock) -> History | None:
     if not isinstance(job, dict):
         raise RowError(f"expected a job object, found {type(job).__name__}")
     wid = _text(job, "id")
@@ -69,7 +71,7 @@ def _history(job: Any, opts: PhillyOptions) -> History | None:
         raise RowError(f"job {wid}: num_gpus {gpus!r} is not a whole number of GPUs")
     if gpus == 0:
         return None
-    submit = parse_local_time(_text(job, "submitted_time"), opts.tz, f"job {wid}: submitted_time")
+    submit = clock.us(_text(job, "submitted_time"), f"job {wid}: submitted_time")
     attempts = job.get("attempts")
     if not isinstance(attempts, list):
         raise RowError(f"job {wid}: attempts {attempts!r} is not a list")
@@ -84,14 +86,14 @@ def _history(job: Any, opts: PhillyOptions) -> History | None:
     for i, att in enumerate(attempts, 1):
         if not isinstance(att, dict):
             raise RowError(f"job {wid}: attempt {i} is not an object")
-        start = parse_local_time(_text(att, "start_time"), opts.tz, f"job {wid}: attempt {i} start_time")
+        start = clock.us(_text(att, "start_time"), f"job {wid}: attempt {i} start_time")
         raw_end = att.get("end_time")
         end = None
         if raw_end not in (None, "", "None"):
-            end = parse_local_time(str(raw_end), opts.tz, f"job {wid}: attempt {i} end_time")
+            end = clock.us(str(raw_end), f"job {wid}: attempt {i} end_time")
         if start < previous_end:
             what = "submitted_time" if i == 1 else f"the end of attempt {i - 1}"
-            raise RowError(f"job {wid}: attempt {i} starts {start.isoformat()}, before {what}")
+            raise RowError(f"job {wid}: attempt {i} starts {ev.from_us(start).isoformat()}, before {what}")
         if end is None and i < len(attempts):
             raise RowError(f"job {wid}: attempt {i} has no end_time but a later attempt")
         if end is not None and end < start:
@@ -101,7 +103,7 @@ def _history(job: Any, opts: PhillyOptions) -> History | None:
         if i < len(attempts):
             run.preempted, run.requeued = "fair_share", True
         runs.append(run)
-        previous_end = end or start
+        previous_end = start if end is None else end
     ended = bool(runs) and runs[-1].end is not None
     parts = [opts.cluster] + [str(job[k]) for k in ("vc", "user") if job.get(k)]
     return History(
@@ -120,36 +122,27 @@ def _history(job: Any, opts: PhillyOptions) -> History | None:
 
 def import_philly(text: str, file: str, opts: PhillyOptions | None = None) -> ImportResult:
     """Read a Philly job list and return the events it stands for, with the import summary."""
-    with paused_gc():
-        return _import_philly(text, file, opts)
-
-
-def _import_philly(text: str, file: str, opts: PhillyOptions | None = None) -> ImportResult:
     opts = opts or PhillyOptions()
+    if not opts.cluster:
+        raise ConfigError(f"--cluster {opts.cluster!r} is not a cluster name")
     res = ImportResult("philly", file)
     res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")
-    seen: dict[str, int] = {}
+    add_histories(res, _histories(text, opts, res), opts.cluster, "philly")
+    return res
+
+
+def _histories(text: str, opts: PhillyOptions, res: ImportResult) -> Iterator[tuple[int, History | None]]:
+    """Yield (line, history) for each good job; report malformed ones to ``res``."""
+    clock = WallClock(opts.tz)
     for line, job in iter_json_values(text):
         res.rows_read += 1
         if isinstance(job, JsonSyntaxError):
             res.reject(line, str(job))
             continue
         try:
-            h = _history(job, opts)
+            yield line, _history(job, opts, clock)
         except RowError as exc:
             res.reject(line, str(exc))
-            continue
-        if h is None:
-            res.skipped["0 GPUs (not a GPU workload)"] += 1
-            continue
-        if h.workload_id in seen:
-            res.reject(line, f"job {h.workload_id} already appears on line {seen[h.workload_id]}")
-            continue
-        seen[h.workload_id] = line
-        res.workloads += 1
-        res.events.extend(history_events(h, opts.cluster, "philly"))
-    res.sort_events()
-    return res
 
 
 def import_philly_file(path: str | Path, opts: PhillyOptions | None = None) -> ImportResult:

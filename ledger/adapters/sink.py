@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ledger.events import Event
 
-__all__ = ["append_to_log", "log_dir"]
+__all__ = ["append_records_to_log", "append_to_log", "log_dir"]
 
 
 def log_dir(out: str | Path) -> Path:
@@ -22,3 +23,12 @@ def append_to_log(out: str | Path, events: Sequence[Event]) -> int:
 
     with EventLog(log_dir(out)) as log:
         return log.append(events)
+
+
+def append_records_to_log(out: str | Path, records: Sequence[tuple[str, dict[str, Any]]]) -> int:
+    """Append an import's checked records to the log at ``out`` as one durable batch; return how many were new."""
+    from ledger.adapters.common import paused_gc
+    from ledger.log import EventLog
+
+    with paused_gc(), EventLog(log_dir(out)) as log:  # encoding a big batch would wake the collector often
+        return log.append_records(records)

@@ -66,13 +66,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, tzinfo
 from functools import lru_cache
+from operator import itemgetter
 from pathlib import Path
 
 from ledger import events as ev
-from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time, paused_gc
-from ledger.adapters.history import History, Run, history_events
+from ledger.adapters.common import LATEST_US, ImportResult, RowError, WallClock, budget_path, paused_gc
+from ledger.adapters.history import History, Run, history_records
 from ledger.adapters.hostlist import expand_hostlist, expand_ranges
 
 __all__ = ["NOHEADER_FIELDS", "SlurmOptions", "import_sacct", "parse_gpus", "parse_timelimit"]
@@ -124,9 +125,9 @@ class _Record:
     partition: str
     account: str
     user: str
-    submit: datetime
-    start: datetime | None
-    end: datetime | None
+    submit: int  # µs since the epoch
+    start: int | None
+    end: int | None
     state: str
     gpus: int
     nnodes: int
@@ -169,21 +170,6 @@ def parse_timelimit(text: str) -> int | None:
     return secs + (int(days) * 86_400 if days else 0)
 
 
-def _time(text: str, tz: tzinfo, what: str) -> datetime | None:
-    if text in _NO_TIME:
-        return None
-    if tz is UTC and len(text) == 19 and text[10] == "T":
-        # fast path for the common case; appending the offset makes fromisoformat return an aware UTC time
-        try:
-            t = datetime.fromisoformat(text + "+00:00")
-        except ValueError:
-            raise RowError(f"{what} {text!r} is not a time (YYYY-MM-DDTHH:MM:SS)") from None
-        if not "2000" <= text[:4] <= "2099":
-            raise RowError(f"{what} {text} lies outside {ev.EARLIEST:%Y}..{ev.LATEST:%Y}")
-        return t
-    return parse_local_time(text, tz, what)
-
-
 class _Layout:
     """Column positions of one file."""
 
@@ -195,61 +181,62 @@ class _Layout:
 
             raise InputError(f"{file}:1: header lacks column(s) {', '.join(missing)} (found {'|'.join(names)})")
         self.n = len(names)
-        self.jobid = idx["jobid"]
-        self.state = idx["state"]
-        self.submit = idx["submit"]
-        self.start = idx["start"]
-        self.end = idx["end"]
-        self.cluster = idx.get("cluster")
-        self.partition = idx.get("partition")
-        self.account = idx.get("account")
-        self.user = idx.get("user")
-        self.uid = idx.get("uid")
-        self.nnodes = idx.get("nnodes")
-        self.timelimit = idx.get("timelimit")
-        self.nodelist = idx.get("nodelist")
+        # Absent optional columns read the empty field appended to each row of such a layout, so one
+        # itemgetter call takes every field a row needs.
+        absent = self.n
+        self.pad = any(c not in idx for c in _OPTIONAL)
+        self.pick = itemgetter(*(idx.get(c, absent) for c in (*_REQUIRED_COLUMNS, *_OPTIONAL)))
+        self.has = {c: c in idx for c in _OPTIONAL}
         self.tres = [idx[c] for c in ("alloctres", "reqtres", "allocgres", "reqgres") if c in idx]
 
 
-def _parse_row(f: list[str], lay: _Layout, line: int, opts: SlurmOptions) -> _Record:
-    jobid = f[lay.jobid].strip()
+_REQUIRED_COLUMNS = ("jobid", "state", "submit", "start", "end")
+_OPTIONAL = ("cluster", "partition", "account", "user", "uid", "nnodes", "timelimit", "nodelist")
+
+
+def _parse_row(f: list[str], lay: _Layout, line: int, opts: SlurmOptions, clock: WallClock) -> _Record:
+    if lay.pad:
+        f.append("")
+    jobid, raw_state, t_submit, t_start, t_end, cluster, partition, account, user, uid, nn, limit, nodelist = lay.pick(
+        f
+    )
+    jobid = jobid.strip()
     if not jobid:
         raise RowError("JobID is empty")
-    state = f[lay.state].split(" ", 1)[0].rstrip("+")
+    state = raw_state if raw_state in _KNOWN else raw_state.split(" ", 1)[0].rstrip("+")  # 'CANCELLED by 0'
     if state not in _KNOWN:
-        raise RowError(f"State {f[lay.state]!r} is not a Slurm job state")
-    submit = _time(f[lay.submit], opts.tz, "Submit")
-    if submit is None:
-        raise RowError(f"Submit {f[lay.submit]!r} is not a time")
-    start = _time(f[lay.start], opts.tz, "Start")
-    end = _time(f[lay.end], opts.tz, "End")
-    nodelist = f[lay.nodelist] if lay.nodelist is not None else ""
+        raise RowError(f"State {raw_state!r} is not a Slurm job state")
+    us = clock.us
+    if t_submit in _NO_TIME:
+        raise RowError(f"Submit {t_submit!r} is not a time")
+    submit = us(t_submit, "Submit")
+    start = None if t_start in _NO_TIME else us(t_start, "Start")
     if nodelist == "None assigned":
         start = None  # cancelled while pending: sacct prints Start = End, but nothing ran
-    if start is not None and start < submit:
-        raise RowError(f"Start {f[lay.start]} is before Submit {f[lay.submit]}")
-    if end is not None and start is not None and end < start:
-        raise RowError(f"End {f[lay.end]} is before Start {f[lay.start]}")
+    end = None if t_end in _NO_TIME else us(t_end, "End")
+    if start is not None:
+        if start < submit:
+            raise RowError(f"Start {t_start} is before Submit {t_submit}")
+        if end is not None and end < start:
+            raise RowError(f"End {t_end} is before Start {t_start}")
     gpus = 0
     for i in lay.tres:
         gpus = parse_gpus(f[i])
         if gpus:
             break
-    cluster = opts.cluster or (f[lay.cluster].strip() if lay.cluster is not None else "")
+    cluster = opts.cluster or cluster.strip()
     if not cluster:
         raise RowError("Cluster is empty (give --cluster)")
-    user = f[lay.user].strip() if lay.user is not None else ""
-    if not user and lay.uid is not None:
-        user = f[lay.uid].strip()
-    nn = f[lay.nnodes].strip() if lay.nnodes is not None else ""
-    if nn and not nn.isdigit():
+    user = user.strip() or uid.strip()
+    nn = nn.strip()
+    if nn and not (nn.isdigit() and nn.isascii()):
         raise RowError(f"NNodes {nn!r} is not a whole number")
     return _Record(
         line=line,
         cluster=cluster,
         jobid=jobid,
-        partition=f[lay.partition] if lay.partition is not None else "",
-        account=f[lay.account] if lay.account is not None else "",
+        partition=partition,
+        account=account,
         user=user or "unknown",
         submit=submit,
         start=start,
@@ -257,7 +244,7 @@ def _parse_row(f: list[str], lay: _Layout, line: int, opts: SlurmOptions) -> _Re
         state=state,
         gpus=gpus,
         nnodes=int(nn) if nn else 0,
-        timelimit_s=parse_timelimit(f[lay.timelimit]) if lay.timelimit is not None else None,
+        timelimit_s=parse_timelimit(limit) if lay.has["timelimit"] else None,
         nodelist=nodelist,
     )
 
@@ -276,12 +263,14 @@ def _kind(partition: str) -> ev.WorkloadKind:
     return "batch"
 
 
-def _hosts(rec: _Record) -> tuple[str, ...]:
+@lru_cache(maxsize=65_536)
+def _hosts(nodelist: str, cluster: str) -> tuple[str, ...]:
+    """Return the hosts a NodeList names (cached: a cluster's jobs run on the same node lists again and again)."""
     try:
-        hosts = expand_hostlist(rec.nodelist) if rec.nodelist else ()
+        hosts = expand_hostlist(nodelist) if nodelist else ()
     except ValueError:
-        hosts = (rec.nodelist,)
-    return hosts or (f"{rec.cluster}-unknown",)
+        hosts = (nodelist,)
+    return hosts or (f"{cluster}-unknown",)
 
 
 _INTERRUPT: dict[str, ev.PreemptReason] = {
@@ -297,7 +286,7 @@ def _history(recs: list[_Record], gpus: int, opts: SlurmOptions) -> History:
     for rec in recs:
         if rec.start is None:
             continue
-        run = Run(rec.start, rec.end, _hosts(rec))
+        run = Run(rec.start, rec.end, _hosts(rec.nodelist, rec.cluster))
         runs.append(run)
         if rec is not last:
             # an earlier record of the same job: this run was interrupted and the job requeued
@@ -318,7 +307,7 @@ def _history(recs: list[_Record], gpus: int, opts: SlurmOptions) -> History:
     requeued = len(runs) > 1 or last.state in _REQUEUED
     work_s = None
     if outcome == "succeeded" and len(runs) == 1 and runs[0].end is not None:
-        work_s = int((runs[0].end - runs[0].start).total_seconds())
+        work_s = (runs[0].end - runs[0].start) // 1_000_000
     return History(
         workload_id=first.jobid,
         submit=first.submit,
@@ -357,6 +346,7 @@ def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = N
     res = ImportResult("slurm", file)
     res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")
     lay: _Layout | None = None
+    clock = WallClock(opts.tz)
     jobs: dict[tuple[str, str], list[_Record]] = {}
     step_gpus: dict[tuple[str, str], int] = {}
     steps_of_missing: list[tuple[tuple[str, str], int]] = []
@@ -377,7 +367,7 @@ def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = N
             res.reject(n, f"expected {lay.n} '|'-separated fields, found {len(f)}")
             continue
         try:
-            rec = _parse_row(f, lay, n, opts)
+            rec = _parse_row(f, lay, n, opts, clock)
             ids = _array_tasks(rec.jobid) if "_[" in rec.jobid else None
         except RowError as exc:
             res.reject(n, str(exc))
@@ -416,12 +406,11 @@ def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = N
                 continue
             gpus = opts.gpus_for_cpu_jobs
         try:
-            h = _history(recs, gpus, opts)
+            history_records(_history(recs, gpus, opts), key[0], "slurm", res.records)
         except RowError as exc:
             res.reject(recs[-1].line, str(exc))
             continue
         res.workloads += 1
-        res.events.extend(history_events(h, key[0], "slurm"))
     res.sort_events()
     return res
 
@@ -430,8 +419,8 @@ def _same(a: _Record, b: _Record) -> bool:
     return a.submit == b.submit and a.start == b.start and a.end == b.end and a.state == b.state
 
 
-def _record_order(r: _Record) -> tuple[datetime, datetime, int]:
-    return (r.submit, r.start or ev.LATEST, r.line)
+def _record_order(r: _Record) -> tuple[int, int, int]:
+    return (r.submit, LATEST_US if r.start is None else r.start, r.line)
 
 
 def import_sacct_file(path: str | Path, opts: SlurmOptions | None = None) -> ImportResult:

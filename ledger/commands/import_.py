@@ -112,12 +112,13 @@ def run(args: argparse.Namespace) -> int:
     if args.strict:
         for res in results:
             res.raise_if_rejected()
-    events = [e for res in results for e in res.events]
+    records = [r for res in results for r in res.records]
     if args.out is None:
-        print(f"dry run: {len(events)} events, nothing written (give --out LOG_DIR)")
+        print(f"dry run: {len(records)} events, nothing written (give --out LOG_DIR)")
         return 0
-    from ledger.adapters.sink import append_to_log
+    from ledger.adapters.sink import append_records_to_log
 
-    added = append_to_log(args.out, events)
-    print(f"appended {added} new events to {args.out} ({len(events) - added} already in the log)")
+    # the adapters checked every value of every record: the log's trusted path, one durable batch
+    added = append_records_to_log(args.out, records)
+    print(f"appended {added} new events to {args.out} ({len(records) - added} already in the log)")
     return 0

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from ledger.errors import EventValidationError
 from ledger.events import EVENT_TYPES, Event, parse_event
+from ledger.log.avro_encode import UnencodableValue
 
 __all__ = ["FULL_NAMES", "SHORT_NAMES", "check_batch", "explain_unencodable"]
 
@@ -88,6 +89,9 @@ def _unencodable_text(value: Any) -> bool:
 
 def explain_unencodable(records: list[tuple[str, dict[str, Any]]], exc: Exception) -> EventValidationError:
     """Name the event, field and value that made Avro encoding of a validated batch fail."""
+    if isinstance(exc, UnencodableValue):  # the block encoder already found the record and field
+        where = None if exc.event_id is None else f"event {exc.event_id!r}"
+        return EventValidationError(str(exc), field=exc.field, value=exc.value, where=where)
     for full, record in records:
         for field, value in record.items():
             if _unencodable_text(value):

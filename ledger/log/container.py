@@ -19,9 +19,9 @@ from typing import Any
 import fastavro
 from fastavro.read import HEADER_SCHEMA, MAGIC, SYNC_SIZE
 from fastavro.types import Schema
-from fastavro.write import Writer
 
 from ledger.errors import LogCorruptError
+from ledger.log.avro_encode import union_encoder, varint
 
 __all__ = [
     "SYNC_SIZE",
@@ -36,8 +36,6 @@ __all__ = [
     "write_all",
 ]
 
-# One batch is one block: never let fastavro cut a batch into several blocks on its own.
-_NO_AUTO_BLOCKS = 1 << 62
 _HEADER_LIMIT = 1 << 20
 
 # Segment bytes: read into memory, or memory-mapped when only block headers are needed.
@@ -164,39 +162,26 @@ def damage_is_torn_tail(data: Buffer, header: Header, walk: Walk) -> bool:
 
 
 class BlockEncoder:
-    """Encode a batch of (record name, record) pairs into one container block for a given segment.
+    """Encode a batch of (full record name, record) pairs into one container block for a given segment.
 
-    Keeps one fastavro Writer per segment (building a Writer re-serialises the whole schema, about a
-    third of a millisecond), pointed at an in-memory buffer, so a batch is encoded completely before
-    a byte reaches the file: an encoding failure leaves the segment untouched.
+    Records are written by encoders compiled from the schema (``ledger.log.avro_encode``), about
+    three times faster than fastavro's Writer and byte for byte the same, into memory: a batch is
+    encoded completely before a byte reaches the file, so an encoding failure (``UnencodableValue``,
+    naming the record, field and value) leaves the segment untouched.
     """
 
     def __init__(self, schema: Schema, sync: bytes) -> None:
-        self._schema = schema
+        self._encoder = union_encoder(schema)  # type: ignore[arg-type]  # the log's schema is a union (a list)
         self._sync = sync
-        self._writer: Any = None
-        self._buf = io.BytesIO()
-
-    def _fresh_writer(self) -> Any:
-        self._buf = io.BytesIO()
-        writer = Writer(self._buf, self._schema, codec="null", sync_marker=self._sync, sync_interval=_NO_AUTO_BLOCKS)
-        self._buf.seek(0)
-        self._buf.truncate(0)  # drop the header the Writer wrote: the segment already has it
-        return writer
 
     def encode(self, records: Sequence[tuple[str, dict[str, Any]]]) -> bytes:
         """Return the bytes of one block holding ``records`` (count, size, data, sync marker)."""
-        writer = self._writer if self._writer is not None else self._fresh_writer()
-        self._writer = None  # a Writer that raised mid-batch holds half a block: never reuse it
-        write = writer.write
-        for record in records:
-            write(record)
-        writer.flush()
-        block = self._buf.getvalue()
-        self._buf.seek(0)
-        self._buf.truncate(0)
-        self._writer = writer
-        return block
+        if not records:
+            return b""  # as fastavro: an empty batch is no block at all
+        body = bytearray()
+        self._encoder.encode_into(records, body)
+        n, size = len(records), len(body)
+        return b"".join((varint(n << 1), varint(size << 1), body, self._sync))  # counts are positive: zig-zag is << 1
 
 
 def write_all(fd: int, data: bytes) -> None:

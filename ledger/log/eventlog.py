@@ -10,6 +10,9 @@ Guarantees:
   complete blocks after it is not a crash but corruption: it raises LogCorruptError, never truncates.
 * **All or nothing.** Every event of a batch is validated first; one bad event raises
   EventValidationError and nothing of the batch is written.
+* **Trusted records.** ``append_records`` takes Avro-ready records from a producer that has
+  checked every value itself (the file importers) and skips the per-event model validation;
+  everything else above holds for it too, and a value Avro cannot encode still refuses the batch.
 * **Idempotent.** An event whose ``event_id`` is already in the log (or earlier in the batch) is
   skipped; ``append`` returns how many were written.
 * **Single writer.** The process that appends holds an advisory lock on ``LOCK``; any number of
@@ -27,9 +30,9 @@ from types import TracebackType
 from typing import Any
 
 from ledger.codec import trusted_from_record, union_schema
-from ledger.errors import ConfigError, LogError
+from ledger.errors import ConfigError, EventValidationError, LogError
 from ledger.events import Event
-from ledger.log.checks import SHORT_NAMES, check_batch, explain_unencodable
+from ledger.log.checks import FULL_NAMES, SHORT_NAMES, check_batch, explain_unencodable
 from ledger.log.container import BlockEncoder, write_all
 from ledger.log.lockfile import LOCK_NAME, WriterLock
 from ledger.log.segments import (
@@ -237,7 +240,29 @@ class EventLog:
         """Append a batch durably; skip event_ids already present; return how many events were written."""
         if self._readonly:
             raise LogError(f"{self._path}: opened read-only")
-        batch = check_batch(events)  # validate everything before touching anything
+        return self._append_checked(check_batch(events))  # validate everything before touching anything
+
+    def append_records(self, records: Iterable[tuple[str, dict[str, Any]]]) -> int:
+        """Append (event type name, Avro-ready record) pairs as one durable batch WITHOUT model validation.
+
+        For producers that check every value themselves (the file importers, whose row checks
+        name file, line, field and value); the records are those ``records()`` yields: times as
+        integer microseconds (or aware datetimes), arrays as lists or tuples. Readers rebuild events
+        from the log without validating them, so a record that breaks a model's rule (an empty
+        id, 0 GPUs, a time outside 2000..2100) must never be passed here: use ``append``.
+        Deduplication, atomicity and durability are as for ``append``; returns how many were written.
+        """
+        if self._readonly:
+            raise LogError(f"{self._path}: opened read-only")
+        full = FULL_NAMES
+        try:
+            batch = [(full[name], record) for name, record in records]
+        except KeyError as exc:
+            raise EventValidationError(f"unknown event type {exc.args[0]!r}", field="type", value=exc.args[0]) from None
+        return self._append_checked(batch)
+
+    def _append_checked(self, batch: list[tuple[str, dict[str, Any]]]) -> int:
+        """Append a batch whose records are known valid: drop ids already present, write the rest as one block."""
         if not batch:
             return 0
         with self._guard:
