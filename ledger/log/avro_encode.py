@@ -331,7 +331,7 @@ class _Compiler:
         kind = schema["type"]
         logical = schema.get("logicalType")
         if logical in _TIMESTAMP_SCALE:
-            return f"(isinstance({var}, int) or isinstance({var}, _datetime))"
+            return f"(({var}.__class__ is not bool and isinstance({var}, int)) or isinstance({var}, _datetime))"
         if kind == "enum":
             symbols = self.constant(frozenset(schema["symbols"]), "SYMBOLS")
             return f"(isinstance({var}, str) and {var} in {symbols})"
@@ -340,10 +340,11 @@ class _Compiler:
         return {
             "null": f"{var} is None",
             "boolean": f"isinstance({var}, bool)",
-            "int": f"(isinstance({var}, int) and _IMIN <= {var} <= _IMAX)",
-            "long": f"(isinstance({var}, int) and _LMIN <= {var} <= _LMAX)",
-            "float": f"isinstance({var}, int | float)",
-            "double": f"isinstance({var}, int | float)",
+            # a bool is an int to Python but no number to fastavro's union resolution
+            "int": f"({var}.__class__ is not bool and isinstance({var}, int) and _IMIN <= {var} <= _IMAX)",
+            "long": f"({var}.__class__ is not bool and isinstance({var}, int) and _LMIN <= {var} <= _LMAX)",
+            "float": f"({var}.__class__ is not bool and isinstance({var}, int | float))",
+            "double": f"({var}.__class__ is not bool and isinstance({var}, int | float))",
             "string": f"isinstance({var}, str)",
             "bytes": f"isinstance({var}, bytes | bytearray)",
             "array": f"isinstance({var}, list | tuple)",

@@ -69,9 +69,18 @@ def schema_key(schema: Any) -> str:
 
 
 def new_header(schema: Schema, sync: bytes) -> bytes:
-    """Return the header bytes of an empty container file with this schema and sync marker."""
+    """Return the header bytes of an empty container file with this schema and sync marker.
+
+    Written here rather than by ``fastavro.writer``, whose schema JSON orders keys differently
+    from one process to the next (it follows string hashing): a segment's bytes must depend on
+    its events alone, so the schema goes in as key-sorted compact JSON.
+    """
+    meta = {
+        "avro.codec": b"null",
+        "avro.schema": json.dumps(schema, sort_keys=True, separators=(",", ":")).encode(),
+    }
     buf = io.BytesIO()
-    fastavro.writer(buf, schema, [], codec="null", sync_marker=sync)
+    fastavro.schemaless_writer(buf, HEADER_SCHEMA, {"magic": MAGIC, "meta": meta, "sync": sync})
     return buf.getvalue()
 
 

@@ -123,8 +123,8 @@ def a_day_of_every_event(e: Events) -> list[ev.Event]:
 
 # sha256 of the blocks (everything after the header) of the segment that the log wrote for
 # a_day_of_every_event() while fastavro's Writer encoded its batches: the same appends must keep
-# giving the same bytes. (The header is left out: fastavro orders a field's "doc" and "default"
-# keys by string hash, so its JSON text varies with PYTHONHASHSEED from one process to the next.)
+# giving the same bytes. (The header is left out: fastavro's own header, which the log wrote then,
+# ordered a field's "doc" and "default" keys by string hash; the log now writes key-sorted JSON.)
 BLOCKS_SHA256 = "dc976d47c47c8cfd6e7cbf904158e6f8fb1b0d4fa449243504a23dc9929a0b43"
 
 
