@@ -77,6 +77,8 @@ class WorkerConfig:
     session_timeout_s: float = 6.0
     rebalance_timeout_s: float = 3.0
     fetch_max_wait_ms: int = 20
+    batch_max: int = 1000
+    batch_within_s: float = 0.005
     loglevel: str = "WARNING"
     replication_factor: int = 1
     security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
@@ -105,7 +107,8 @@ class WorkerRuntime:
         self.lock = asyncio.Lock()
         self.producer: Any = None
         self.sent: list[_Sent] = []
-        self.unacked: list[tuple[Any, Any]] = []  # (stream, event) covered by the next checkpoint
+        self.unacked: list[Any] = []  # input events covered by the next checkpoint
+        self.stream: Any = None  # the agent's stream (acks go through it)
         self.last_checkpoint = time.monotonic()
         self.last_offset: dict[int, int] = {}
         self.started = time.monotonic()
@@ -233,7 +236,7 @@ class WorkerRuntime:
                             await s.future
                     self.sent = []
             # acks of records whose state is dropped would let the offset pass what any checkpoint holds
-            self.unacked = [(st, ev) for st, ev in self.unacked if ev.message.partition not in partitions]
+            self.unacked = [ev for ev in self.unacked if ev.message.partition not in partitions]
             self.assigned -= partitions
             self._forget(partitions)
             self.restored = False
@@ -250,26 +253,42 @@ class WorkerRuntime:
                 self.metrics.lag.remove(str(partition))
 
     # -- the agent's body --------------------------------------------------------------------------
-    async def on_record(self, stream: Any, event: Any) -> None:
-        """Process one input record under the lock; checkpoint when enough has accumulated."""
-        msg = event.message
+    async def on_batch(self, events: list[Any]) -> None:
+        """Process a batch of input records under the lock; await its outputs once; checkpoint when due.
+
+        The inputs are not acked here: they are acked by the checkpoint that covers them.
+        """
         async with self.lock:
             t0 = time.perf_counter()
+            core0 = self.service.core_s
             if self.producer is None:
                 await self.start_producer()
-            if msg.key and (cluster := bytes(msg.key).decode("utf-8", "replace")) not in self.service.states:
-                await self._prepare(cluster, msg.partition)
-            outcome = self.service.process(msg.value, msg.key, msg.partition, msg.offset)
-            await self._deliver(outcome, msg)
-            self.unacked.append((stream, event))
-            self.last_offset[msg.partition] = msg.offset
-            self.metrics.records.labels(outcome.kind).inc()
-            self.metrics.events_seen += 1
-            if outcome.late:
-                self.metrics.late.inc()
-            self.metrics.latency.observe(time.perf_counter() - t0)
+            messages = [ev.message for ev in events]
+            for msg in messages:
+                if msg.key and (cluster := bytes(msg.key).decode("utf-8", "replace")) not in self.service.states:
+                    await self._prepare(cluster, msg.partition)
+            outcomes = self.service.process_batch([(m.value, m.key, m.partition, m.offset) for m in messages])
+            kinds: dict[str, int] = {}
+            late = 0
+            for msg, outcome in zip(messages, outcomes, strict=True):
+                kinds[outcome.kind] = kinds.get(outcome.kind, 0) + 1
+                late += outcome.late
+                if outcome.kind == "deadletter" or outcome.emit:
+                    await self._deliver(outcome, msg)
+                self.last_offset[msg.partition] = msg.offset
+            await self._await_sent()
+            self.unacked.extend(events)
+            for kind, n in kinds.items():
+                self.metrics.records.labels(kind).inc(n)
+            self.metrics.events_seen += len(events)
+            if late:
+                self.metrics.late.inc(late)
             if len(self.unacked) >= self.cfg.checkpoint_every:
                 await self._checkpoint()
+            busy = time.perf_counter() - t0
+            self.metrics.latency.observe(busy)
+            self.metrics.busy_seconds.inc(busy)
+            self.metrics.core_seconds.inc(self.service.core_s - core0)
 
     async def _deliver(self, outcome: Outcome, msg: Any) -> None:
         if outcome.kind == "deadletter":
@@ -282,11 +301,24 @@ class WorkerRuntime:
 
     async def _emit(self, cluster: str, partition: int, events: list[Event]) -> None:
         key = cluster.encode()
+        send = self.producer.send
+        topic = self.topics.decisions
         for e in events:
-            fut = await self.producer.send(self.topics.decisions, encode(e), key=key, partition=partition)
-            self.sent.append(_Sent(cluster, fut))
+            self.sent.append(_Sent(cluster, await send(topic, encode(e), key=key, partition=partition)))
         self.metrics.decisions.inc(len(events))
         self.metrics.outputs_sent += len(events)
+
+    async def _await_sent(self) -> None:
+        """Wait for every output sent so far to be acknowledged; note how far each cluster's outputs reach."""
+        sent, self.sent = self.sent, []
+        if not sent:
+            return
+        results = await asyncio.gather(*(s.future for s in sent))
+        states = self.service.states
+        for s, md in zip(sent, results, strict=True):
+            st = states.get(s.cluster)
+            if st is not None and md.offset >= st.decisions_next:
+                st.decisions_next = md.offset + 1
 
     # -- timer -----------------------------------------------------------------------------------
     async def on_timer(self) -> None:
@@ -298,6 +330,7 @@ class WorkerRuntime:
                 await self.restore_all()
             for tick in self.service.due():
                 await self._emit(tick.cluster, tick.partition, tick.emit)
+            await self._await_sent()
             pending = self.unacked or self.service.dirty
             if pending and time.monotonic() - self.last_checkpoint >= self.cfg.checkpoint_interval_s:
                 await self._checkpoint()
@@ -316,12 +349,7 @@ class WorkerRuntime:
     # -- checkpoint --------------------------------------------------------------------------------
     async def _checkpoint(self) -> None:
         """Make outputs durable, then the changed checkpoints, then ack the inputs they cover."""
-        sent, self.sent = self.sent, []
-        for s in sent:
-            md = await s.future
-            st = self.service.states.get(s.cluster)
-            if st is not None:
-                st.decisions_next = max(st.decisions_next, md.offset + 1)
+        await self._await_sent()
         views = []
         for st in self.service.take_dirty():
             blob = st.to_bytes()
@@ -334,8 +362,8 @@ class WorkerRuntime:
             self.gauges.update(st)
         await self._drain(views)
         unacked, self.unacked = self.unacked, []
-        for stream, event in unacked:
-            await stream.ack(event)
+        for event in unacked:
+            await self.stream.ack(event)
         self.last_checkpoint = time.monotonic()
         self.metrics.checkpoints.inc()
 
@@ -405,8 +433,10 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
     rt = WorkerRuntime(cfg, app, clusters, occupancy)
 
     async def decide(stream: Any) -> None:
-        async for event in stream.noack().events():
-            await rt.on_record(stream, event)
+        rt.stream = stream
+        # batches: faust's per-record path is the worker's floor, so everything after it runs once per batch
+        async for events in stream.noack_take(cfg.batch_max, within=cfg.batch_within_s):
+            await rt.on_batch(events)
 
     async def tick() -> None:
         await rt.on_timer()
