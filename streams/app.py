@@ -353,6 +353,7 @@ class WorkerRuntime:
     # -- checkpoint --------------------------------------------------------------------------------
     async def _checkpoint(self) -> None:
         """Make outputs durable, then the changed checkpoints, then ack the inputs they cover."""
+        t0 = time.perf_counter()
         await self._await_sent()
         views = []
         for st in self.service.take_dirty():
@@ -370,6 +371,7 @@ class WorkerRuntime:
             await self.stream.ack(event)
         self.last_checkpoint = time.monotonic()
         self.metrics.checkpoints.inc()
+        self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
 
     async def _drain(self, writes: list[Any]) -> None:
         # faust's producer buffer drains by itself only inside a stream's iteration: drain it here too

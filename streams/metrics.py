@@ -45,6 +45,10 @@ class WorkerMetrics:
             "gpuledger_worker_processing_seconds", "Time to process one batch of input records", registry=r,
             buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0),
         )
+        self.checkpoint_seconds = Histogram(
+            "gpuledger_worker_checkpoint_seconds", "Time the event loop spent on one checkpoint", registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0),
+        )
         self.busy_seconds = Counter(
             "gpuledger_worker_busy_seconds", "Seconds spent processing batches (decode to checkpoint)", registry=r
         )
