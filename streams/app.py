@@ -49,6 +49,7 @@ from streams.deadletter import deadletter_headers
 from streams.metrics import WorkerMetrics
 from streams.security import KafkaSecurity
 from streams.service import DecisionService, Outcome
+from streams.snapshot import Serialisation
 from streams.state import ClusterState
 from streams.topics import WORKER_APP_ID, TopicNames
 from streams.wire import encode_record
@@ -71,6 +72,7 @@ class WorkerConfig:
     http_port: int = 6066
     checkpoint_every: int = 5000
     checkpoint_interval_s: float = 5.0
+    checkpoint_fork: bool = True  # serialise checkpoints in a forked child (see streams.snapshot)
     timer_interval_s: float = 0.25
     idle_clock_rate: float = 1.0
     idle_after_s: float = 1.0
@@ -110,6 +112,7 @@ class WorkerRuntime:
         self.sent: list[_Sent] = []
         self.unacked: list[Any] = []  # input events covered by the next checkpoint
         self.stream: Any = None  # the agent's stream (acks go through it)
+        self.inflight: asyncio.Future[None] | None = None  # the checkpoint being written, if any
         self.last_checkpoint = time.monotonic()
         self.last_offset: dict[int, int] = {}
         self.started = time.monotonic()
@@ -143,9 +146,11 @@ class WorkerRuntime:
     async def shutdown(self) -> None:
         """Checkpoint what was processed (a graceful stop resumes without reprocessing), then stop sending."""
         async with self.lock:
-            if self.producer is not None and (self.unacked or self.service.dirty):
+            if self.producer is not None:
                 with contextlib.suppress(Exception):
-                    await self._checkpoint()
+                    await self._settle()
+                    if self.unacked or self.service.dirty:
+                        await self._checkpoint()
         await self.stop_producer()
 
     async def stop_producer(self) -> None:
@@ -216,6 +221,10 @@ class WorkerRuntime:
     async def on_assigned(self, partitions: set[int]) -> None:
         """Take the partitions the group gave this worker; their clusters load at the next timer tick."""
         async with self.lock:
+            try:
+                await self._settle()
+            except Exception as exc:  # its inputs stay unacked: the next checkpoint covers them
+                log.warning("checkpoint failed: %s: %s", type(exc).__name__, exc)
             self.assigned = set(partitions)
             self._forget({st.partition for st in self.service.states.values()} - self.assigned)
             self.restored = False
@@ -230,9 +239,11 @@ class WorkerRuntime:
         decisions topic and does not send them again when it processes those records anew.
         """
         async with self.lock:
-            if self.producer is not None and (self.unacked or self.service.dirty or self.sent):
+            if self.producer is not None:
                 try:
-                    await self._checkpoint()
+                    await self._settle()
+                    if self.unacked or self.service.dirty or self.sent:
+                        await self._checkpoint()
                 except Exception as exc:  # the next owner reprocesses from the last durable checkpoint
                     log.warning("checkpoint on revocation failed: %s: %s", type(exc).__name__, exc)
                     for s in self.sent:
@@ -287,8 +298,8 @@ class WorkerRuntime:
             self.metrics.events_seen += len(events)
             if late:
                 self.metrics.late.inc(late)
-            if len(self.unacked) >= self.cfg.checkpoint_every:
-                await self._checkpoint()
+            if len(self.unacked) >= self.cfg.checkpoint_every and not self.checkpointing:
+                await self._checkpoint(wait=False)
             busy = time.perf_counter() - t0
             self.metrics.latency.observe(busy)
             self.metrics.busy_seconds.inc(busy)
@@ -336,8 +347,9 @@ class WorkerRuntime:
                 await self._emit(tick.cluster, tick.partition, tick.emit)
             await self._await_sent()
             pending = self.unacked or self.service.dirty
-            if pending and time.monotonic() - self.last_checkpoint >= self.cfg.checkpoint_interval_s:
-                await self._checkpoint()
+            due = time.monotonic() - self.last_checkpoint >= self.cfg.checkpoint_interval_s
+            if pending and due and not self.checkpointing:
+                await self._checkpoint(wait=False)
         self.metrics.sample_rates()
         self._sample_lag()
 
@@ -351,27 +363,57 @@ class WorkerRuntime:
                     self.metrics.lag.labels(str(partition)).set(max(0, high - offset - 1))
 
     # -- checkpoint --------------------------------------------------------------------------------
-    async def _checkpoint(self) -> None:
-        """Make outputs durable, then the changed checkpoints, then ack the inputs they cover."""
+    async def _checkpoint(self, *, wait: bool = True) -> None:
+        """Make outputs durable, then the changed checkpoints, then ack the inputs they cover (caller holds the lock).
+
+        The states are frozen here (a forked child serialises them, see ``streams.snapshot``); writing
+        them and acking the inputs they cover finishes in the background unless ``wait``. Checkpoints
+        never overlap: the next one first waits for this one, so the changelog holds them in order.
+        """
+        await self._settle()
         t0 = time.perf_counter()
         await self._await_sent()
-        views = []
-        for st in self.service.take_dirty():
-            blob = st.to_bytes()
-            # one checkpoint at a time, each acknowledged before the next: a batch of one record is also
-            # immune to brokers that report a batch's base offset as the partition's end (faust would stop
-            # restoring before the rest of that batch)
-            await self._drain([await self._changelog(self.clusters, st.partition, st.cluster, blob)])
-            self.clusters.data[st.cluster] = blob  # the local view; the changelog write above is the durable copy
-            views.extend(await self._publish_occupancy(st))
-            self.gauges.update(st)
-        await self._drain(views)
-        unacked, self.unacked = self.unacked, []
-        for event in unacked:
+        states = self.service.take_dirty()
+        covered, self.unacked = self.unacked, []
+        job = Serialisation.start(states, in_process=not self.cfg.checkpoint_fork)
+        self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
+        self.inflight = asyncio.ensure_future(self._finish_checkpoint(states, job, covered))
+        if wait:
+            await self._settle()
+
+    @property
+    def checkpointing(self) -> bool:
+        """Return whether a checkpoint is still being written."""
+        return self.inflight is not None and not self.inflight.done()
+
+    async def _settle(self) -> None:
+        """Wait for the checkpoint in flight, if any; raise what it raised."""
+        task, self.inflight = self.inflight, None
+        if task is not None:
+            await task
+
+    async def _finish_checkpoint(self, states: list[ClusterState], job: Serialisation, covered: list[Any]) -> None:
+        try:
+            blobs = await job.result()
+            views = []
+            for st, blob in zip(states, blobs, strict=True):
+                # one checkpoint at a time, each acknowledged before the next: a batch of one record is also
+                # immune to brokers that report a batch's base offset as the partition's end (faust would
+                # stop restoring before the rest of that batch)
+                await self._drain([await self._changelog(self.clusters, st.partition, st.cluster, blob)])
+                self.clusters.data[st.cluster] = blob  # the local view; the changelog write is the durable copy
+                views.extend(await self._publish_occupancy(st))
+                self.gauges.update(st)
+            await self._drain(views)
+        except BaseException:
+            # nothing covered is acked: mark the states changed again so the next checkpoint covers them
+            self.service.dirty.update(st.cluster for st in states if st.cluster in self.service.states)
+            self.unacked[:0] = covered
+            raise
+        for event in covered:
             await self.stream.ack(event)
         self.last_checkpoint = time.monotonic()
         self.metrics.checkpoints.inc()
-        self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
 
     async def _drain(self, writes: list[Any]) -> None:
         # faust's producer buffer drains by itself only inside a stream's iteration: drain it here too

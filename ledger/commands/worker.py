@@ -46,6 +46,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session-timeout", type=float, default=6.0, help="consumer group session timeout in seconds")
     p.add_argument("--rebalance-timeout", type=float, default=3.0, help="how long a rebalance waits for members")
     p.add_argument("--fetch-max-wait", type=int, default=20, metavar="MS", help="broker fetch wait cap (default 20)")
+    p.add_argument(
+        "--checkpoint-in-loop", action="store_true",
+        help="serialise checkpoints on the event loop instead of in a forked child (it then holds the loop)",
+    )
     p.add_argument("--batch-max", type=int, default=1000, help="most input records processed as one batch")
     p.add_argument(
         "--batch-within", type=float, default=0.005, metavar="S",
@@ -84,6 +88,7 @@ def run(args: argparse.Namespace) -> int:
         http_port=int(port),
         checkpoint_every=args.checkpoint_every,
         checkpoint_interval_s=args.checkpoint_interval,
+        checkpoint_fork=not args.checkpoint_in_loop,
         idle_clock_rate=args.idle_clock_rate,
         idle_after_s=args.idle_after,
         data_dir=args.data_dir,
