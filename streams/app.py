@@ -45,7 +45,7 @@ from ledger.core import Knobs
 from ledger.errors import LedgerError
 from ledger.events import Event
 from streams.budget_metrics import BudgetGauges
-from streams.deadletter import deadletter_headers
+from streams.deadletter import MARK_PREFIX, deadletter_headers, mark_key, parse_headers, source_of
 from streams.metrics import WorkerMetrics
 from streams.security import KafkaSecurity
 from streams.service import DecisionService, Outcome
@@ -113,6 +113,11 @@ class WorkerRuntime:
         self.unacked: list[Any] = []  # input events covered by the next checkpoint
         self.stream: Any = None  # the agent's stream (acks go through it)
         self.inflight: asyncio.Future[None] | None = None  # the checkpoint being written, if any
+        self.dl_end = 0  # dead-letter offset after the last letter known sent (or found at a restore)
+        # input partition -> (dead-letter offset, input offset) last written to the table: the partition's
+        # bad records up to that input offset have their letters; later ones' letters start at that offset
+        self.dl_marked: dict[int, tuple[int, int]] = {}
+        self.dl_suppress: set[str] = set()  # sources already dead-lettered, found at a restore: not sent again
         self.last_checkpoint = time.monotonic()
         self.last_offset: dict[int, int] = {}
         self.started = time.monotonic()
@@ -175,28 +180,45 @@ class WorkerRuntime:
             log.warning("cluster %s: %d output(s) already emitted, not sent again", cluster, len(st.suppress))
 
     async def _emitted_since(self, cluster: str, partition: int, offset: int) -> set[str]:
+        key = cluster.encode()
+        found: set[str] = set()
+        for msg in await self._read_to_end(self.topics.decisions, partition, offset):
+            if msg.key == key and msg.value:
+                with contextlib.suppress(LedgerError):
+                    found.add(decode(msg.value).event_id)
+        return found
+
+    async def _read_to_end(self, topic: str, partition: int, offset: int) -> list[Any]:
+        """Return the records of one partition from ``offset`` to its end."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        tp = TopicPartition(self.topics.decisions, partition)
+        tp = TopicPartition(topic, partition)
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.cfg.bootstrap, enable_auto_commit=False, **self.cfg.security.aiokafka_kwargs()
+            bootstrap_servers=self.cfg.bootstrap, enable_auto_commit=False,
+            fetch_max_wait_ms=self.cfg.fetch_max_wait_ms, **self.cfg.security.aiokafka_kwargs(),
         )
         await consumer.start()
-        found: set[str] = set()
-        key = cluster.encode()
+        out: list[Any] = []
         try:
             consumer.assign([tp])
             consumer.seek(tp, offset)
-            # read until the partition stays quiet rather than up to end_offsets(): some Kafka-protocol
-            # brokers (tansu) report the last *batch's* base offset + 1 as the end
-            while batch := await consumer.getmany(tp, timeout_ms=300):
-                for msg in batch.get(tp, []):
-                    if msg.key == key and msg.value:
-                        with contextlib.suppress(LedgerError):
-                            found.add(decode(msg.value).event_id)
+            # read up to the high watermark that fetch responses carry, not end_offsets(): some Kafka-protocol
+            # brokers (tansu) answer ListOffsets with the last *batch's* base offset + 1. Without a high
+            # watermark, read until the partition stays quiet for 300 ms.
+            quiet_since = time.monotonic()
+            while True:
+                batch = await consumer.getmany(tp, timeout_ms=50)
+                out.extend(batch.get(tp, []))
+                high = consumer.highwater(tp)
+                if high is not None and await consumer.position(tp) >= high:
+                    break
+                if batch:
+                    quiet_since = time.monotonic()
+                elif time.monotonic() - quiet_since >= 0.3:
+                    break
         finally:
             await consumer.stop()
-        return found
+        return out
 
     async def restore_all(self) -> None:
         """Load the checkpoint of every cluster this worker owns (so timers run for it and its views are current).
@@ -207,15 +229,46 @@ class WorkerRuntime:
         memory for when the partition moves here (resuming at the owner's committed offset, past records
         the stale state never saw).
         """
+        marks: dict[int, tuple[int, int]] = {}
         for cluster, blob in list(self.clusters.data.items()):
             if cluster in self.service.states or blob is None:
                 continue
-            partition = ClusterState.from_bytes(bytes(blob)).partition
+            if str(cluster).startswith(MARK_PREFIX):
+                dl_offset, input_offset = bytes(blob).split()
+                marks[int(str(cluster)[len(MARK_PREFIX) :])] = (int(dl_offset), int(input_offset))
+                continue
+            partition = ClusterState.partition_of(bytes(blob))
             if partition not in self.assigned:
                 continue
             await self._prepare(str(cluster), partition)
             self.service.dirty.add(str(cluster))
+        await self._recall_deadletters({p: m for p, m in marks.items() if p in self.assigned})
         self.restored = True
+
+    async def _recall_deadletters(self, marks: dict[int, tuple[int, int]]) -> None:
+        """Find the letters of owned partitions already on the dead-letter topic past their marks (not sent again).
+
+        A bad record at or before its partition's marked input offset was dead-lettered before that
+        checkpoint (the consumer may resume before it: offsets are committed after checkpoints, not with
+        them); after it, its letter may or may not be there, so the topic is read from the marked offset.
+        A partition without a mark never had a checkpoint: its letters are looked for from the start.
+        """
+        self.dl_marked.update(marks)
+        if not self.assigned:
+            return
+        start = min(marks.get(p, (0, -1))[0] for p in self.assigned)
+        prefix = f"{self.topics.events}/"
+        found: set[str] = set()
+        letters = await self._read_to_end(self.topics.deadletter, 0, start)
+        # letters sent from now on land after these: a mark at this offset finds them
+        self.dl_end = max(self.dl_end, start, *(m.offset + 1 for m in letters[-1:]))
+        for msg in letters:
+            source = parse_headers(msg.headers or ()).get("source", "")
+            if source.startswith(prefix) and int(source.split("/")[-2]) in self.assigned:
+                found.add(source)
+        self.dl_suppress = found
+        if found:
+            log.warning("%d dead letter(s) already on %s, not sent again", len(found), self.topics.deadletter)
 
     # -- rebalances -----------------------------------------------------------------------------
     async def on_assigned(self, partitions: set[int]) -> None:
@@ -264,6 +317,7 @@ class WorkerRuntime:
         self.gauges.forget_partitions(partitions)
         for partition in partitions:
             self.last_offset.pop(partition, None)
+            self.dl_marked.pop(partition, None)
             with contextlib.suppress(KeyError):
                 self.metrics.lag.remove(str(partition))
 
@@ -278,6 +332,8 @@ class WorkerRuntime:
             core0 = self.service.core_s
             if self.producer is None:
                 await self.start_producer()
+            if not self.restored:
+                await self.restore_all()
             messages = [ev.message for ev in events]
             for msg in messages:
                 if msg.key and (cluster := bytes(msg.key).decode("utf-8", "replace")) not in self.service.states:
@@ -307,8 +363,15 @@ class WorkerRuntime:
 
     async def _deliver(self, outcome: Outcome, msg: Any) -> None:
         if outcome.kind == "deadletter":
+            if msg.offset <= self.dl_marked.get(msg.partition, (0, -1))[1]:
+                return  # dead-lettered before the last checkpoint
+            if self.dl_suppress and source_of(msg.topic, msg.partition, msg.offset) in self.dl_suppress:
+                return  # dead-lettered after it, before a crash
             headers = deadletter_headers(outcome.reason or "unknown", msg.topic, msg.partition, msg.offset)
-            fut = await self.producer.send(self.topics.deadletter, msg.value or b"", key=msg.key, headers=headers)
+            # partition 0: the topic has one, and the marks in the table are offsets of that partition
+            fut = await self.producer.send(
+                self.topics.deadletter, msg.value or b"", key=msg.key, partition=0, headers=headers
+            )
             self.sent.append(_Sent("", fut))
             self.metrics.deadletters.inc()
         elif outcome.emit and outcome.cluster is not None:
@@ -331,6 +394,9 @@ class WorkerRuntime:
         results = await asyncio.gather(*(s.future for s in sent))
         states = self.service.states
         for s, md in zip(sent, results, strict=True):
+            if not s.cluster:  # a dead letter
+                self.dl_end = max(self.dl_end, md.offset + 1)
+                continue
             st = states.get(s.cluster)
             if st is not None and md.offset >= st.decisions_next:
                 st.decisions_next = md.offset + 1
@@ -375,9 +441,14 @@ class WorkerRuntime:
         await self._await_sent()
         states = self.service.take_dirty()
         covered, self.unacked = self.unacked, []
+        marks = {}
+        for p in sorted(self.assigned):
+            mark = (self.dl_end, self.last_offset.get(p, self.dl_marked.get(p, (0, -1))[1]))
+            if self.dl_marked.get(p) != mark:
+                marks[p] = mark
         job = Serialisation.start(states, in_process=not self.cfg.checkpoint_fork)
         self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
-        self.inflight = asyncio.ensure_future(self._finish_checkpoint(states, job, covered))
+        self.inflight = asyncio.ensure_future(self._finish_checkpoint(states, job, covered, marks))
         if wait:
             await self._settle()
 
@@ -392,10 +463,17 @@ class WorkerRuntime:
         if task is not None:
             await task
 
-    async def _finish_checkpoint(self, states: list[ClusterState], job: Serialisation, covered: list[Any]) -> None:
+    async def _finish_checkpoint(
+        self, states: list[ClusterState], job: Serialisation, covered: list[Any], marks: dict[int, tuple[int, int]]
+    ) -> None:
         try:
             blobs = await job.result()
             views = []
+            for partition, mark in marks.items():  # how far this partition's letters reach, see dl_marked
+                value = b"%d %d" % mark
+                await self._drain([await self._changelog(self.clusters, partition, mark_key(partition), value)])
+                self.clusters.data[mark_key(partition)] = value
+                self.dl_marked[partition] = mark
             for st, blob in zip(states, blobs, strict=True):
                 # one checkpoint at a time, each acknowledged before the next: a batch of one record is also
                 # immune to brokers that report a batch's base offset as the partition's end (faust would

@@ -84,6 +84,19 @@ class ClusterState:
         head = zlib.compress(pickle.dumps(header, protocol=5), 1)
         return CHECKPOINT_MAGIC + _LEN.pack(len(head)) + head + zlib.compress(_core_snapshot(self.core), 1)
 
+    @staticmethod
+    def partition_of(data: bytes) -> int:
+        """Return the input partition a checkpoint belongs to, reading its header alone."""
+        magic = data[: len(CHECKPOINT_MAGIC)]
+        if magic not in (CHECKPOINT_MAGIC, _V1_MAGIC):
+            raise LedgerError("not a worker checkpoint: bad header")
+        at = len(CHECKPOINT_MAGIC)
+        (n,) = _LEN.unpack_from(data, at)
+        raw = zlib.decompress(data[at + _LEN.size : at + _LEN.size + n])
+        header = pickle.loads(raw) if magic == CHECKPOINT_MAGIC else json.loads(raw)
+        partition: int = header["partition"]
+        return partition
+
     @classmethod
     def from_bytes(cls, data: bytes) -> ClusterState:
         """Rebuild a state from ``to_bytes`` output; raise LedgerError if the bytes are not a checkpoint."""
