@@ -36,6 +36,7 @@ from ledger.events import BudgetNodeDefined, ClusterCapacityChanged, Event, Work
 from streams.occupancy import OccupancyProjection  # noqa: E402
 from streams.service import DecisionService  # noqa: E402
 from streams.testbroker import kafka_broker  # noqa: E402
+from streams.topics import ensure_topics_sync  # noqa: E402
 from tests.streams.harness import produce_events, running_worker, wait_for  # noqa: E402
 from tests.streams.scenarios import checkpoint_heavy  # noqa: E402
 
@@ -73,6 +74,43 @@ def _faust_floor(bootstrap: str, topic: str, n: int) -> float:
     raise RuntimeError(f"the faust floor run printed no rate: {out.stderr[-2000:]}")
 
 
+async def _plain_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> float:
+    """Return events/s of a bare aiokafka loop around the same service: fetch, process a batch, send, await.
+
+    No checkpoints, commits or timers: an upper bound for a plain aiokafka driver, not a worker.
+    """
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from streams.wire import encode_record
+
+    svc = DecisionService(Knobs())
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False, group_id=f"bench-plain-{time.monotonic_ns()}",
+                                fetch_max_wait_ms=20)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    await consumer.start()
+    await producer.start()
+    try:
+        got = 0
+        t0 = 0.0
+        while got < n:
+            batch = await consumer.getmany(timeout_ms=1000, max_records=1000)
+            msgs = [m for part in batch.values() for m in part]
+            if not msgs:
+                continue
+            if not got:
+                t0 = time.perf_counter()
+            got += len(msgs)
+            outcomes = svc.process_batch([(m.value, m.key, m.partition, m.offset) for m in msgs])
+            sends = [await producer.send(out_topic, encode_record(e), key=m.key, partition=m.partition)
+                     for m, o in zip(msgs, outcomes, strict=True) for e in o.emit]
+            await asyncio.gather(*sends)
+        return n / (time.perf_counter() - t0)
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
 def _offline(events: list[Event]) -> dict[str, float]:
     """Return events/s of the decision service and of the occupancy processor, without Kafka."""
     svc = DecisionService(Knobs())
@@ -102,6 +140,9 @@ def throughput(bootstrap: str, tmp: Path) -> dict[str, float]:
         produce_events(bootstrap, worker.topics.events, events)
         result["raw_aiokafka"] = asyncio.run(_raw_consume(bootstrap, worker.topics.events, len(events)))
         result["faust_floor"] = _faust_floor(bootstrap, worker.topics.events, len(events))
+        plain_out = worker.topics.decisions + ".plain"  # not the worker's: it would find these outputs there
+        ensure_topics_sync(bootstrap, {plain_out: 1})
+        result["plain_loop"] = asyncio.run(_plain_loop(bootstrap, worker.topics.events, plain_out, len(events)))
         worker.start()
         worker.wait_ready()
         wait_for(lambda: worker.metric("gpuledger_worker_records_total") > 0, timeout_s=60, every_s=0.01)
@@ -199,6 +240,8 @@ def main() -> None:
             f"{t['worker'] / t['faust_floor']:.0%} of the faust floor; busy {t['worker_busy_share']:.0%} of the time)"
         )
         own = t["worker_outside_core"]
+        print(f"  plain aiokafka loop, same service {t['plain_loop']:>5,.0f}/s  ({t['plain_loop'] / raw:.1%} of raw; "
+              "bench only: no checkpoints or commits)")
         print(f"  worker's own work, core apart {own:>9,.0f}/s  (decode, occupancy, emit, checkpoint)")
         print(f"  decision service, no Kafka    {t['service_only']:>9,.0f}/s  "
               f"({t['service_outside_core']:,.0f}/s with the core apart)")

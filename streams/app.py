@@ -443,7 +443,9 @@ class WorkerRuntime:
         covered, self.unacked = self.unacked, []
         marks = {}
         for p in sorted(self.assigned):
-            mark = (self.dl_end, self.last_offset.get(p, self.dl_marked.get(p, (0, -1))[1]))
+            # never lower: a restarted worker may redo records from well before its last mark
+            marked_dl, marked_offset = self.dl_marked.get(p, (0, -1))
+            mark = (max(self.dl_end, marked_dl), max(self.last_offset.get(p, -1), marked_offset))
             if self.dl_marked.get(p) != mark:
                 marks[p] = mark
         job = Serialisation.start(states, in_process=not self.cfg.checkpoint_fork)
@@ -561,7 +563,9 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
     async def decide(stream: Any) -> None:
         rt.stream = stream
         # batches: faust's per-record path is the worker's floor, so everything after it runs once per batch
-        async for events in stream.noack_take(cfg.batch_max, within=cfg.batch_within_s):
+        # a noack clone: noack_take alone turns acks off only while it runs, and a record acked by faust
+        # itself would let the committed offset pass the last checkpoint
+        async for events in stream.noack().noack_take(cfg.batch_max, within=cfg.batch_within_s):
             await rt.on_batch(events)
 
     async def tick() -> None:

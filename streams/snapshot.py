@@ -8,16 +8,19 @@ writes the bytes to a pipe while the parent goes on processing records. The resu
 serialising in place at the fork would have given. Where ``fork`` is missing, or ``in_process`` is asked
 for, the same bytes are made in place.
 
-The child runs no asyncio, Kafka or logging code (only pickle and zlib) and always ends with
-``os._exit``, so the parent's threads, sockets and handlers are never used from it; if the parent dies
-first the child's write fails and it exits.
+The child runs no asyncio, Kafka or logging code (only pickle and zlib), takes default signal
+handling (a signal to it never reaches the parent's loop through the shared wake-up fd) and always ends
+with ``os._exit``, so the parent's threads, sockets and handlers are never used from it; if the parent
+dies first the child's write fails and it exits.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import pickle
+import signal
 import struct
 from collections.abc import Sequence
 
@@ -48,6 +51,7 @@ class Serialisation:
         if pid == 0:  # the child: a frozen copy of the states; serialise, write, exit without any cleanup
             code = 1
             try:
+                _detach_signals()
                 os.close(read_fd)
                 payload = pickle.dumps([st.to_bytes() for st in states], protocol=5)
                 view = memoryview(_LEN.pack(len(payload)) + payload)
@@ -74,6 +78,19 @@ class Serialisation:
         blobs: list[bytes] = pickle.loads(data[_LEN.size :])
         self._blobs = blobs
         return blobs
+
+
+def _detach_signals() -> None:
+    """Give the child default signal handling and no wake-up fd: a signal to it must not reach the parent's loop.
+
+    asyncio's signal handling writes each signal number to a file descriptor the child shares with the
+    parent, and the parent's handlers (faust's shutdown) would act on the child's signals.
+    """
+    with contextlib.suppress(ValueError, OSError):
+        signal.set_wakeup_fd(-1)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, signal.SIG_DFL)
 
 
 def _read_all(fd: int) -> bytes:
