@@ -118,6 +118,8 @@ class WorkerRuntime:
         # bad records up to that input offset have their letters; later ones' letters start at that offset
         self.dl_marked: dict[int, tuple[int, int]] = {}
         self.dl_suppress: set[str] = set()  # sources already dead-lettered, found at a restore: not sent again
+        self.resync: dict[int, int] = {}  # partition p -> offset sought back to; -1-p -> first offset dropped
+        self.in_sequence: set[int] = set()  # partitions whose records since the assignment follow their mark
         self.last_checkpoint = time.monotonic()
         self.last_offset: dict[int, int] = {}
         self.started = time.monotonic()
@@ -281,6 +283,8 @@ class WorkerRuntime:
             self.assigned = set(partitions)
             self._forget({st.partition for st in self.service.states.values()} - self.assigned)
             self.restored = False
+            self.in_sequence.clear()  # faust resumes every assigned partition at its committed offset
+            self.resync.clear()
 
     async def on_revoked(self, partitions: set[int]) -> None:
         """Hand partitions over: make what was processed durable, then forget their clusters.
@@ -318,6 +322,9 @@ class WorkerRuntime:
         for partition in partitions:
             self.last_offset.pop(partition, None)
             self.dl_marked.pop(partition, None)
+            self.resync.pop(partition, None)
+            self.in_sequence.discard(partition)
+            self.resync.pop(-1 - partition, None)
             with contextlib.suppress(KeyError):
                 self.metrics.lag.remove(str(partition))
 
@@ -334,6 +341,7 @@ class WorkerRuntime:
                 await self.start_producer()
             if not self.restored:
                 await self.restore_all()
+            events = [ev for ev in events if await self._in_sequence(ev.message)]
             messages = [ev.message for ev in events]
             for msg in messages:
                 if msg.key and (cluster := bytes(msg.key).decode("utf-8", "replace")) not in self.service.states:
@@ -360,6 +368,38 @@ class WorkerRuntime:
             self.metrics.latency.observe(busy)
             self.metrics.busy_seconds.inc(busy)
             self.metrics.core_seconds.inc(self.service.core_s - core0)
+
+    async def _in_sequence(self, msg: Any) -> bool:
+        """Return whether to process a record; seek back if the partition resumed past its last checkpoint.
+
+        faust counts offsets it never delivered (a jump in a fetch, records of a generation a rebalance
+        ended) as acknowledged when it commits, so the committed offset can pass the last checkpoint and a
+        restarted consumer would resume after records no state reflects. The partition's mark in the
+        ``clusters`` table holds the last input offset the checkpoints cover: when the first record after
+        an assignment lies beyond the next one, the worker seeks back to it and drops what faust had
+        already fetched past it (it is delivered again); the re-delivery is recognised by an offset not
+        above the first one dropped (equal to the target, or the first record left if it no longer exists).
+        """
+        p = msg.partition
+        target = self.resync.get(p)
+        if target is not None:
+            if msg.offset <= self.resync[-1 - p]:  # the re-delivery after the seek has begun
+                del self.resync[p], self.resync[-1 - p]
+                self.in_sequence.add(p)
+                return True
+            return False
+        if p in self.in_sequence:
+            return True
+        covered = self.dl_marked.get(p, (0, -1))[1]
+        if covered < 0 or msg.offset <= covered + 1:
+            self.in_sequence.add(p)
+            return True
+        from faust.types import TP
+
+        log.warning("partition %d resumed at %d, past its last checkpoint (%d): seeking back", p, msg.offset, covered)
+        await self.app.consumer.seek(TP(msg.topic, p), covered + 1)
+        self.resync[p], self.resync[-1 - p] = covered + 1, msg.offset
+        return False
 
     async def _deliver(self, outcome: Outcome, msg: Any) -> None:
         if outcome.kind == "deadletter":
@@ -471,11 +511,6 @@ class WorkerRuntime:
         try:
             blobs = await job.result()
             views = []
-            for partition, mark in marks.items():  # how far this partition's letters reach, see dl_marked
-                value = b"%d %d" % mark
-                await self._drain([await self._changelog(self.clusters, partition, mark_key(partition), value)])
-                self.clusters.data[mark_key(partition)] = value
-                self.dl_marked[partition] = mark
             for st, blob in zip(states, blobs, strict=True):
                 # one checkpoint at a time, each acknowledged before the next: a batch of one record is also
                 # immune to brokers that report a batch's base offset as the partition's end (faust would
@@ -484,6 +519,12 @@ class WorkerRuntime:
                 self.clusters.data[st.cluster] = blob  # the local view; the changelog write is the durable copy
                 views.extend(await self._publish_occupancy(st))
                 self.gauges.update(st)
+            # after the states: a mark never claims more than the checkpoints before it hold (see dl_marked)
+            for partition, mark in marks.items():
+                value = b"%d %d" % mark
+                await self._drain([await self._changelog(self.clusters, partition, mark_key(partition), value)])
+                self.clusters.data[mark_key(partition)] = value
+                self.dl_marked[partition] = mark
             await self._drain(views)
         except BaseException:
             # nothing covered is acked: mark the states changed again so the next checkpoint covers them
