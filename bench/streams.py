@@ -2,12 +2,15 @@
 
 1. Throughput: N ledger events (mostly checkpoints, as a busy cluster writes them) are put on the
    events topic; the same records are read by a bare aiokafka consumer (the baseline: what the broker
-   and client can deliver) and then processed by a ``gpuledger worker`` (decode, validate, decide,
-   emit, checkpoint). Target: the worker at least half the baseline.
+   and client can deliver), by a faust agent that only takes batches and acks them (the floor of any
+   faust worker), and then processed by a ``gpuledger worker`` (decode, validate, decide, emit,
+   checkpoint). Target: the worker at least half the baseline. Also measured without Kafka: the
+   decision service alone (decode, validate, core, occupancy) and the occupancy processor alone; and,
+   from the worker's own counters, its time in the decision core apart from the rest of its work.
 2. Latency: with the worker running, submissions are published at 1,000 events/s; each starts at
    once on a large cluster, so its ``SchedulingDecision`` is the answer. Latency = arrival of the
    decision on the decisions topic - send time of the submission (one clock, loopback). Target
-   p99 < 100 ms.
+   p99 < 100 ms. Also at 250/s and 100/s.
 
 Run: ``python -m bench streams`` (uses ``GPULEDGER_KAFKA_BOOTSTRAP`` or starts a local tansu broker).
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -29,8 +33,10 @@ if str(ROOT) not in sys.path:
 from ledger.codec import decode, encode  # noqa: E402
 from ledger.core import Knobs  # noqa: E402
 from ledger.events import BudgetNodeDefined, ClusterCapacityChanged, Event, WorkloadSubmitted  # noqa: E402
+from streams.occupancy import OccupancyProjection  # noqa: E402
 from streams.service import DecisionService  # noqa: E402
 from streams.testbroker import kafka_broker  # noqa: E402
+from streams.topics import ensure_topics_sync  # noqa: E402
 from tests.streams.harness import produce_events, running_worker, wait_for  # noqa: E402
 from tests.streams.scenarios import checkpoint_heavy  # noqa: E402
 
@@ -57,24 +63,100 @@ async def _raw_consume(bootstrap: str, topic: str, n: int) -> float:
         await c.stop()
 
 
-def throughput(bootstrap: str, tmp: Path) -> dict[str, float]:
-    """Return events/s of the raw consumer, the worker, and the decision service alone (no Kafka)."""
-    events = checkpoint_heavy().inputs[:N_THROUGHPUT]
+def _faust_floor(bootstrap: str, topic: str, n: int) -> float:
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "_faust_floor.py"), bootstrap, topic, str(n)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )
+    for line in (out.stdout + out.stderr).splitlines():
+        if "floor " in line:
+            return float(line.rsplit("floor ", 1)[1].split()[0])
+    raise RuntimeError(f"the faust floor run printed no rate: {out.stderr[-2000:]}")
+
+
+async def _plain_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> float:
+    """Return events/s of a bare aiokafka loop around the same service: fetch, process a batch, send, await.
+
+    No checkpoints, commits or timers: an upper bound for a plain aiokafka driver, not a worker.
+    """
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    from streams.wire import encode_record
+
+    svc = DecisionService(Knobs())
+    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False, group_id=f"bench-plain-{time.monotonic_ns()}",
+                                fetch_max_wait_ms=20)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    await consumer.start()
+    await producer.start()
+    try:
+        got = 0
+        t0 = 0.0
+        while got < n:
+            batch = await consumer.getmany(timeout_ms=1000, max_records=1000)
+            msgs = [m for part in batch.values() for m in part]
+            if not msgs:
+                continue
+            if not got:
+                t0 = time.perf_counter()
+            got += len(msgs)
+            outcomes = svc.process_batch([(m.value, m.key, m.partition, m.offset) for m in msgs])
+            sends = [await producer.send(out_topic, encode_record(e), key=m.key, partition=m.partition)
+                     for m, o in zip(msgs, outcomes, strict=True) for e in o.emit]
+            await asyncio.gather(*sends)
+        return n / (time.perf_counter() - t0)
+    finally:
+        await producer.stop()
+        await consumer.stop()
+
+
+def _offline(events: list[Event]) -> dict[str, float]:
+    """Return events/s of the decision service and of the occupancy processor, without Kafka."""
     svc = DecisionService(Knobs())
     encoded = [encode(e) for e in events]
     t0 = time.perf_counter()
-    for i, v in enumerate(encoded):
-        svc.process(v, b"busy", 0, i)
-    service = len(events) / (time.perf_counter() - t0)
+    outputs = [o for out in svc.process_batch([(v, b"busy", 0, i) for i, v in enumerate(encoded)]) for o in out.emit]
+    service_s = time.perf_counter() - t0
+    ledger = [*events, *outputs]  # the occupancy processor's input: inputs and what they caused
+    proj = OccupancyProjection()
+    t0 = time.perf_counter()
+    for e in ledger:
+        proj.apply(e)
+    proj.totals()
+    occupancy_s = time.perf_counter() - t0
+    return {
+        "service_only": len(events) / service_s,
+        "service_outside_core": len(events) / (service_s - svc.core_s),
+        "occupancy_only": len(ledger) / occupancy_s,
+    }
+
+
+def throughput(bootstrap: str, tmp: Path) -> dict[str, float]:
+    """Return events/s of the raw consumer, the faust floor, the worker (whole, and its core apart), offline parts."""
+    events = checkpoint_heavy().inputs[:N_THROUGHPUT]
+    result = _offline(events)
     with running_worker(bootstrap, tmp, extra=FAST_GROUP) as worker:
         produce_events(bootstrap, worker.topics.events, events)
-        raw = asyncio.run(_raw_consume(bootstrap, worker.topics.events, len(events)))
+        result["raw_aiokafka"] = asyncio.run(_raw_consume(bootstrap, worker.topics.events, len(events)))
+        result["faust_floor"] = _faust_floor(bootstrap, worker.topics.events, len(events))
+        plain_out = worker.topics.decisions + ".plain"  # not the worker's: it would find these outputs there
+        ensure_topics_sync(bootstrap, {plain_out: 1})
+        result["plain_loop"] = asyncio.run(_plain_loop(bootstrap, worker.topics.events, plain_out, len(events)))
         worker.start()
         worker.wait_ready()
+        wait_for(lambda: worker.metric("gpuledger_worker_records_total") > 0, timeout_s=60, every_s=0.01)
+        first = worker.metric("gpuledger_worker_records_total")
         t0 = time.perf_counter()
-        wait_for(lambda: worker.metric("gpuledger_worker_records_total") >= len(events), timeout_s=600, every_s=0.1)
-        through_worker = len(events) / (time.perf_counter() - t0)
-    return {"raw_aiokafka": raw, "worker": through_worker, "service_only": service}
+        wait_for(lambda: worker.metric("gpuledger_worker_records_total") >= len(events), timeout_s=600, every_s=0.02)
+        wall = time.perf_counter() - t0
+        busy = worker.metric("gpuledger_worker_busy_seconds_total")
+        core = worker.metric("gpuledger_worker_core_seconds_total")
+    result["worker"] = (len(events) - first) / wall
+    result["worker_busy_share"] = busy / wall
+    # the worker's own work (decode, occupancy, emit, checkpoint), the core's share taken out
+    result["worker_outside_core"] = len(events) / (busy - core)
+    return result
 
 
 def _big_cluster(n: int) -> tuple[list[Event], list[WorkloadSubmitted]]:
@@ -149,11 +231,21 @@ def main() -> None:
         tmp = Path(d)
         print(f"broker: {broker.kind} at {broker.bootstrap}")
         t = throughput(broker.bootstrap, tmp)
+        raw = t["raw_aiokafka"]
+        print(f"throughput ({N_THROUGHPUT} events of a busy 32-GPU cluster):")
+        print(f"  raw aiokafka consumer         {raw:>9,.0f}/s  (baseline)")
+        print(f"  faust agent that only acks    {t['faust_floor']:>9,.0f}/s  ({t['faust_floor'] / raw:.1%} of raw)")
         print(
-            f"throughput ({N_THROUGHPUT} events): raw aiokafka {t['raw_aiokafka']:,.0f}/s, "
-            f"worker {t['worker']:,.0f}/s ({t['worker'] / t['raw_aiokafka']:.1%} of raw; target >= 50%), "
-            f"decision service alone {t['service_only']:,.0f}/s"
+            f"  gpuledger worker              {t['worker']:>9,.0f}/s  ({t['worker'] / raw:.1%} of raw; target >= 50%; "
+            f"{t['worker'] / t['faust_floor']:.0%} of the faust floor; busy {t['worker_busy_share']:.0%} of the time)"
         )
+        own = t["worker_outside_core"]
+        print(f"  plain aiokafka loop, same service {t['plain_loop']:>5,.0f}/s  ({t['plain_loop'] / raw:.1%} of raw; "
+              "bench only: no checkpoints or commits)")
+        print(f"  worker's own work, core apart {own:>9,.0f}/s  (decode, occupancy, emit, checkpoint)")
+        print(f"  decision service, no Kafka    {t['service_only']:>9,.0f}/s  "
+              f"({t['service_outside_core']:,.0f}/s with the core apart)")
+        print(f"  occupancy processor alone     {t['occupancy_only']:>9,.0f}/s  (ledger events: inputs and outputs)")
         for rate, n in ((RATE, N_LATENCY), (RATE // 4, N_LATENCY // 2), (RATE // 10, N_LATENCY // 10)):
             lat = latency(broker.bootstrap, tmp, rate, n)
             print(

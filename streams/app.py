@@ -40,17 +40,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ledger.codec import decode, encode
+from ledger.codec import decode
 from ledger.core import Knobs
 from ledger.errors import LedgerError
 from ledger.events import Event
 from streams.budget_metrics import BudgetGauges
-from streams.deadletter import deadletter_headers
+from streams.deadletter import MARK_PREFIX, deadletter_headers, mark_key, parse_headers, source_of
 from streams.metrics import WorkerMetrics
 from streams.security import KafkaSecurity
 from streams.service import DecisionService, Outcome
+from streams.snapshot import Serialisation
 from streams.state import ClusterState
 from streams.topics import WORKER_APP_ID, TopicNames
+from streams.wire import encode_record
 
 __all__ = ["WorkerConfig", "WorkerRuntime", "build_app", "run_worker"]
 
@@ -70,6 +72,7 @@ class WorkerConfig:
     http_port: int = 6066
     checkpoint_every: int = 5000
     checkpoint_interval_s: float = 5.0
+    checkpoint_fork: bool = True  # serialise checkpoints in a forked child (see streams.snapshot)
     timer_interval_s: float = 0.25
     idle_clock_rate: float = 1.0
     idle_after_s: float = 1.0
@@ -77,6 +80,8 @@ class WorkerConfig:
     session_timeout_s: float = 6.0
     rebalance_timeout_s: float = 3.0
     fetch_max_wait_ms: int = 20
+    batch_max: int = 1000
+    batch_within_s: float = 0.005
     loglevel: str = "WARNING"
     replication_factor: int = 1
     security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
@@ -105,7 +110,16 @@ class WorkerRuntime:
         self.lock = asyncio.Lock()
         self.producer: Any = None
         self.sent: list[_Sent] = []
-        self.unacked: list[tuple[Any, Any]] = []  # (stream, event) covered by the next checkpoint
+        self.unacked: list[Any] = []  # input events covered by the next checkpoint
+        self.stream: Any = None  # the agent's stream (acks go through it)
+        self.inflight: asyncio.Future[None] | None = None  # the checkpoint being written, if any
+        self.dl_end = 0  # dead-letter offset after the last letter known sent (or found at a restore)
+        # input partition -> (dead-letter offset, input offset) last written to the table: the partition's
+        # bad records up to that input offset have their letters; later ones' letters start at that offset
+        self.dl_marked: dict[int, tuple[int, int]] = {}
+        self.dl_suppress: set[str] = set()  # sources already dead-lettered, found at a restore: not sent again
+        self.resync: dict[int, int] = {}  # partition p -> offset sought back to; -1-p -> first offset dropped
+        self.in_sequence: set[int] = set()  # partitions whose records since the assignment follow their mark
         self.last_checkpoint = time.monotonic()
         self.last_offset: dict[int, int] = {}
         self.started = time.monotonic()
@@ -124,11 +138,14 @@ class WorkerRuntime:
         if self.producer is not None:
             return
 
+        # aiokafka's send() formats a debug record per message unless its logger is told otherwise
+        # (measured ~50 us per output when the worker's logging setup left it at DEBUG)
+        logging.getLogger("aiokafka").setLevel(max(logging.getLevelName(self.cfg.loglevel.upper()), logging.INFO))
         self.producer = AIOKafkaProducer(
             bootstrap_servers=self.cfg.bootstrap,
             acks="all",
             enable_idempotence=False,
-            linger_ms=1,
+            linger_ms=0,  # outputs are awaited once per batch: whatever a batch queued goes out at once
             **self.cfg.security.aiokafka_kwargs(),
         )
         await self.producer.start()
@@ -136,9 +153,11 @@ class WorkerRuntime:
     async def shutdown(self) -> None:
         """Checkpoint what was processed (a graceful stop resumes without reprocessing), then stop sending."""
         async with self.lock:
-            if self.producer is not None and (self.unacked or self.service.dirty):
+            if self.producer is not None:
                 with contextlib.suppress(Exception):
-                    await self._checkpoint()
+                    await self._settle()
+                    if self.unacked or self.service.dirty:
+                        await self._checkpoint()
         await self.stop_producer()
 
     async def stop_producer(self) -> None:
@@ -163,28 +182,45 @@ class WorkerRuntime:
             log.warning("cluster %s: %d output(s) already emitted, not sent again", cluster, len(st.suppress))
 
     async def _emitted_since(self, cluster: str, partition: int, offset: int) -> set[str]:
+        key = cluster.encode()
+        found: set[str] = set()
+        for msg in await self._read_to_end(self.topics.decisions, partition, offset):
+            if msg.key == key and msg.value:
+                with contextlib.suppress(LedgerError):
+                    found.add(decode(msg.value).event_id)
+        return found
+
+    async def _read_to_end(self, topic: str, partition: int, offset: int) -> list[Any]:
+        """Return the records of one partition from ``offset`` to its end."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        tp = TopicPartition(self.topics.decisions, partition)
+        tp = TopicPartition(topic, partition)
         consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.cfg.bootstrap, enable_auto_commit=False, **self.cfg.security.aiokafka_kwargs()
+            bootstrap_servers=self.cfg.bootstrap, enable_auto_commit=False,
+            fetch_max_wait_ms=self.cfg.fetch_max_wait_ms, **self.cfg.security.aiokafka_kwargs(),
         )
         await consumer.start()
-        found: set[str] = set()
-        key = cluster.encode()
+        out: list[Any] = []
         try:
             consumer.assign([tp])
             consumer.seek(tp, offset)
-            # read until the partition stays quiet rather than up to end_offsets(): some Kafka-protocol
-            # brokers (tansu) report the last *batch's* base offset + 1 as the end
-            while batch := await consumer.getmany(tp, timeout_ms=300):
-                for msg in batch.get(tp, []):
-                    if msg.key == key and msg.value:
-                        with contextlib.suppress(LedgerError):
-                            found.add(decode(msg.value).event_id)
+            # read up to the high watermark that fetch responses carry, not end_offsets(): some Kafka-protocol
+            # brokers (tansu) answer ListOffsets with the last *batch's* base offset + 1. Without a high
+            # watermark, read until the partition stays quiet for 300 ms.
+            quiet_since = time.monotonic()
+            while True:
+                batch = await consumer.getmany(tp, timeout_ms=50)
+                out.extend(batch.get(tp, []))
+                high = consumer.highwater(tp)
+                if high is not None and await consumer.position(tp) >= high:
+                    break
+                if batch:
+                    quiet_since = time.monotonic()
+                elif time.monotonic() - quiet_since >= 0.3:
+                    break
         finally:
             await consumer.stop()
-        return found
+        return out
 
     async def restore_all(self) -> None:
         """Load the checkpoint of every cluster this worker owns (so timers run for it and its views are current).
@@ -195,23 +231,60 @@ class WorkerRuntime:
         memory for when the partition moves here (resuming at the owner's committed offset, past records
         the stale state never saw).
         """
+        marks: dict[int, tuple[int, int]] = {}
         for cluster, blob in list(self.clusters.data.items()):
             if cluster in self.service.states or blob is None:
                 continue
-            partition = ClusterState.from_bytes(bytes(blob)).partition
+            if str(cluster).startswith(MARK_PREFIX):
+                dl_offset, input_offset = bytes(blob).split()
+                marks[int(str(cluster)[len(MARK_PREFIX) :])] = (int(dl_offset), int(input_offset))
+                continue
+            partition = ClusterState.partition_of(bytes(blob))
             if partition not in self.assigned:
                 continue
             await self._prepare(str(cluster), partition)
             self.service.dirty.add(str(cluster))
+        await self._recall_deadletters({p: m for p, m in marks.items() if p in self.assigned})
         self.restored = True
+
+    async def _recall_deadletters(self, marks: dict[int, tuple[int, int]]) -> None:
+        """Find the letters of owned partitions already on the dead-letter topic past their marks (not sent again).
+
+        A bad record at or before its partition's marked input offset was dead-lettered before that
+        checkpoint (the consumer may resume before it: offsets are committed after checkpoints, not with
+        them); after it, its letter may or may not be there, so the topic is read from the marked offset.
+        A partition without a mark never had a checkpoint: its letters are looked for from the start.
+        """
+        self.dl_marked.update(marks)
+        if not self.assigned:
+            return
+        start = min(marks.get(p, (0, -1))[0] for p in self.assigned)
+        prefix = f"{self.topics.events}/"
+        found: set[str] = set()
+        letters = await self._read_to_end(self.topics.deadletter, 0, start)
+        # letters sent from now on land after these: a mark at this offset finds them
+        self.dl_end = max(self.dl_end, start, *(m.offset + 1 for m in letters[-1:]))
+        for msg in letters:
+            source = parse_headers(msg.headers or ()).get("source", "")
+            if source.startswith(prefix) and int(source.split("/")[-2]) in self.assigned:
+                found.add(source)
+        self.dl_suppress = found
+        if found:
+            log.warning("%d dead letter(s) already on %s, not sent again", len(found), self.topics.deadletter)
 
     # -- rebalances -----------------------------------------------------------------------------
     async def on_assigned(self, partitions: set[int]) -> None:
         """Take the partitions the group gave this worker; their clusters load at the next timer tick."""
         async with self.lock:
+            try:
+                await self._settle()
+            except Exception as exc:  # its inputs stay unacked: the next checkpoint covers them
+                log.warning("checkpoint failed: %s: %s", type(exc).__name__, exc)
             self.assigned = set(partitions)
             self._forget({st.partition for st in self.service.states.values()} - self.assigned)
             self.restored = False
+            self.in_sequence.clear()  # faust resumes every assigned partition at its committed offset
+            self.resync.clear()
 
     async def on_revoked(self, partitions: set[int]) -> None:
         """Hand partitions over: make what was processed durable, then forget their clusters.
@@ -223,9 +296,11 @@ class WorkerRuntime:
         decisions topic and does not send them again when it processes those records anew.
         """
         async with self.lock:
-            if self.producer is not None and (self.unacked or self.service.dirty or self.sent):
+            if self.producer is not None:
                 try:
-                    await self._checkpoint()
+                    await self._settle()
+                    if self.unacked or self.service.dirty or self.sent:
+                        await self._checkpoint()
                 except Exception as exc:  # the next owner reprocesses from the last durable checkpoint
                     log.warning("checkpoint on revocation failed: %s: %s", type(exc).__name__, exc)
                     for s in self.sent:
@@ -233,7 +308,7 @@ class WorkerRuntime:
                             await s.future
                     self.sent = []
             # acks of records whose state is dropped would let the offset pass what any checkpoint holds
-            self.unacked = [(st, ev) for st, ev in self.unacked if ev.message.partition not in partitions]
+            self.unacked = [ev for ev in self.unacked if ev.message.partition not in partitions]
             self.assigned -= partitions
             self._forget(partitions)
             self.restored = False
@@ -246,35 +321,97 @@ class WorkerRuntime:
         self.gauges.forget_partitions(partitions)
         for partition in partitions:
             self.last_offset.pop(partition, None)
+            self.dl_marked.pop(partition, None)
+            self.resync.pop(partition, None)
+            self.in_sequence.discard(partition)
+            self.resync.pop(-1 - partition, None)
             with contextlib.suppress(KeyError):
                 self.metrics.lag.remove(str(partition))
 
     # -- the agent's body --------------------------------------------------------------------------
-    async def on_record(self, stream: Any, event: Any) -> None:
-        """Process one input record under the lock; checkpoint when enough has accumulated."""
-        msg = event.message
+    async def on_batch(self, events: list[Any]) -> None:
+        """Process a batch of input records under the lock; await its outputs once; checkpoint when due.
+
+        The inputs are not acked here: they are acked by the checkpoint that covers them.
+        """
         async with self.lock:
             t0 = time.perf_counter()
+            core0 = self.service.core_s
             if self.producer is None:
                 await self.start_producer()
-            if msg.key and (cluster := bytes(msg.key).decode("utf-8", "replace")) not in self.service.states:
-                await self._prepare(cluster, msg.partition)
-            outcome = self.service.process(msg.value, msg.key, msg.partition, msg.offset)
-            await self._deliver(outcome, msg)
-            self.unacked.append((stream, event))
-            self.last_offset[msg.partition] = msg.offset
-            self.metrics.records.labels(outcome.kind).inc()
-            self.metrics.events_seen += 1
-            if outcome.late:
-                self.metrics.late.inc()
-            self.metrics.latency.observe(time.perf_counter() - t0)
-            if len(self.unacked) >= self.cfg.checkpoint_every:
-                await self._checkpoint()
+            if not self.restored:
+                await self.restore_all()
+            events = [ev for ev in events if await self._in_sequence(ev.message)]
+            messages = [ev.message for ev in events]
+            for msg in messages:
+                if msg.key and (cluster := bytes(msg.key).decode("utf-8", "replace")) not in self.service.states:
+                    await self._prepare(cluster, msg.partition)
+            outcomes = self.service.process_batch([(m.value, m.key, m.partition, m.offset) for m in messages])
+            kinds: dict[str, int] = {}
+            late = 0
+            for msg, outcome in zip(messages, outcomes, strict=True):
+                kinds[outcome.kind] = kinds.get(outcome.kind, 0) + 1
+                late += outcome.late
+                if outcome.kind == "deadletter" or outcome.emit:
+                    await self._deliver(outcome, msg)
+                self.last_offset[msg.partition] = msg.offset
+            await self._await_sent()
+            self.unacked.extend(events)
+            for kind, n in kinds.items():
+                self.metrics.records.labels(kind).inc(n)
+            self.metrics.events_seen += len(events)
+            if late:
+                self.metrics.late.inc(late)
+            if len(self.unacked) >= self.cfg.checkpoint_every and not self.checkpointing:
+                await self._checkpoint(wait=False)
+            busy = time.perf_counter() - t0
+            self.metrics.latency.observe(busy)
+            self.metrics.busy_seconds.inc(busy)
+            self.metrics.core_seconds.inc(self.service.core_s - core0)
+
+    async def _in_sequence(self, msg: Any) -> bool:
+        """Return whether to process a record; seek back if the partition resumed past its last checkpoint.
+
+        faust counts offsets it never delivered (a jump in a fetch, records of a generation a rebalance
+        ended) as acknowledged when it commits, so the committed offset can pass the last checkpoint and a
+        restarted consumer would resume after records no state reflects. The partition's mark in the
+        ``clusters`` table holds the last input offset the checkpoints cover: when the first record after
+        an assignment lies beyond the next one, the worker seeks back to it and drops what faust had
+        already fetched past it (it is delivered again); the re-delivery is recognised by an offset not
+        above the first one dropped (equal to the target, or the first record left if it no longer exists).
+        """
+        p = msg.partition
+        target = self.resync.get(p)
+        if target is not None:
+            if msg.offset <= self.resync[-1 - p]:  # the re-delivery after the seek has begun
+                del self.resync[p], self.resync[-1 - p]
+                self.in_sequence.add(p)
+                return True
+            return False
+        if p in self.in_sequence:
+            return True
+        covered = self.dl_marked.get(p, (0, -1))[1]
+        if covered < 0 or msg.offset <= covered + 1:
+            self.in_sequence.add(p)
+            return True
+        from faust.types import TP
+
+        log.warning("partition %d resumed at %d, past its last checkpoint (%d): seeking back", p, msg.offset, covered)
+        await self.app.consumer.seek(TP(msg.topic, p), covered + 1)
+        self.resync[p], self.resync[-1 - p] = covered + 1, msg.offset
+        return False
 
     async def _deliver(self, outcome: Outcome, msg: Any) -> None:
         if outcome.kind == "deadletter":
+            if msg.offset <= self.dl_marked.get(msg.partition, (0, -1))[1]:
+                return  # dead-lettered before the last checkpoint
+            if self.dl_suppress and source_of(msg.topic, msg.partition, msg.offset) in self.dl_suppress:
+                return  # dead-lettered after it, before a crash
             headers = deadletter_headers(outcome.reason or "unknown", msg.topic, msg.partition, msg.offset)
-            fut = await self.producer.send(self.topics.deadletter, msg.value or b"", key=msg.key, headers=headers)
+            # partition 0: the topic has one, and the marks in the table are offsets of that partition
+            fut = await self.producer.send(
+                self.topics.deadletter, msg.value or b"", key=msg.key, partition=0, headers=headers
+            )
             self.sent.append(_Sent("", fut))
             self.metrics.deadletters.inc()
         elif outcome.emit and outcome.cluster is not None:
@@ -282,11 +419,27 @@ class WorkerRuntime:
 
     async def _emit(self, cluster: str, partition: int, events: list[Event]) -> None:
         key = cluster.encode()
+        send = self.producer.send
+        topic = self.topics.decisions
         for e in events:
-            fut = await self.producer.send(self.topics.decisions, encode(e), key=key, partition=partition)
-            self.sent.append(_Sent(cluster, fut))
+            self.sent.append(_Sent(cluster, await send(topic, encode_record(e), key=key, partition=partition)))
         self.metrics.decisions.inc(len(events))
         self.metrics.outputs_sent += len(events)
+
+    async def _await_sent(self) -> None:
+        """Wait for every output sent so far to be acknowledged; note how far each cluster's outputs reach."""
+        sent, self.sent = self.sent, []
+        if not sent:
+            return
+        results = await asyncio.gather(*(s.future for s in sent))
+        states = self.service.states
+        for s, md in zip(sent, results, strict=True):
+            if not s.cluster:  # a dead letter
+                self.dl_end = max(self.dl_end, md.offset + 1)
+                continue
+            st = states.get(s.cluster)
+            if st is not None and md.offset >= st.decisions_next:
+                st.decisions_next = md.offset + 1
 
     # -- timer -----------------------------------------------------------------------------------
     async def on_timer(self) -> None:
@@ -298,9 +451,11 @@ class WorkerRuntime:
                 await self.restore_all()
             for tick in self.service.due():
                 await self._emit(tick.cluster, tick.partition, tick.emit)
+            await self._await_sent()
             pending = self.unacked or self.service.dirty
-            if pending and time.monotonic() - self.last_checkpoint >= self.cfg.checkpoint_interval_s:
-                await self._checkpoint()
+            due = time.monotonic() - self.last_checkpoint >= self.cfg.checkpoint_interval_s
+            if pending and due and not self.checkpointing:
+                await self._checkpoint(wait=False)
         self.metrics.sample_rates()
         self._sample_lag()
 
@@ -314,28 +469,70 @@ class WorkerRuntime:
                     self.metrics.lag.labels(str(partition)).set(max(0, high - offset - 1))
 
     # -- checkpoint --------------------------------------------------------------------------------
-    async def _checkpoint(self) -> None:
-        """Make outputs durable, then the changed checkpoints, then ack the inputs they cover."""
-        sent, self.sent = self.sent, []
-        for s in sent:
-            md = await s.future
-            st = self.service.states.get(s.cluster)
-            if st is not None:
-                st.decisions_next = max(st.decisions_next, md.offset + 1)
-        views = []
-        for st in self.service.take_dirty():
-            blob = st.to_bytes()
-            # one checkpoint at a time, each acknowledged before the next: a batch of one record is also
-            # immune to brokers that report a batch's base offset as the partition's end (faust would stop
-            # restoring before the rest of that batch)
-            await self._drain([await self._changelog(self.clusters, st.partition, st.cluster, blob)])
-            self.clusters.data[st.cluster] = blob  # the local view; the changelog write above is the durable copy
-            views.extend(await self._publish_occupancy(st))
-            self.gauges.update(st)
-        await self._drain(views)
-        unacked, self.unacked = self.unacked, []
-        for stream, event in unacked:
-            await stream.ack(event)
+    async def _checkpoint(self, *, wait: bool = True) -> None:
+        """Make outputs durable, then the changed checkpoints, then ack the inputs they cover (caller holds the lock).
+
+        The states are frozen here (a forked child serialises them, see ``streams.snapshot``); writing
+        them and acking the inputs they cover finishes in the background unless ``wait``. Checkpoints
+        never overlap: the next one first waits for this one, so the changelog holds them in order.
+        """
+        await self._settle()
+        t0 = time.perf_counter()
+        await self._await_sent()
+        states = self.service.take_dirty()
+        covered, self.unacked = self.unacked, []
+        marks = {}
+        for p in sorted(self.assigned):
+            # never lower: a restarted worker may redo records from well before its last mark
+            marked_dl, marked_offset = self.dl_marked.get(p, (0, -1))
+            mark = (max(self.dl_end, marked_dl), max(self.last_offset.get(p, -1), marked_offset))
+            if self.dl_marked.get(p) != mark:
+                marks[p] = mark
+        job = Serialisation.start(states, in_process=not self.cfg.checkpoint_fork)
+        self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
+        self.inflight = asyncio.ensure_future(self._finish_checkpoint(states, job, covered, marks))
+        if wait:
+            await self._settle()
+
+    @property
+    def checkpointing(self) -> bool:
+        """Return whether a checkpoint is still being written."""
+        return self.inflight is not None and not self.inflight.done()
+
+    async def _settle(self) -> None:
+        """Wait for the checkpoint in flight, if any; raise what it raised."""
+        task, self.inflight = self.inflight, None
+        if task is not None:
+            await task
+
+    async def _finish_checkpoint(
+        self, states: list[ClusterState], job: Serialisation, covered: list[Any], marks: dict[int, tuple[int, int]]
+    ) -> None:
+        try:
+            blobs = await job.result()
+            views = []
+            for st, blob in zip(states, blobs, strict=True):
+                # one checkpoint at a time, each acknowledged before the next: a batch of one record is also
+                # immune to brokers that report a batch's base offset as the partition's end (faust would
+                # stop restoring before the rest of that batch)
+                await self._drain([await self._changelog(self.clusters, st.partition, st.cluster, blob)])
+                self.clusters.data[st.cluster] = blob  # the local view; the changelog write is the durable copy
+                views.extend(await self._publish_occupancy(st))
+                self.gauges.update(st)
+            # after the states: a mark never claims more than the checkpoints before it hold (see dl_marked)
+            for partition, mark in marks.items():
+                value = b"%d %d" % mark
+                await self._drain([await self._changelog(self.clusters, partition, mark_key(partition), value)])
+                self.clusters.data[mark_key(partition)] = value
+                self.dl_marked[partition] = mark
+            await self._drain(views)
+        except BaseException:
+            # nothing covered is acked: mark the states changed again so the next checkpoint covers them
+            self.service.dirty.update(st.cluster for st in states if st.cluster in self.service.states)
+            self.unacked[:0] = covered
+            raise
+        for event in covered:
+            await self.stream.ack(event)
         self.last_checkpoint = time.monotonic()
         self.metrics.checkpoints.inc()
 
@@ -405,8 +602,12 @@ def build_app(cfg: WorkerConfig) -> tuple[Any, WorkerRuntime]:
     rt = WorkerRuntime(cfg, app, clusters, occupancy)
 
     async def decide(stream: Any) -> None:
-        async for event in stream.noack().events():
-            await rt.on_record(stream, event)
+        rt.stream = stream
+        # batches: faust's per-record path is the worker's floor, so everything after it runs once per batch
+        # a noack clone: noack_take alone turns acks off only while it runs, and a record acked by faust
+        # itself would let the committed offset pass the last checkpoint
+        async for events in stream.noack().noack_take(cfg.batch_max, within=cfg.batch_within_s):
+            await rt.on_batch(events)
 
     async def tick() -> None:
         await rt.on_timer()

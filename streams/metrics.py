@@ -42,8 +42,18 @@ class WorkerMetrics:
         self.decisions_per_s = Gauge("gpuledger_worker_decisions_per_second", "Outputs per second", registry=r)
         self.lag = Gauge("gpuledger_worker_consumer_lag", "Records not yet processed", ["partition"], registry=r)
         self.latency = Histogram(
-            "gpuledger_worker_processing_seconds", "Time to process one input record", registry=r,
+            "gpuledger_worker_processing_seconds", "Time to process one batch of input records", registry=r,
             buckets=(0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0),
+        )
+        self.checkpoint_seconds = Histogram(
+            "gpuledger_worker_checkpoint_seconds", "Time the event loop spent on one checkpoint", registry=r,
+            buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0),
+        )
+        self.busy_seconds = Counter(
+            "gpuledger_worker_busy_seconds", "Seconds spent processing batches (decode to checkpoint)", registry=r
+        )
+        self.core_seconds = Counter(
+            "gpuledger_worker_core_seconds", "Seconds of that spent inside the decision core", registry=r
         )
         self._events_rate = _Rate()
         self._decisions_rate = _Rate()

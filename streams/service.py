@@ -23,16 +23,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ledger.codec import decode
 from ledger.core import Knobs
 from ledger.errors import LedgerError
 from ledger.events import Event, to_us
 from streams.state import ClusterState
+from streams.wire import decode_record
 
-__all__ = ["DecisionService", "Outcome", "Tick"]
+__all__ = ["DecisionService", "Outcome", "Record", "Tick"]
 
 Kind = Literal["applied", "duplicate", "replayed", "deadletter"]
 Loader = Callable[[str], bytes | None]
+Record = tuple[bytes | None, bytes | None, int, int]  # value, key, partition, offset
 
 
 @dataclass
@@ -75,6 +76,7 @@ class DecisionService:
         self.states: dict[str, ClusterState] = {}
         self.dirty: set[str] = set()
         self._arrival: dict[str, float] = {}  # wall (monotonic) time of each cluster's last input
+        self.core_s = 0.0  # seconds spent inside the decision core (handle/advance), for the benchmark
 
     # -- state -------------------------------------------------------------------------------
     def state(self, cluster: str, partition: int) -> ClusterState:
@@ -94,41 +96,58 @@ class DecisionService:
             self.dirty.discard(cluster)
 
     # -- inputs ------------------------------------------------------------------------------
+    def process_batch(self, records: list[Record]) -> list[Outcome]:
+        """Apply records in order; return one outcome each (what ``process`` returns for it)."""
+        process = self.process
+        return [process(value, key, partition, offset) for value, key, partition, offset in records]
+
     def process(self, value: bytes | None, key: bytes | None, partition: int, offset: int) -> Outcome:
         """Apply one record; never raises for bad input (it becomes a dead letter)."""
         try:
             if value is None:
                 raise LedgerError("empty record (no value)")
-            event = decode(value)
+            event = decode_record(value)
         except LedgerError as exc:
             return Outcome("deadletter", reason=f"{type(exc).__name__}: {exc}")
-        if key is not None and key != event.cluster.encode():
-            reason = f"key {key!r} is not the event's cluster {event.cluster!r}"
-            return Outcome("deadletter", event.cluster, reason=reason)
-        st = self.state(event.cluster, partition)
+        cluster = event.cluster
+        if key is not None and key != cluster.encode():
+            reason = f"key {key!r} is not the event's cluster {cluster!r}"
+            return Outcome("deadletter", cluster, reason=reason)
+        st = self.states.get(cluster) or self.state(cluster, partition)
         if st.partition != partition:
             return Outcome(
-                "deadletter", event.cluster,
-                reason=f"cluster {event.cluster!r} is processed from partition {st.partition}, not {partition}",
+                "deadletter", cluster,
+                reason=f"cluster {cluster!r} is processed from partition {st.partition}, not {partition}",
             )
         if offset <= st.offset:
-            return Outcome("replayed", event.cluster)  # already reflected by the restored checkpoint
+            return Outcome("replayed", cluster)  # already reflected by the restored checkpoint
         st.offset = offset
-        self._arrival[event.cluster] = self.clock()
-        self.dirty.add(event.cluster)
+        self._arrival[cluster] = self.clock()
+        self.dirty.add(cluster)
         if event.event_id in st.seen:
-            return Outcome("duplicate", event.cluster)
-        late = to_us(event.time) < st.core.now
+            return Outcome("duplicate", cluster)
+        t = to_us(event.time)
+        if t < st.dedupe_floor_us:
+            reason = (
+                f"{event.type_name} {event.event_id}: {(st.last_event_us - t) // 1_000_000} s older than the latest "
+                f"input, past the {st.dedupe_horizon_s} s idempotency horizon (it may be a copy of one applied)"
+            )
+            return Outcome("deadletter", cluster, reason=reason)
+        late = t < st.core.now
+        t0 = time.perf_counter()
         try:
             outputs = st.core.handle(event)
         except LedgerError as exc:
-            return Outcome("deadletter", event.cluster, reason=f"rejected by the decision core: {exc}")
-        st.seen.add(event.event_id)
-        st.last_event_us = max(st.last_event_us, to_us(event.time))
+            return Outcome("deadletter", cluster, reason=f"rejected by the decision core: {exc}")
+        finally:
+            self.core_s += time.perf_counter() - t0
+        st.seen[event.event_id] = t
+        if t > st.last_event_us:
+            st.last_event_us = t
         st.occupancy.apply(event)  # the embedded log's order: the input, then what it caused
         for out in outputs:
             st.occupancy.apply(out)
-        return Outcome("applied", event.cluster, self._unsent(st, outputs), late=late)
+        return Outcome("applied", cluster, self._unsent(st, outputs) if st.suppress else outputs, late=late)
 
     def _unsent(self, st: ClusterState, outputs: list[Event]) -> list[Event]:
         if not st.suppress:
@@ -154,7 +173,9 @@ class DecisionService:
             horizon = self.horizon_us(cluster, now)
             emitted: list[Event] = []
             while (w := st.core.next_wakeup()) is not None and w <= horizon:
+                t0 = time.perf_counter()
                 outputs = st.core.advance(w)
+                self.core_s += time.perf_counter() - t0
                 for out in outputs:
                     st.occupancy.apply(out)
                 st.occupancy.advance(w)
@@ -169,4 +190,6 @@ class DecisionService:
         """Return the states changed since the last call (to checkpoint), and mark them clean."""
         out = [self.states[c] for c in sorted(self.dirty) if c in self.states]
         self.dirty.clear()
+        for st in out:
+            st.prune_seen()
         return out

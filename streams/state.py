@@ -2,8 +2,14 @@
 
 A checkpoint is the decision core's snapshot plus everything needed to resume exactly where it
 stopped: the input partition and the last input offset it reflects, the decisions-topic offset
-after the last output it emitted, the event ids already applied (idempotency), and the occupancy
-projection. Format: ``GLCK1`` + u32 length + zlib(JSON header) + zlib(core snapshot).
+after the last output it emitted, the event ids applied recently (idempotency), and the occupancy
+projection. Format: ``GLCK2`` + u32 length + zlib(pickled header) + zlib(core snapshot). ``GLCK1``
+checkpoints (a JSON header) are still read.
+
+Idempotency is bounded. ``seen`` holds the ids of the inputs applied whose event time lies within
+``dedupe_horizon_s`` (default: the occupancy window, 7 days) of the latest input; older ids are dropped
+at checkpoints. An input older than that horizon cannot be told apart from a copy of one already
+applied, so the service refuses it (a dead letter) rather than risk counting it twice.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from streams.occupancy import OccupancyProjection
 
 __all__ = ["CHECKPOINT_MAGIC", "ClusterState"]
 
-CHECKPOINT_MAGIC = b"GLCK1"
+CHECKPOINT_MAGIC = b"GLCK2"
+_V1_MAGIC = b"GLCK1"
 _LEN = struct.Struct("<I")
+_US = 1_000_000
 
 
 @dataclass
@@ -37,13 +45,28 @@ class ClusterState:
     offset: int = -1  # last input offset of ``partition`` this state reflects
     decisions_next: int = 0  # decisions-topic offset (same partition) after the last output known emitted
     last_event_us: int = 0  # latest input event time applied
-    seen: set[str] = field(default_factory=set)  # event ids applied (inputs are idempotent by event_id)
+    seen: dict[str, int] = field(default_factory=dict)  # event id -> event time (us) of inputs applied recently
+    dedupe_horizon_s: int = 7 * 86_400
     suppress: set[str] = field(default_factory=set)  # output ids already on the decisions topic (after a restart)
 
     @classmethod
     def new(cls, cluster: str, knobs: Knobs, partition: int) -> ClusterState:
         """Return the empty state of a cluster first seen on ``partition``."""
-        return cls(cluster, DecisionCore(knobs, cluster), OccupancyProjection(knobs.window_s), partition)
+        return cls(
+            cluster, DecisionCore(knobs, cluster), OccupancyProjection(knobs.window_s), partition,
+            dedupe_horizon_s=knobs.window_s,
+        )
+
+    @property
+    def dedupe_floor_us(self) -> int:
+        """Return the event time before which an input's id may no longer be remembered."""
+        return self.last_event_us - self.dedupe_horizon_s * _US
+
+    def prune_seen(self) -> None:
+        """Forget the ids of inputs older than the idempotency horizon."""
+        floor = self.dedupe_floor_us
+        if self.seen and min(self.seen.values()) < floor:
+            self.seen = {eid: t for eid, t in self.seen.items() if t >= floor}
 
     def to_bytes(self) -> bytes:
         """Serialise the state (restorable; not byte-normalised: see ``_core_snapshot``)."""
@@ -53,22 +76,42 @@ class ClusterState:
             "offset": self.offset,
             "decisions_next": self.decisions_next,
             "last_event_us": self.last_event_us,
-            "seen": sorted(self.seen),
+            "seen": self.seen,
+            "dedupe_horizon_s": self.dedupe_horizon_s,
             "occupancy": self.occupancy.to_dict(),
         }
-        head = zlib.compress(json.dumps(header, sort_keys=True, separators=(",", ":")).encode(), 3)
+        # pickled, not JSON: a 5,000-workload cluster's header took ~70 ms as sorted JSON, ~7 ms pickled
+        head = zlib.compress(pickle.dumps(header, protocol=5), 1)
         return CHECKPOINT_MAGIC + _LEN.pack(len(head)) + head + zlib.compress(_core_snapshot(self.core), 1)
+
+    @staticmethod
+    def partition_of(data: bytes) -> int:
+        """Return the input partition a checkpoint belongs to, reading its header alone."""
+        magic = data[: len(CHECKPOINT_MAGIC)]
+        if magic not in (CHECKPOINT_MAGIC, _V1_MAGIC):
+            raise LedgerError("not a worker checkpoint: bad header")
+        at = len(CHECKPOINT_MAGIC)
+        (n,) = _LEN.unpack_from(data, at)
+        raw = zlib.decompress(data[at + _LEN.size : at + _LEN.size + n])
+        header = pickle.loads(raw) if magic == CHECKPOINT_MAGIC else json.loads(raw)
+        partition: int = header["partition"]
+        return partition
 
     @classmethod
     def from_bytes(cls, data: bytes) -> ClusterState:
         """Rebuild a state from ``to_bytes`` output; raise LedgerError if the bytes are not a checkpoint."""
-        if not data.startswith(CHECKPOINT_MAGIC):
+        magic = data[: len(CHECKPOINT_MAGIC)]
+        if magic not in (CHECKPOINT_MAGIC, _V1_MAGIC):
             raise LedgerError("not a worker checkpoint: bad header")
         at = len(CHECKPOINT_MAGIC)
         (n,) = _LEN.unpack_from(data, at)
         at += _LEN.size
-        header = json.loads(zlib.decompress(data[at : at + n]))
+        raw = zlib.decompress(data[at : at + n])
+        header = pickle.loads(raw) if magic == CHECKPOINT_MAGIC else json.loads(raw)  # our own changelog
         core = DecisionCore.restore(zlib.decompress(data[at + n :]))
+        seen = header["seen"]
+        if isinstance(seen, list):  # GLCK1: ids only, kept until the next prune measures them against the horizon
+            seen = dict.fromkeys(seen, header["last_event_us"])
         return cls(
             cluster=header["cluster"],
             core=core,
@@ -77,7 +120,8 @@ class ClusterState:
             offset=header["offset"],
             decisions_next=header["decisions_next"],
             last_event_us=header["last_event_us"],
-            seen=set(header["seen"]),
+            seen=seen,
+            dedupe_horizon_s=header.get("dedupe_horizon_s", core.knobs.window_s),
         )
 
 

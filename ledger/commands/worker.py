@@ -46,6 +46,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--session-timeout", type=float, default=6.0, help="consumer group session timeout in seconds")
     p.add_argument("--rebalance-timeout", type=float, default=3.0, help="how long a rebalance waits for members")
     p.add_argument("--fetch-max-wait", type=int, default=20, metavar="MS", help="broker fetch wait cap (default 20)")
+    p.add_argument(
+        "--checkpoint-in-loop", action="store_true",
+        help="serialise checkpoints on the event loop instead of in a forked child (it then holds the loop)",
+    )
+    p.add_argument("--batch-max", type=int, default=1000, help="most input records processed as one batch")
+    p.add_argument(
+        "--batch-within", type=float, default=0.005, metavar="S",
+        help="seconds a batch waits to fill before it is processed (default 0.005)",
+    )
     p.add_argument("--data-dir", type=Path, default=None, help="faust's local directory (default: a temp dir)")
     p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
     add_knob_arguments(p)
@@ -65,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--http {args.http!r}: expected HOST:PORT")
     if args.partitions < 1:
         raise ConfigError(f"--partitions {args.partitions}: must be at least 1")
+    if args.batch_max < 1 or args.batch_within <= 0:
+        raise ConfigError(f"--batch-max {args.batch_max} / --batch-within {args.batch_within}: must be positive")
     if args.replication_factor < 1:
         raise ConfigError(f"--replication-factor {args.replication_factor}: must be at least 1")
     cfg = WorkerConfig(
@@ -77,11 +88,14 @@ def run(args: argparse.Namespace) -> int:
         http_port=int(port),
         checkpoint_every=args.checkpoint_every,
         checkpoint_interval_s=args.checkpoint_interval,
+        checkpoint_fork=not args.checkpoint_in_loop,
         idle_clock_rate=args.idle_clock_rate,
         idle_after_s=args.idle_after,
         data_dir=args.data_dir,
         session_timeout_s=args.session_timeout,
         fetch_max_wait_ms=args.fetch_max_wait,
+        batch_max=args.batch_max,
+        batch_within_s=args.batch_within,
         rebalance_timeout_s=args.rebalance_timeout,
         loglevel=args.log_level,
         replication_factor=args.replication_factor,

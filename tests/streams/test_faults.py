@@ -131,3 +131,31 @@ def test_ten_thousand_fuzzed_records_go_to_the_dead_letter_topic_and_change_noth
         wait_for(lambda: table(worker) == expected_view, timeout_s=30)
         assert worker.metric("gpuledger_worker_deadletters_total") == len(garbage)
         assert not math.isnan(worker.metric("gpuledger_worker_events_per_second"))
+
+
+def test_dead_letters_sent_before_a_crash_are_not_sent_again_after_the_restart(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    valid = lab_month().inputs[:400]
+    submission = next(e for e in valid if e.type_name == "WorkloadSubmitted")
+    garbage = fuzzed(random.Random(7), 900, submission)
+    # a checkpoint every 300 records, none by time: the crash comes after the last one (at 1,200), so the
+    # bad records after it are processed again, and so are those between it and the committed offset
+    extra = [*FAST_GROUP, "--checkpoint-every", "300", "--checkpoint-interval", "3600", "--batch-max", "100"]
+    with running_worker(kafka_bootstrap, tmp_path, extra=extra) as worker:
+        produce_events(kafka_bootstrap, worker.topics.events, valid)
+        produce(kafka_bootstrap, worker.topics.events, [(b"demo", g) for g in garbage])
+        total = len(valid) + len(garbage)
+        worker.start()
+        worker.wait_ready()
+        wait_for(lambda: worker.metric("gpuledger_worker_records_total") >= total, timeout_s=120, every_s=0.1)
+        assert worker.metric("gpuledger_worker_checkpoints_total") >= 3
+        worker.kill()
+        worker.start()
+        worker.wait_ready()
+        wait_for(lambda: worker.metric("gpuledger_worker_records_total") > 0, timeout_s=60, every_s=0.1)
+        replayed = worker.metric("gpuledger_worker_records_total")
+        letters = read_topic(kafka_bootstrap, worker.topics.deadletter, want=len(garbage), idle_s=3)
+        sources = [int(parse_headers(m.headers)["source"].rsplit("/", 1)[1]) for m in letters]
+        assert sources == list(range(len(valid), total))  # each bad record once, though some were redone
+        assert replayed > 0

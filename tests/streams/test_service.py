@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 from ledger.codec import encode
 from ledger.core import Knobs
 from ledger.events import Event, to_us
 from streams.service import DecisionService
+from streams.snapshot import Serialisation
 from streams.state import ClusterState
 from tests.factories import Events
 from tests.streams.scenarios import lab_month, same_state
@@ -138,3 +140,36 @@ def test_the_timer_ends_a_protected_window_with_no_new_event_as_the_next_event_w
     feed(other, setup)
     later = ev.checkpoint(60, "v1", progress_s=0)
     assert other.process(encode(later), b"lab", 0, len(setup)).emit[: len(tick.emit)] == tick.emit
+
+
+def test_applied_ids_are_remembered_for_the_window_and_an_older_input_is_refused_not_counted_twice() -> None:
+    ev = Events()
+    day = 24 * 60
+    svc = DecisionService(Knobs())
+    early = ev.submit(1, "w-early", "lab/a", gpus=1, work_s=600)
+    feed(svc, [ev.capacity(0, gpus=16), ev.node(0, "lab"), ev.node(0, "lab/a", share=1.0), early])
+    st = svc.states["lab"]
+    assert early.event_id in st.seen
+    later = ev.submit(9 * day, "w-late", "lab/a", gpus=1, work_s=600)
+    assert svc.process(encode(later), b"lab", 0, 100).kind == "applied"
+    svc.take_dirty()  # a checkpoint prunes ids older than the 7-day horizon
+    assert early.event_id not in st.seen and later.event_id in st.seen
+    before = st.to_bytes()
+    # a copy of the early submission arrives: its id is forgotten, so it must not be applied again
+    copy = svc.process(encode(early), b"lab", 0, 101)
+    assert copy.kind == "deadletter" and "idempotency horizon" in (copy.reason or "")
+    st.offset = ClusterState.from_bytes(before).offset
+    assert st.to_bytes() == before
+
+
+def test_a_checkpoint_serialised_in_a_forked_child_restores_the_state_frozen_at_the_fork() -> None:
+    inputs = lab_month().inputs
+    svc = DecisionService(Knobs())
+    feed(svc, inputs[:800])
+    (st,) = svc.states.values()
+    in_place = st.to_bytes()
+    job = Serialisation.start([st])
+    feed(svc, inputs[800:900], first_offset=800)  # the parent moves on while the child serialises
+    (forked,) = asyncio.run(job.result())
+    assert same_state(ClusterState.from_bytes(forked), ClusterState.from_bytes(in_place))
+    assert not same_state(ClusterState.from_bytes(forked), st)
