@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Iterable
@@ -209,11 +210,27 @@ def workloads(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     )
 
 
+def _settled(value: Any) -> Any:
+    """Return ``value`` with every float rounded to 12 significant digits, recursively.
+
+    DuckDB sums floating-point values on several threads in whatever order they finish, so
+    the last bits of a sum can differ between two runs over the same log; 12 digits keep every
+    figure far beyond what a GPU-hour means while making the same log give the same report.
+    """
+    if isinstance(value, float):
+        return float(f"{value:.12g}") if math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {k: _settled(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_settled(v) for v in value]
+    return value
+
+
 def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """Return the whole audit dictionary from a prepared connection."""
     period = con.execute("SELECT t0, t1, window_us FROM params").fetchone()
     assert period is not None
-    return {
+    settled: dict[str, Any] = _settled({
         "period": {"start": iso(period[0]), "end": iso(period[1])},
         "owed_hours": owed_hours(con),
         "discarded_work": discarded_work(con),
@@ -222,7 +239,8 @@ def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "fairness": fairness(con),
         "anomalies": anomalies(con),
         "workloads": workloads(con),
-    }
+    })
+    return settled
 
 
 def audit(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -64,6 +65,19 @@ def test_the_same_trace_replayed_twice_gives_byte_identical_logs(lab_trace: tupl
     # replaying into an existing run directory replaces its log, with the same bytes again
     assert replay(*lab_trace, tmp_path / "one") == 0
     assert segment_bytes(tmp_path / "one" / "events") == two
+
+
+def test_two_processes_replaying_one_trace_write_the_same_bytes(lab_trace: tuple[Path, Path], tmp_path: Path) -> None:
+    """No set order, string hash or thread timing may reach the log or the audit."""
+    trace, budgets = lab_trace
+    for seed in ("1", "2"):
+        subprocess.run(
+            [sys.executable, "-m", "ledger.cli", "replay", str(trace), "--budgets", str(budgets),
+             "--out", str(tmp_path / seed), "--quiet"],
+            check=True, cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+    assert segment_bytes(tmp_path / "1" / "events") == segment_bytes(tmp_path / "2" / "events")
+    assert (tmp_path / "1" / "audit.json").read_bytes() == (tmp_path / "2" / "audit.json").read_bytes()
 
 
 def test_another_knob_changes_what_happens(lab_trace: tuple[Path, Path], tmp_path: Path) -> None:
