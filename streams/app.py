@@ -52,6 +52,7 @@ from streams.service import DecisionService, Outcome
 from streams.snapshot import Serialisation
 from streams.state import ClusterState
 from streams.topics import WORKER_APP_ID, TopicNames
+from streams.trace import OffsetTrace, ranges
 from streams.wire import encode_record
 
 __all__ = ["WorkerConfig", "WorkerRuntime", "build_app", "run_worker"]
@@ -83,6 +84,7 @@ class WorkerConfig:
     batch_max: int = 1000
     batch_within_s: float = 0.005
     loglevel: str = "WARNING"
+    trace_offsets: bool = False  # log offsets applied, checkpointed, acked, committed (streams.trace)
     replication_factor: int = 1
     security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
 
@@ -125,6 +127,7 @@ class WorkerRuntime:
         self.started = time.monotonic()
         self.restored = False
         self.assigned: set[int] = set()  # partitions of the events topic this worker owns
+        self.trace = OffsetTrace(cfg.trace_offsets)
 
     # -- plumbing ------------------------------------------------------------------------------
     def _load(self, cluster: str) -> bytes | None:
@@ -177,6 +180,7 @@ class WorkerRuntime:
     # -- restart: recognise outputs already on the decisions topic ------------------------------
     async def _prepare(self, cluster: str, partition: int) -> None:
         st = self.service.state(cluster, partition)
+        self.trace.emit("restored", cluster=cluster, partition=st.partition, state=st.offset)
         st.suppress = await self._emitted_since(cluster, st.partition, st.decisions_next)
         if st.suppress:
             log.warning("cluster %s: %d output(s) already emitted, not sent again", cluster, len(st.suppress))
@@ -276,6 +280,7 @@ class WorkerRuntime:
     async def on_assigned(self, partitions: set[int]) -> None:
         """Take the partitions the group gave this worker; their clusters load at the next timer tick."""
         async with self.lock:
+            self._trace_commits()
             try:
                 await self._settle()
             except Exception as exc:  # its inputs stay unacked: the next checkpoint covers them
@@ -341,12 +346,20 @@ class WorkerRuntime:
                 await self.start_producer()
             if not self.restored:
                 await self.restore_all()
+            taken = events
             events = [ev for ev in events if await self._in_sequence(ev.message)]
             messages = [ev.message for ev in events]
+            if self.trace.enabled and len(events) < len(taken):
+                kept = {id(ev) for ev in events}
+                for p in {ev.message.partition for ev in taken}:
+                    gone = [ev.message.offset for ev in taken if id(ev) not in kept and ev.message.partition == p]
+                    self.trace.emit("dropped", partition=p, offsets=ranges(gone))
             for msg in messages:
                 if msg.key and (cluster := bytes(msg.key).decode("utf-8", "replace")) not in self.service.states:
                     await self._prepare(cluster, msg.partition)
             outcomes = self.service.process_batch([(m.value, m.key, m.partition, m.offset) for m in messages])
+            if self.trace.enabled:
+                self._trace_batch(messages, outcomes)
             kinds: dict[str, int] = {}
             late = 0
             for msg, outcome in zip(messages, outcomes, strict=True):
@@ -368,6 +381,36 @@ class WorkerRuntime:
             self.metrics.latency.observe(busy)
             self.metrics.busy_seconds.inc(busy)
             self.metrics.core_seconds.inc(self.service.core_s - core0)
+
+    def _trace_batch(self, messages: list[Any], outcomes: list[Outcome]) -> None:
+        by_cluster: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
+        for msg, outcome in zip(messages, outcomes, strict=True):
+            if outcome.cluster is None:
+                continue
+            applied, replayed = by_cluster.setdefault((outcome.cluster, msg.partition), ([], []))
+            (replayed if outcome.kind == "replayed" else applied).append(msg.offset)
+        for (cluster, partition), (applied, replayed) in by_cluster.items():
+            self.trace.emit(
+                "applied", cluster=cluster, partition=partition, offsets=ranges(applied), replayed=ranges(replayed)
+            )
+
+    def _trace_commits(self) -> None:
+        """Log every input offset faust commits (once: wraps the consumer's commit call)."""
+        consumer = self.app.consumer
+        if not self.trace.enabled or getattr(consumer, "_gpuledger_traced", False):
+            return
+        commit = consumer._commit
+        events = self.topics.events
+
+        async def traced(offsets: Any) -> bool:
+            done: bool = await commit(offsets)
+            for tp, offset in offsets.items():
+                if tp.topic == events:
+                    self.trace.emit("commit", partition=tp.partition, offset=offset, done=done)
+            return done
+
+        consumer._commit = traced
+        consumer._gpuledger_traced = True
 
     async def _in_sequence(self, msg: Any) -> bool:
         """Return whether to process a record; seek back if the partition resumed past its last checkpoint.
@@ -488,9 +531,10 @@ class WorkerRuntime:
             mark = (max(self.dl_end, marked_dl), max(self.last_offset.get(p, -1), marked_offset))
             if self.dl_marked.get(p) != mark:
                 marks[p] = mark
+        frozen = [(st.cluster, st.partition, st.offset) for st in states]  # what the serialised states reflect
         job = Serialisation.start(states, in_process=not self.cfg.checkpoint_fork)
         self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
-        self.inflight = asyncio.ensure_future(self._finish_checkpoint(states, job, covered, marks))
+        self.inflight = asyncio.ensure_future(self._finish_checkpoint(states, job, covered, marks, frozen))
         if wait:
             await self._settle()
 
@@ -506,7 +550,12 @@ class WorkerRuntime:
             await task
 
     async def _finish_checkpoint(
-        self, states: list[ClusterState], job: Serialisation, covered: list[Any], marks: dict[int, tuple[int, int]]
+        self,
+        states: list[ClusterState],
+        job: Serialisation,
+        covered: list[Any],
+        marks: dict[int, tuple[int, int]],
+        frozen: list[tuple[str, int, int]],
     ) -> None:
         try:
             blobs = await job.result()
@@ -531,6 +580,9 @@ class WorkerRuntime:
             self.service.dirty.update(st.cluster for st in states if st.cluster in self.service.states)
             self.unacked[:0] = covered
             raise
+        for cluster, partition, offset in frozen:
+            acked = ranges(ev.message.offset for ev in covered if ev.message.partition == partition)
+            self.trace.emit("checkpoint", cluster=cluster, partition=partition, state=offset, acked=acked)
         for event in covered:
             await self.stream.ack(event)
         self.last_checkpoint = time.monotonic()
