@@ -46,3 +46,4 @@ def test_a_restart_from_a_stale_checkpoint_or_applying_an_offset_again_is_report
 
 def test_a_commit_past_the_last_checkpoint_is_reported() -> None:
     assert check_trace(two_runs(9, "10-20", commit=12)) == ["pid 1 partition 0: committed 12, past the checkpoints' 9"]
+    assert check_trace(two_runs(9, "10-20", commit=12), commits=False) == []
