@@ -23,8 +23,11 @@ Crash safety (SIGKILL at any point, then restart, equals an uninterrupted run):
    then forgets the revoked clusters; it loads only clusters of its assigned partitions (the table
    also holds standby copies of other workers' partitions, stale once their owner moves on).
 
-Dead letters are at-least-once: a bad record after the last checkpoint is dead-lettered again after a
-crash; its ``source`` header (topic/partition/offset) identifies the copy.
+5. faust delivers partitions with holes (around an assignment it skips records, and it commits offsets
+   it never delivered). The worker keeps each partition's next offset to apply and reads the records
+   of a hole from the broker itself before going on (``_in_order``, ``_fill_tails``).
+
+Dead letters: each bad record gets one letter across crashes (see the marks in ``_recall_deadletters``).
 """
 
 from __future__ import annotations
