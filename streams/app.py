@@ -474,19 +474,23 @@ class WorkerRuntime:
             nxt = self._next_offset(p)
             if nxt is None or now - self.arrived.get(p, now) < self.cfg.tail_fill_after_s:
                 continue
-            with contextlib.suppress(Exception):
+            high = None
+            with contextlib.suppress(Exception):  # no fetch yet, or the partition is no longer assigned
                 high = self.app.consumer.highwater(TP(self.topics.events, p))
-                if high is not None and high > nxt:
-                    missing = await self._read_range(self.topics.events, p, nxt, high)
-                    if missing:
-                        log.warning("partition %d: offsets %d-%d were not delivered: read %d from the broker",
-                                    p, nxt, high - 1, len(missing))
-                        self.trace.emit("filled", partition=p, offsets=ranges(m.offset for m in missing))
-                        kinds = await self._apply(missing)
-                        for kind, n in kinds.items():
-                            self.metrics.records.labels(kind).inc(n)
-                        self.expect[p] = missing[-1].offset + 1
-                        self.arrived[p] = now
+            if high is None or high <= nxt:
+                continue
+            missing = await self._read_range(self.topics.events, p, nxt, high)
+            if missing:
+                log.warning(
+                    "partition %d: offsets %d-%d were not delivered: read %d from the broker", p, nxt, high - 1,
+                    len(missing),
+                )
+                self.trace.emit("filled", partition=p, offsets=ranges(m.offset for m in missing))
+                self.expect[p] = missing[-1].offset + 1
+                kinds = await self._apply(missing)
+                for kind, n in kinds.items():
+                    self.metrics.records.labels(kind).inc(n)
+            self.arrived[p] = now
 
     async def _deliver(self, outcome: Outcome, msg: Any) -> None:
         if outcome.kind == "deadletter":
