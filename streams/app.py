@@ -23,8 +23,11 @@ Crash safety (SIGKILL at any point, then restart, equals an uninterrupted run):
    then forgets the revoked clusters; it loads only clusters of its assigned partitions (the table
    also holds standby copies of other workers' partitions, stale once their owner moves on).
 
-Dead letters are at-least-once: a bad record after the last checkpoint is dead-lettered again after a
-crash; its ``source`` header (topic/partition/offset) identifies the copy.
+5. faust delivers partitions with holes (around an assignment it skips records, and it commits offsets
+   it never delivered). The worker keeps each partition's next offset to apply and reads the records
+   of a hole from the broker itself before going on (``_in_order``, ``_fill_tails``).
+
+Dead letters: each bad record gets one letter across crashes (see the marks in ``_recall_deadletters``).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from typing import Any
 
 from ledger.codec import decode
 from ledger.core import Knobs
-from ledger.errors import LedgerError
+from ledger.errors import BrokerError, LedgerError
 from ledger.events import Event
 from streams.budget_metrics import BudgetGauges
 from streams.deadletter import MARK_PREFIX, deadletter_headers, mark_key, parse_headers, source_of
@@ -52,6 +55,7 @@ from streams.service import DecisionService, Outcome
 from streams.snapshot import Serialisation
 from streams.state import ClusterState
 from streams.topics import WORKER_APP_ID, TopicNames
+from streams.trace import OffsetTrace, ranges
 from streams.wire import encode_record
 
 __all__ = ["WorkerConfig", "WorkerRuntime", "build_app", "run_worker"]
@@ -80,9 +84,11 @@ class WorkerConfig:
     session_timeout_s: float = 6.0
     rebalance_timeout_s: float = 3.0
     fetch_max_wait_ms: int = 20
+    tail_fill_after_s: float = 2.0  # a partition idle this long below its high watermark has its tail read directly
     batch_max: int = 1000
     batch_within_s: float = 0.005
     loglevel: str = "WARNING"
+    trace_offsets: bool = False  # log offsets applied, checkpointed, acked, committed (streams.trace)
     replication_factor: int = 1
     security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
 
@@ -118,13 +124,15 @@ class WorkerRuntime:
         # bad records up to that input offset have their letters; later ones' letters start at that offset
         self.dl_marked: dict[int, tuple[int, int]] = {}
         self.dl_suppress: set[str] = set()  # sources already dead-lettered, found at a restore: not sent again
-        self.resync: dict[int, int] = {}  # partition p -> offset sought back to; -1-p -> first offset dropped
-        self.in_sequence: set[int] = set()  # partitions whose records since the assignment follow their mark
+        # input partition -> the next offset to process: faust may deliver a partition with holes (see _in_order)
+        self.expect: dict[int, int] = {}
+        self.arrived: dict[int, float] = {}  # input partition -> monotonic time its last record was taken
         self.last_checkpoint = time.monotonic()
         self.last_offset: dict[int, int] = {}
         self.started = time.monotonic()
         self.restored = False
         self.assigned: set[int] = set()  # partitions of the events topic this worker owns
+        self.trace = OffsetTrace(cfg.trace_offsets)
 
     # -- plumbing ------------------------------------------------------------------------------
     def _load(self, cluster: str) -> bytes | None:
@@ -177,6 +185,7 @@ class WorkerRuntime:
     # -- restart: recognise outputs already on the decisions topic ------------------------------
     async def _prepare(self, cluster: str, partition: int) -> None:
         st = self.service.state(cluster, partition)
+        self.trace.emit("restored", cluster=cluster, partition=st.partition, state=st.offset)
         st.suppress = await self._emitted_since(cluster, st.partition, st.decisions_next)
         if st.suppress:
             log.warning("cluster %s: %d output(s) already emitted, not sent again", cluster, len(st.suppress))
@@ -192,6 +201,10 @@ class WorkerRuntime:
 
     async def _read_to_end(self, topic: str, partition: int, offset: int) -> list[Any]:
         """Return the records of one partition from ``offset`` to its end."""
+        return await self._read_range(topic, partition, offset, None)
+
+    async def _read_range(self, topic: str, partition: int, offset: int, end: int | None) -> list[Any]:
+        """Return the records of one partition from ``offset`` up to ``end`` (excluded), or to its end if None."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
         tp = TopicPartition(topic, partition)
@@ -206,18 +219,20 @@ class WorkerRuntime:
             consumer.seek(tp, offset)
             # read up to the high watermark that fetch responses carry, not end_offsets(): some Kafka-protocol
             # brokers (tansu) answer ListOffsets with the last *batch's* base offset + 1. Without a high
-            # watermark, read until the partition stays quiet for 300 ms.
-            quiet_since = time.monotonic()
+            # watermark, read until the partition stays quiet for 300 ms. A given end is waited for (60 s at most).
+            quiet_since = started = time.monotonic()
             while True:
                 batch = await consumer.getmany(tp, timeout_ms=50)
-                out.extend(batch.get(tp, []))
-                high = consumer.highwater(tp)
+                out.extend(m for m in batch.get(tp, []) if end is None or m.offset < end)
+                high = consumer.highwater(tp) if end is None else end
                 if high is not None and await consumer.position(tp) >= high:
                     break
                 if batch:
                     quiet_since = time.monotonic()
-                elif time.monotonic() - quiet_since >= 0.3:
+                elif end is None and time.monotonic() - quiet_since >= 0.3:
                     break
+                elif end is not None and time.monotonic() - started >= 60:
+                    raise BrokerError(f"{topic}/{partition}: offsets {offset}-{end - 1} not readable in 60 s")
         finally:
             await consumer.stop()
         return out
@@ -276,6 +291,7 @@ class WorkerRuntime:
     async def on_assigned(self, partitions: set[int]) -> None:
         """Take the partitions the group gave this worker; their clusters load at the next timer tick."""
         async with self.lock:
+            self._trace_commits()
             try:
                 await self._settle()
             except Exception as exc:  # its inputs stay unacked: the next checkpoint covers them
@@ -283,8 +299,8 @@ class WorkerRuntime:
             self.assigned = set(partitions)
             self._forget({st.partition for st in self.service.states.values()} - self.assigned)
             self.restored = False
-            self.in_sequence.clear()  # faust resumes every assigned partition at its committed offset
-            self.resync.clear()
+            self.expect.clear()  # faust resumes every assigned partition at its committed offset
+            self.arrived = dict.fromkeys(self.assigned, time.monotonic())
 
     async def on_revoked(self, partitions: set[int]) -> None:
         """Hand partitions over: make what was processed durable, then forget their clusters.
@@ -322,9 +338,8 @@ class WorkerRuntime:
         for partition in partitions:
             self.last_offset.pop(partition, None)
             self.dl_marked.pop(partition, None)
-            self.resync.pop(partition, None)
-            self.in_sequence.discard(partition)
-            self.resync.pop(-1 - partition, None)
+            self.expect.pop(partition, None)
+            self.arrived.pop(partition, None)
             with contextlib.suppress(KeyError):
                 self.metrics.lag.remove(str(partition))
 
@@ -341,27 +356,14 @@ class WorkerRuntime:
                 await self.start_producer()
             if not self.restored:
                 await self.restore_all()
-            events = [ev for ev in events if await self._in_sequence(ev.message)]
-            messages = [ev.message for ev in events]
-            for msg in messages:
-                if msg.key and (cluster := bytes(msg.key).decode("utf-8", "replace")) not in self.service.states:
-                    await self._prepare(cluster, msg.partition)
-            outcomes = self.service.process_batch([(m.value, m.key, m.partition, m.offset) for m in messages])
-            kinds: dict[str, int] = {}
-            late = 0
-            for msg, outcome in zip(messages, outcomes, strict=True):
-                kinds[outcome.kind] = kinds.get(outcome.kind, 0) + 1
-                late += outcome.late
-                if outcome.kind == "deadletter" or outcome.emit:
-                    await self._deliver(outcome, msg)
-                self.last_offset[msg.partition] = msg.offset
-            await self._await_sent()
+            messages, skipped = await self._in_order([ev.message for ev in events])
+            kinds = await self._apply(messages)
+            if skipped:
+                kinds["replayed"] = kinds.get("replayed", 0) + skipped
             self.unacked.extend(events)
             for kind, n in kinds.items():
                 self.metrics.records.labels(kind).inc(n)
             self.metrics.events_seen += len(events)
-            if late:
-                self.metrics.late.inc(late)
             if len(self.unacked) >= self.cfg.checkpoint_every and not self.checkpointing:
                 await self._checkpoint(wait=False)
             busy = time.perf_counter() - t0
@@ -369,37 +371,126 @@ class WorkerRuntime:
             self.metrics.busy_seconds.inc(busy)
             self.metrics.core_seconds.inc(self.service.core_s - core0)
 
-    async def _in_sequence(self, msg: Any) -> bool:
-        """Return whether to process a record; seek back if the partition resumed past its last checkpoint.
+    def _trace_batch(self, messages: list[Any], outcomes: list[Outcome]) -> None:
+        by_cluster: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
+        for msg, outcome in zip(messages, outcomes, strict=True):
+            if outcome.cluster is None:
+                continue
+            applied, replayed = by_cluster.setdefault((outcome.cluster, msg.partition), ([], []))
+            (replayed if outcome.kind == "replayed" else applied).append(msg.offset)
+        for (cluster, partition), (applied, replayed) in by_cluster.items():
+            self.trace.emit(
+                "applied", cluster=cluster, partition=partition, offsets=ranges(applied), replayed=ranges(replayed)
+            )
 
-        faust counts offsets it never delivered (a jump in a fetch, records of a generation a rebalance
-        ended) as acknowledged when it commits, so the committed offset can pass the last checkpoint and a
-        restarted consumer would resume after records no state reflects. The partition's mark in the
-        ``clusters`` table holds the last input offset the checkpoints cover: when the first record after
-        an assignment lies beyond the next one, the worker seeks back to it and drops what faust had
-        already fetched past it (it is delivered again); the re-delivery is recognised by an offset not
-        above the first one dropped (equal to the target, or the first record left if it no longer exists).
+    def _trace_commits(self) -> None:
+        """Log every input offset faust commits (once: wraps the consumer's commit call)."""
+        consumer = self.app.consumer
+        if not self.trace.enabled or getattr(consumer, "_gpuledger_traced", False):
+            return
+        commit = consumer._commit
+        events = self.topics.events
+
+        async def traced(offsets: Any) -> bool:
+            done: bool = await commit(offsets)
+            for tp, offset in offsets.items():
+                if tp.topic == events:
+                    self.trace.emit("commit", partition=tp.partition, offset=offset, done=done)
+            return done
+
+        consumer._commit = traced
+        consumer._gpuledger_traced = True
+
+    async def _apply(self, messages: list[Any]) -> dict[str, int]:
+        """Process records in order, send what they produce and await it; return how many of each outcome."""
+        for msg in messages:
+            if msg.key and (cluster := bytes(msg.key).decode("utf-8", "replace")) not in self.service.states:
+                await self._prepare(cluster, msg.partition)
+        outcomes = self.service.process_batch([(m.value, m.key, m.partition, m.offset) for m in messages])
+        if self.trace.enabled:
+            self._trace_batch(messages, outcomes)
+        kinds: dict[str, int] = {}
+        late = 0
+        for msg, outcome in zip(messages, outcomes, strict=True):
+            kinds[outcome.kind] = kinds.get(outcome.kind, 0) + 1
+            late += outcome.late
+            if outcome.kind == "deadletter" or outcome.emit:
+                await self._deliver(outcome, msg)
+            self.last_offset[msg.partition] = msg.offset
+        await self._await_sent()
+        if late:
+            self.metrics.late.inc(late)
+        return kinds
+
+    def _next_offset(self, partition: int) -> int | None:
+        """Return the next input offset of a partition to process, if known.
+
+        After an assignment it is the one after the partition's mark (the last input offset the durable
+        checkpoints cover); then the one after the last record processed.
         """
-        p = msg.partition
-        target = self.resync.get(p)
-        if target is not None:
-            if msg.offset <= self.resync[-1 - p]:  # the re-delivery after the seek has begun
-                del self.resync[p], self.resync[-1 - p]
-                self.in_sequence.add(p)
-                return True
-            return False
-        if p in self.in_sequence:
-            return True
-        covered = self.dl_marked.get(p, (0, -1))[1]
-        if covered < 0 or msg.offset <= covered + 1:
-            self.in_sequence.add(p)
-            return True
+        nxt = self.expect.get(partition)
+        if nxt is None:
+            covered = self.dl_marked.get(partition, (0, -1))[1]
+            nxt = covered + 1 if covered >= 0 else None
+        return nxt
+
+    async def _in_order(self, taken: list[Any]) -> tuple[list[Any], int]:
+        """Return the records to process, each partition's in unbroken offset order, and how many were skipped.
+
+        faust does not deliver a partition without holes: around an assignment it can skip records
+        (seen: a few to a dozen records after the first batch of a restarted worker), and it commits
+        offsets it never delivered (a jump in a fetch counts as acknowledged), so the committed offset
+        may also pass the last checkpoint. Either way the records no state reflects would be lost. A
+        record beyond the next expected offset therefore has the missing ones read from the broker first
+        (a consumer of its own: seeking faust's consumer while its fetcher runs moves the hole instead);
+        a record before it was processed already (or is covered by the durable checkpoints) and is skipped.
+        """
+        out: list[Any] = []
+        skipped = 0
+        now = time.monotonic()
+        for msg in taken:
+            p = msg.partition
+            nxt = self._next_offset(p)
+            self.arrived[p] = now
+            if nxt is not None and msg.offset < nxt:
+                skipped += 1
+                continue
+            if nxt is not None and msg.offset > nxt:
+                missing = await self._read_range(msg.topic, p, nxt, msg.offset)
+                log.warning("partition %d: offsets %d-%d were not delivered: read %d from the broker",
+                            p, nxt, msg.offset - 1, len(missing))
+                self.trace.emit("filled", partition=p, offsets=ranges(m.offset for m in missing))
+                out.extend(missing)
+            out.append(msg)
+            self.expect[p] = msg.offset + 1
+        return out, skipped
+
+    async def _fill_tails(self) -> None:
+        """Process records faust left undelivered at a partition's end (nothing after them reveals the hole)."""
         from faust.types import TP
 
-        log.warning("partition %d resumed at %d, past its last checkpoint (%d): seeking back", p, msg.offset, covered)
-        await self.app.consumer.seek(TP(msg.topic, p), covered + 1)
-        self.resync[p], self.resync[-1 - p] = covered + 1, msg.offset
-        return False
+        now = time.monotonic()
+        for p in sorted(self.assigned):
+            nxt = self._next_offset(p)
+            if nxt is None or now - self.arrived.get(p, now) < self.cfg.tail_fill_after_s:
+                continue
+            high = None
+            with contextlib.suppress(Exception):  # no fetch yet, or the partition is no longer assigned
+                high = self.app.consumer.highwater(TP(self.topics.events, p))
+            if high is None or high <= nxt:
+                continue
+            missing = await self._read_range(self.topics.events, p, nxt, high)
+            if missing:
+                log.warning(
+                    "partition %d: offsets %d-%d were not delivered: read %d from the broker", p, nxt, high - 1,
+                    len(missing),
+                )
+                self.trace.emit("filled", partition=p, offsets=ranges(m.offset for m in missing))
+                self.expect[p] = missing[-1].offset + 1
+                kinds = await self._apply(missing)
+                for kind, n in kinds.items():
+                    self.metrics.records.labels(kind).inc(n)
+            self.arrived[p] = now
 
     async def _deliver(self, outcome: Outcome, msg: Any) -> None:
         if outcome.kind == "deadletter":
@@ -449,6 +540,7 @@ class WorkerRuntime:
         async with self.lock:
             if not self.restored:
                 await self.restore_all()
+            await self._fill_tails()
             for tick in self.service.due():
                 await self._emit(tick.cluster, tick.partition, tick.emit)
             await self._await_sent()
@@ -488,9 +580,10 @@ class WorkerRuntime:
             mark = (max(self.dl_end, marked_dl), max(self.last_offset.get(p, -1), marked_offset))
             if self.dl_marked.get(p) != mark:
                 marks[p] = mark
+        frozen = [(st.cluster, st.partition, st.offset) for st in states]  # what the serialised states reflect
         job = Serialisation.start(states, in_process=not self.cfg.checkpoint_fork)
         self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
-        self.inflight = asyncio.ensure_future(self._finish_checkpoint(states, job, covered, marks))
+        self.inflight = asyncio.ensure_future(self._finish_checkpoint(states, job, covered, marks, frozen))
         if wait:
             await self._settle()
 
@@ -506,7 +599,12 @@ class WorkerRuntime:
             await task
 
     async def _finish_checkpoint(
-        self, states: list[ClusterState], job: Serialisation, covered: list[Any], marks: dict[int, tuple[int, int]]
+        self,
+        states: list[ClusterState],
+        job: Serialisation,
+        covered: list[Any],
+        marks: dict[int, tuple[int, int]],
+        frozen: list[tuple[str, int, int]],
     ) -> None:
         try:
             blobs = await job.result()
@@ -531,6 +629,9 @@ class WorkerRuntime:
             self.service.dirty.update(st.cluster for st in states if st.cluster in self.service.states)
             self.unacked[:0] = covered
             raise
+        for cluster, partition, offset in frozen:
+            acked = ranges(ev.message.offset for ev in covered if ev.message.partition == partition)
+            self.trace.emit("checkpoint", cluster=cluster, partition=partition, state=offset, acked=acked)
         for event in covered:
             await self.stream.ack(event)
         self.last_checkpoint = time.monotonic()

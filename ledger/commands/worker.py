@@ -57,6 +57,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--data-dir", type=Path, default=None, help="faust's local directory (default: a temp dir)")
     p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
+    p.add_argument(
+        "--trace-offsets", action="store_true",
+        help="log the input offsets applied, checkpointed, acked and committed (to diagnose a lost or doubled input)",
+    )
     add_knob_arguments(p)
 
 
@@ -98,6 +102,7 @@ def run(args: argparse.Namespace) -> int:
         batch_within_s=args.batch_within,
         rebalance_timeout_s=args.rebalance_timeout,
         loglevel=args.log_level,
+        trace_offsets=args.trace_offsets,
         replication_factor=args.replication_factor,
         security=KafkaSecurity.from_env(),
     )

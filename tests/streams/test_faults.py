@@ -17,6 +17,7 @@ from ledger.core import Knobs
 from ledger.events import Event
 from streams.deadletter import parse_headers
 from streams.service import DecisionService
+from streams.trace import check_trace
 from tests.streams.harness import decoded, produce, produce_events, read_topic, running_worker, wait_for
 from tests.streams.scenarios import checkpoint_heavy, lab_month
 from tests.streams.test_worker import FAST_GROUP, table
@@ -45,7 +46,7 @@ def test_a_worker_killed_twenty_times_ends_exactly_like_an_uninterrupted_run(
     assert len(inputs) == 50_000
     expected_outputs, expected_view = reference(inputs)
     rng = random.Random(2026)
-    extra = [*FAST_GROUP, "--idle-clock-rate", "0", "--checkpoint-every", "500"]
+    extra = [*FAST_GROUP, "--idle-clock-rate", "0", "--checkpoint-every", "500", "--trace-offsets"]
     with running_worker(kafka_bootstrap, tmp_path, extra=extra) as worker:
         produce_events(kafka_bootstrap, worker.topics.events, inputs)
         for _ in range(20):
@@ -62,6 +63,12 @@ def test_a_worker_killed_twenty_times_ends_exactly_like_an_uninterrupted_run(
             print("records processed since the last start:", worker.metric("gpuledger_worker_records_total"))
             differ = {k: (v, got_view.get(k)) for k, v in expected_view.items() if got_view.get(k) != v}
             print("nodes that differ:", differ)
+            # what the offset trace shows: inputs applied never or twice, offsets committed past a checkpoint
+            assert worker.log_path is not None
+            trace = worker.log_path.read_text(errors="replace").splitlines()
+            print("offset trace:", "\n".join(check_trace(trace)) or "consistent")
+        problems = check_trace(trace, commits=False)
+        assert problems == [], problems
         records = read_topic(kafka_bootstrap, worker.topics.decisions, want=len(expected_outputs), idle_s=2)
         got = decoded(records)
         assert len({e.event_id for e in got}) == len(got), "an output was emitted twice"
