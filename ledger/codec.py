@@ -63,7 +63,7 @@ def history_schemas() -> list[dict[str, Any]]:
 
 
 def _parse(schema: dict[str, Any]) -> Schema:
-    return fastavro.parse_schema(schema, _write_hint=False, _force=True)
+    return fastavro.parse_schema(schema, _force=True)  # marked as parsed: fastavro skips re-parsing per call
 
 
 @lru_cache(maxsize=1)
