@@ -29,6 +29,9 @@ until the window start reaches its meter's next breakpoint or its meters change,
 at a new instant is O(1); a parent's ranking of its children is kept until two neighbours could
 come within the 9-decimal tie zone (their lines are known) or a child's meters change, so a
 level already ranked costs O(1) — the "b log b" above is paid only when a ranking is renewed.
+A node's allocation is kept once the window no longer spans a change of its share; while it
+does, the allocation moves with time, so rankings holding that node are renewed at every instant.
+Callers drop every cache (``invalidate``) and then ``retarget`` when shares or capacity change.
 """
 
 from __future__ import annotations
@@ -115,7 +118,6 @@ class FairShareOrder:
             elif rate != m.rate:
                 m.change(t, rate - m.rate, occ.window_us, occ.half_life_us)
                 self._steady.pop(path, None)
-            self._cache.pop(path, None)
 
     def allocation_us(self, path: str, t: int) -> float:
         """Return the GPU-microseconds a node's allocation was worth over the window (or half-life) at ``t``.
