@@ -43,7 +43,8 @@ class Workload:
     submitted_by: str = ""  # event id of the submission (a resubmission under the same id has another)
     key: QueueKey = (0, 0, "")
     state: str = WAITING
-    allocated: bool = False  # of the current (or last) run
+    allocated: bool = False  # of the current (or last) run: it declared minimum runtime > 0 under a defined budget
+    shielded: bool = False  # priority policy: the current run is non-preemptible (within its team's limit)
     hosts: list[int] = field(default_factory=list)
     held: int = 0  # GPUs held by the current run (whole hosts when wide)
     start_us: int = 0

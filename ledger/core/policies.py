@@ -9,7 +9,8 @@
 * each team (budget node) has a concurrent-GPU limit for non-preemptible work, derived from
   its budget as ``max(gpus_per_node, floor(fraction × capacity))`` — its share of the cluster,
   at least one host. A non-preemptible request beyond the limit still runs, but preemptible
-  (as preemptible work could use idle capacity beyond the limit);
+  (as preemptible work could use idle capacity beyond the limit); it remains *allocated* work,
+  charged to its budget: allocated or not is what a workload declares, under every policy;
 * preemptible work (minimum runtime 0, or beyond the limit) may be preempted by any waiting
   workload of strictly higher priority;
 * nothing is charged up front and there is no protected window beyond "non-preemptible".

@@ -22,7 +22,7 @@ def start_reason(core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], 
     if core.knobs.policy == "priority":
         kind = (
             "non-preemptible"
-            if core._runs_allocated(w)
+            if core._within_team_limit(w)
             else ("preemptible (team at its non-preemptible GPU limit)" if w.wants_allocation else "preemptible")
         )
         return f"priority {w.priority}: highest-priority work that fits; runs {kind}; {where}"

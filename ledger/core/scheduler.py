@@ -398,7 +398,7 @@ class DecisionCore:
                 self._drain(w, t, out, why)
 
     def _drain(self, w: Workload, t: int, out: list[Event], why: str) -> None:
-        if self.knobs.policy == "priority" and w.allocated:
+        if w.shielded:
             out.append(
                 self._decision(
                     "drain", w, t, t, why + ": non-preemptible under the priority policy, it stays until it ends"
@@ -485,8 +485,10 @@ class DecisionCore:
             w.exposed = False
         if not w.allocated:
             self.unalloc_gpus -= w.held
-        elif self.knobs.policy == "priority" and w.node is not None:
+        if w.shielded:
+            assert w.node is not None
             self.nonpreemptible[w.node] -= w.held
+            w.shielded = False
 
     def _begin_run(self, w: Workload, t: int, out: list[Event]) -> None:
         w.state = RUNNING
@@ -495,9 +497,10 @@ class DecisionCore:
         w.start_us = w.last_ckpt_us = t
         chain = self._chain(w)
         self.occ.run_changed(chain, t, w.held, w.allocated)
-        if w.allocated:
+        if w.allocated and (self.knobs.policy != "priority" or w.shielded):
             w.protected_until = t + w.min_runtime_s * _US
-            if self.knobs.policy == "priority" and w.node is not None:
+            if w.shielded:
+                assert w.node is not None
                 self.nonpreemptible[w.node] = self.nonpreemptible.get(w.node, 0) + w.held
             if self.knobs.policy == "fairshare":
                 if self.occ.upfront:
@@ -505,8 +508,10 @@ class DecisionCore:
                     w.prepaid = True
                 self._wake_at(w.protected_until, _PROTECT, w)
         else:
+            # unallocated, or (priority policy) allocated work beyond its team's non-preemptible limit
             w.protected_until = t
-            self.unalloc_gpus += w.held
+            if not w.allocated:
+                self.unalloc_gpus += w.held
             if self.knobs.policy != "fifo":
                 self._pool_add(w)
         out.append(
@@ -523,7 +528,8 @@ class DecisionCore:
         self.order.remove(w)
         w.hosts = hosts
         w.held = w.size
-        w.allocated = self._runs_allocated(w)
+        w.allocated = w.wants_allocation
+        w.shielded = self._within_team_limit(w)
         self.hosts.place(w.wid, hosts, w.size)
         out.append(self._decision("start", w, t, t + grace, why, position=pick_position))
         if grace:
@@ -533,11 +539,10 @@ class DecisionCore:
         else:
             self._begin_run(w, t, out)
 
-    def _runs_allocated(self, w: Workload) -> bool:
-        if not w.wants_allocation:
+    def _within_team_limit(self, w: Workload) -> bool:
+        """Return whether ``w`` would run non-preemptible under the priority policy (False under the others)."""
+        if self.knobs.policy != "priority" or not w.wants_allocation:
             return False
-        if self.knobs.policy != "priority":
-            return True
         assert w.node is not None
         limit = team_limit(self.tree.fraction(w.node), self.hosts.capacity, self.hosts.per_node)
         return self.nonpreemptible.get(w.node, 0) + w.size <= limit

@@ -83,7 +83,7 @@ GOLDEN = [
     ),
     pytest.param(
         Knobs(policy="priority"), 2500, 0.75,
-        "6572e95f8a08f505f3e1216ed222d4f61cd047781b86a6567e4e5d5a0619f738", 12396, id="priority",
+        "ff957b2bb4c0d10a220a93044f925cc8afa0d9b14ba748f0f374216a7a66993d", 12124, id="priority",
     ),
     pytest.param(
         Knobs(policy="fifo"), 2500, 0.75,

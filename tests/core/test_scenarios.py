@@ -162,9 +162,11 @@ def test_priority_baseline_never_preempts_non_preemptible_work_and_caps_teams() 
             e.submit(1, "np2", "org/a", gpus=8, min_runtime_s=600, priority=0),
         ],
     )
-    started = {s.workload_id: s.allocated for s in of(out, ev.WorkloadStarted)}  # type: ignore[attr-defined]
-    # team a's limit is half the cluster (8 GPUs): the second non-preemptible request runs preemptible
-    assert started == {"np": True, "np2": False}
+    started = {s.workload_id: s for s in of(out, ev.WorkloadStarted)}  # type: ignore[attr-defined]
+    # both declared a minimum runtime, so both runs are allocated (charged to org/a) ...
+    assert {w: s.allocated for w, s in started.items()} == {"np": True, "np2": True}
+    # ... but team a's limit is half the cluster (8 GPUs): the second request runs preemptible, unprotected
+    assert {w: s.protected_until > s.time for w, s in started.items()} == {"np": True, "np2": False}
     out = run(core, [e.submit(100, "hi", "org/b", gpus=8, min_runtime_s=600, priority=5)])
     assert [p.workload_id for p in of(out, ev.WorkloadPreempted)] == ["np2"]  # type: ignore[attr-defined]
     out = run(core, [e.submit(200, "higher", "org/b", gpus=8, min_runtime_s=0, priority=9)])
