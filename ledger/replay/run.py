@@ -50,7 +50,9 @@ def load_trace(trace: str | Path, budgets_file: str | Path, *, strict: bool = Fa
     budgets = load_budgets(budgets_file)
     t = read_trace(trace, budgets.cluster, strict=strict, budgets=budgets.paths, max_gpus=budgets.gpus)
     if not t.submissions:
-        raise InputError(f"{trace}: no workload could be read ({len(t.rejected)} bad row(s))")
+        shown = "".join(f"\n  {r}" for r in t.rejected[:10])
+        more = f"\n  ... and {len(t.rejected) - 10} more" if len(t.rejected) > 10 else ""
+        raise InputError(f"{trace}: no workload could be read ({len(t.rejected)} bad row(s)):{shown}{more}")
     result = inputs_from_budgets(budgets, list(t.submissions))
     result.rejected = t.rejected
     result.source = str(trace)

@@ -120,6 +120,19 @@ def test_strict_refuses_a_trace_with_bad_rows_and_writes_nothing(
     assert not (tmp_path / "run" / "events").exists()
 
 
+def test_a_trace_of_only_bad_rows_is_refused_naming_each_row(
+    lab_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace, budgets = lab_trace
+    header = trace.read_text().splitlines()[0]
+    trace.write_text("\n".join([header, *BAD_ROWS]) + "\n")
+    assert replay(trace, budgets, tmp_path / "run") == 2
+    err = capsys.readouterr().err
+    assert "no workload could be read (2 bad row(s))" in err
+    assert f"{trace}:2: gpus = 'eight'" in err and f"{trace}:3: budget = 'lab/nowhere'" in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_compare_puts_policies_and_cap_lists_side_by_side(
     lab_trace: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
