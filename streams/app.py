@@ -50,6 +50,7 @@ from ledger.events import Event
 from streams.budget_metrics import BudgetGauges
 from streams.deadletter import MARK_PREFIX, deadletter_headers, mark_key, parse_headers, source_of
 from streams.metrics import WorkerMetrics
+from streams.outbox import Outbox
 from streams.security import KafkaSecurity
 from streams.service import DecisionService, Outcome
 from streams.snapshot import Serialisation
@@ -93,12 +94,6 @@ class WorkerConfig:
     security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
 
 
-@dataclass
-class _Sent:
-    cluster: str
-    future: Any  # asyncio future of RecordMetadata
-
-
 class WorkerRuntime:
     """The glue between faust and the pure service: sends, checkpoints, acks, metrics."""
 
@@ -115,8 +110,11 @@ class WorkerRuntime:
         )
         self.lock = asyncio.Lock()
         self.producer: Any = None
-        self.sent: list[_Sent] = []
+        self.outbox: Outbox | None = None  # outputs queued and sent, per partition batch (with the producer)
         self.unacked: list[Any] = []  # input events covered by the next checkpoint
+        # records of holes in faust's delivery, read from the broker and applied, covered by the next checkpoint:
+        # acked to faust's consumer with it, or faust's committed offset would stay at the hole (see _ack_filled)
+        self.filled: list[Any] = []
         self.stream: Any = None  # the agent's stream (acks go through it)
         self.inflight: asyncio.Future[None] | None = None  # the checkpoint being written, if any
         self.dl_end = 0  # dead-letter offset after the last letter known sent (or found at a restore)
@@ -154,9 +152,11 @@ class WorkerRuntime:
             acks="all",
             enable_idempotence=False,
             linger_ms=0,  # outputs are awaited once per batch: whatever a batch queued goes out at once
+            max_batch_size=512 * 1024,  # a batch of inputs' outputs to one partition usually fits one record batch
             **self.cfg.security.aiokafka_kwargs(),
         )
         await self.producer.start()
+        self.outbox = Outbox(self.producer)
 
     async def shutdown(self) -> None:
         """Checkpoint what was processed (a graceful stop resumes without reprocessing), then stop sending."""
@@ -174,6 +174,7 @@ class WorkerRuntime:
             with contextlib.suppress(Exception):
                 await self.producer.stop()
             self.producer = None
+            self.outbox = None
 
     @property
     def ready(self) -> bool:
@@ -315,16 +316,15 @@ class WorkerRuntime:
             if self.producer is not None:
                 try:
                     await self._settle()
-                    if self.unacked or self.service.dirty or self.sent:
+                    if self.unacked or self.service.dirty or (self.outbox and self.outbox.sent):
                         await self._checkpoint()
                 except Exception as exc:  # the next owner reprocesses from the last durable checkpoint
                     log.warning("checkpoint on revocation failed: %s: %s", type(exc).__name__, exc)
-                    for s in self.sent:
-                        with contextlib.suppress(Exception):
-                            await s.future
-                    self.sent = []
+                    if self.outbox is not None:
+                        await self.outbox.settle()
             # acks of records whose state is dropped would let the offset pass what any checkpoint holds
             self.unacked = [ev for ev in self.unacked if ev.message.partition not in partitions]
+            self.filled = [r for r in self.filled if r.partition not in partitions]
             self.assigned -= partitions
             self._forget(partitions)
             self.restored = False
@@ -460,6 +460,7 @@ class WorkerRuntime:
                 log.warning("partition %d: offsets %d-%d were not delivered: read %d from the broker",
                             p, nxt, msg.offset - 1, len(missing))
                 self.trace.emit("filled", partition=p, offsets=ranges(m.offset for m in missing))
+                self.filled.extend(missing)
                 out.extend(missing)
             out.append(msg)
             self.expect[p] = msg.offset + 1
@@ -486,6 +487,7 @@ class WorkerRuntime:
                     len(missing),
                 )
                 self.trace.emit("filled", partition=p, offsets=ranges(m.offset for m in missing))
+                self.filled.extend(missing)
                 self.expect[p] = missing[-1].offset + 1
                 kinds = await self._apply(missing)
                 for kind, n in kinds.items():
@@ -500,37 +502,35 @@ class WorkerRuntime:
                 return  # dead-lettered after it, before a crash
             headers = deadletter_headers(outcome.reason or "unknown", msg.topic, msg.partition, msg.offset)
             # partition 0: the topic has one, and the marks in the table are offsets of that partition
-            fut = await self.producer.send(
-                self.topics.deadletter, msg.value or b"", key=msg.key, partition=0, headers=headers
-            )
-            self.sent.append(_Sent("", fut))
+            assert self.outbox is not None
+            await self.outbox.add(self.topics.deadletter, 0, "", msg.key, msg.value or b"", headers)
             self.metrics.deadletters.inc()
         elif outcome.emit and outcome.cluster is not None:
             await self._emit(outcome.cluster, msg.partition, outcome.emit)
 
     async def _emit(self, cluster: str, partition: int, events: list[Event]) -> None:
+        assert self.outbox is not None
         key = cluster.encode()
-        send = self.producer.send
+        add = self.outbox.add
         topic = self.topics.decisions
         for e in events:
-            self.sent.append(_Sent(cluster, await send(topic, encode_record(e), key=key, partition=partition)))
+            await add(topic, partition, cluster, key, encode_record(e))
         self.metrics.decisions.inc(len(events))
         self.metrics.outputs_sent += len(events)
 
     async def _await_sent(self) -> None:
-        """Wait for every output sent so far to be acknowledged; note how far each cluster's outputs reach."""
-        sent, self.sent = self.sent, []
-        if not sent:
+        """Send what is queued, wait for every output sent so far to be acknowledged; note how far outputs reach."""
+        if self.outbox is None:
             return
-        results = await asyncio.gather(*(s.future for s in sent))
+        await self.outbox.send()
         states = self.service.states
-        for s, md in zip(sent, results, strict=True):
-            if not s.cluster:  # a dead letter
-                self.dl_end = max(self.dl_end, md.offset + 1)
+        for tag, end in (await self.outbox.acked()).items():
+            if not tag:  # dead letters
+                self.dl_end = max(self.dl_end, end)
                 continue
-            st = states.get(s.cluster)
-            if st is not None and md.offset >= st.decisions_next:
-                st.decisions_next = md.offset + 1
+            st = states.get(tag)
+            if st is not None and end > st.decisions_next:
+                st.decisions_next = end
 
     # -- timer -----------------------------------------------------------------------------------
     async def on_timer(self) -> None:
@@ -544,7 +544,7 @@ class WorkerRuntime:
             for tick in self.service.due():
                 await self._emit(tick.cluster, tick.partition, tick.emit)
             await self._await_sent()
-            pending = self.unacked or self.service.dirty
+            pending = self.unacked or self.filled or self.service.dirty
             due = time.monotonic() - self.last_checkpoint >= self.cfg.checkpoint_interval_s
             if pending and due and not self.checkpointing:
                 await self._checkpoint(wait=False)
@@ -573,6 +573,7 @@ class WorkerRuntime:
         await self._await_sent()
         states = self.service.take_dirty()
         covered, self.unacked = self.unacked, []
+        filled, self.filled = self.filled, []
         marks = {}
         for p in sorted(self.assigned):
             # never lower: a restarted worker may redo records from well before its last mark
@@ -583,7 +584,7 @@ class WorkerRuntime:
         frozen = [(st.cluster, st.partition, st.offset) for st in states]  # what the serialised states reflect
         job = Serialisation.start(states, in_process=not self.cfg.checkpoint_fork)
         self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
-        self.inflight = asyncio.ensure_future(self._finish_checkpoint(states, job, covered, marks, frozen))
+        self.inflight = asyncio.ensure_future(self._finish_checkpoint(states, job, covered, filled, marks, frozen))
         if wait:
             await self._settle()
 
@@ -603,6 +604,7 @@ class WorkerRuntime:
         states: list[ClusterState],
         job: Serialisation,
         covered: list[Any],
+        filled: list[Any],
         marks: dict[int, tuple[int, int]],
         frozen: list[tuple[str, int, int]],
     ) -> None:
@@ -628,14 +630,41 @@ class WorkerRuntime:
             # nothing covered is acked: mark the states changed again so the next checkpoint covers them
             self.service.dirty.update(st.cluster for st in states if st.cluster in self.service.states)
             self.unacked[:0] = covered
+            self.filled[:0] = filled
             raise
         for cluster, partition, offset in frozen:
-            acked = ranges(ev.message.offset for ev in covered if ev.message.partition == partition)
+            acked = ranges(
+                [ev.message.offset for ev in covered if ev.message.partition == partition]
+                + [r.offset for r in filled if r.partition == partition]
+            )
             self.trace.emit("checkpoint", cluster=cluster, partition=partition, state=offset, acked=acked)
         for event in covered:
             await self.stream.ack(event)
+        self._ack_filled(filled)
         self.last_checkpoint = time.monotonic()
         self.metrics.checkpoints.inc()
+
+    def _ack_filled(self, records: list[Any]) -> None:
+        """Acknowledge to faust's consumer the records of holes the worker read and applied itself.
+
+        faust commits the end of the first unbroken run of acknowledged offsets after its committed one.
+        Records it delivered but its stream skipped (around a rebalance) are never acknowledged by the
+        agent, so without these acks the committed offset would stay at the first hole for the rest of
+        the process, and every restart would reprocess from there.
+        """
+        if not records:
+            return
+        from faust.types import TP, Message
+
+        consumer = self.app.consumer
+        for r in records:
+            tp = TP(r.topic, r.partition)
+            consumer.ack(
+                Message(
+                    r.topic, r.partition, r.offset, r.timestamp / 1000, r.timestamp_type, list(r.headers or ()),
+                    r.key, r.value, r.checksum, tp=tp,
+                )
+            )
 
     async def _drain(self, writes: list[Any]) -> None:
         # faust's producer buffer drains by itself only inside a stream's iteration: drain it here too
