@@ -17,8 +17,9 @@ import pytest
 
 from ledger.core import Knobs
 from ledger.events import Event
-from streams.app import WorkerConfig, WorkerRuntime
+from streams.config import WorkerConfig
 from streams.deadletter import mark_key
+from streams.runtime import WorkerRuntime
 from streams.service import DecisionService
 from tests.streams.harness import namespace, produce_events
 from tests.streams.scenarios import lab_month
