@@ -19,6 +19,7 @@ from streams.wire import encode_record
 
 __all__ = ["Batches"]
 
+
 class Batches(RuntimeState):
     """Process batches of input records; send what they produce; note how far each cluster's outputs reach."""
 

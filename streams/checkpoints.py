@@ -22,6 +22,7 @@ from streams.trace import ranges
 
 __all__ = ["Checkpoints"]
 
+
 class Checkpoints(RuntimeState):
     """Freeze, write and acknowledge checkpoints (and the occupancy view), one at a time."""
 

@@ -25,6 +25,7 @@ from streams.trace import OffsetTrace
 
 __all__ = ["RuntimeState"]
 
+
 class RuntimeState:
     """What the parts of the worker runtime share: settings, tables, the service, the producer, offsets."""
 
