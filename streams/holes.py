@@ -25,16 +25,17 @@ log = logging.getLogger("gpuledger.worker")
 class Holes(RuntimeState):
     """Find the holes in what faust delivers, fill them from the broker, acknowledge them once checkpointed."""
 
-    def _next_offset(self, partition: int) -> int | None:
+    def _next_offset(self, partition: int, *, from_start: bool = True) -> int | None:
         """Return the next input offset of a partition to process, if known.
 
         After an assignment it is the one after the partition's mark (the last input offset the durable
-        checkpoints cover); then the one after the last record processed.
+        checkpoints cover), or, for a partition no checkpoint covers yet, its first offset on the broker
+        (unless not ``from_start``); then the one after the last record processed.
         """
         nxt = self.expect.get(partition)
         if nxt is None:
             covered = self.dl_marked.get(partition, (0, -1))[1]
-            nxt = covered + 1 if covered >= 0 else None
+            nxt = covered + 1 if covered >= 0 else self.log_start.get(partition) if from_start else None
         return nxt
 
     async def _in_order(self, taken: list[Any]) -> tuple[list[Any], int]:
@@ -75,7 +76,8 @@ class Holes(RuntimeState):
 
         now = time.monotonic()
         for p in sorted(self.assigned):
-            nxt = self._next_offset(p)
+            # not from a partition's first offset: a partition that has delivered nothing yet is starting, not idle
+            nxt = self._next_offset(p, from_start=False)
             if nxt is None or now - self.arrived.get(p, now) < self.cfg.tail_fill_after_s:
                 continue
             high = None

@@ -65,6 +65,9 @@ class Restore(RuntimeState):
             await self._prepare(str(cluster), partition)
             self.service.dirty.add(str(cluster))
         await self._recall_deadletters({p: m for p, m in marks.items() if p in self.assigned})
+        # a partition without a mark was never covered by a checkpoint: its records are applied from its first
+        unmarked = {p for p in self.assigned if self.dl_marked.get(p, (0, -1))[1] < 0}
+        self.log_start = await self._log_starts(self.topics.events, unmarked)
         self.restored = True
 
     async def _recall_deadletters(self, marks: dict[int, tuple[int, int]]) -> None:

@@ -89,6 +89,7 @@ class WorkerRuntime(Batches, Holes, Checkpoints, Restore):
             self.dl_marked.pop(partition, None)
             self.expect.pop(partition, None)
             self.arrived.pop(partition, None)
+            self.log_start.pop(partition, None)
             with contextlib.suppress(KeyError):
                 self.metrics.lag.remove(str(partition))
 

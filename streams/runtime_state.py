@@ -57,6 +57,9 @@ class RuntimeState:
         # input partition -> the next offset to process: faust may deliver a partition with holes (see _in_order)
         self.expect: dict[int, int] = {}
         self.arrived: dict[int, float] = {}  # input partition -> monotonic time its last record was taken
+        # input partition -> its first offset on the broker, for owned partitions no checkpoint covers yet
+        # (nothing else says where their records begin: see streams.holes)
+        self.log_start: dict[int, int] = {}
         self.last_checkpoint = time.monotonic()
         self.last_offset: dict[int, int] = {}
         self.started = time.monotonic()
@@ -107,6 +110,20 @@ class RuntimeState:
     async def _read_to_end(self, topic: str, partition: int, offset: int) -> list[Any]:
         """Return the records of one partition from ``offset`` to its end."""
         return await self._read_range(topic, partition, offset, None)
+
+    async def _log_starts(self, topic: str, partitions: set[int]) -> dict[int, int]:
+        """Return the first offset each partition of ``topic`` still holds on the broker."""
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        if not partitions:
+            return {}
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.cfg.bootstrap, **self.cfg.security.aiokafka_kwargs())
+        await consumer.start()
+        try:
+            found = await consumer.beginning_offsets([TopicPartition(topic, p) for p in sorted(partitions)])
+        finally:
+            await consumer.stop()
+        return {tp.partition: offset for tp, offset in found.items()}
 
     async def _read_range(self, topic: str, partition: int, offset: int, end: int | None) -> list[Any]:
         """Return the records of one partition from ``offset`` up to ``end`` (excluded), or to its end if None."""

@@ -99,6 +99,18 @@ def test_records_faust_skipped_within_a_partition_are_read_and_applied_in_order(
     assert st.occupancy.to_dict() == want.occupancy.to_dict()
 
 
+def test_records_faust_skipped_at_the_start_of_a_partition_never_checkpointed_are_read_and_applied(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    events = lab_month().inputs[:40]
+    # no checkpoint and no mark: the partition must be applied from its first record, but faust began at 5
+    st = asyncio.run(_run(kafka_bootstrap, events, [list(range(5, 40))], {}))
+    want = reference_state(events, 39)
+    assert st.offset == 39
+    assert sorted(st.seen) == sorted(want.seen)
+    assert st.occupancy.to_dict() == want.occupancy.to_dict()
+
+
 def test_a_worker_resuming_past_its_last_checkpoint_applies_the_records_in_between(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
