@@ -23,11 +23,12 @@ def main(bootstrap: str, topic: str, n: int) -> None:
     """Consume ``n`` records of ``topic`` through a do-nothing faust agent; print the rate; exit."""
     import faust
 
-    from streams.app import WorkerConfig, _cap_fetch_wait
+    from streams.app import cap_fetch_wait
+    from streams.config import WorkerConfig
 
     cfg = WorkerConfig(bootstrap=bootstrap)
     sys.setswitchinterval(0.0002)  # as run_worker does
-    _cap_fetch_wait(cfg.fetch_max_wait_ms)
+    cap_fetch_wait(cfg.fetch_max_wait_ms)
     app: Any = faust.App(
         f"bench-floor-{os.getpid()}", broker=f"kafka://{bootstrap}", store="memory://",
         datadir=tempfile.mkdtemp(prefix="bench-floor-"), topic_allow_declare=False, topic_disable_leader=True,

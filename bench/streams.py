@@ -18,6 +18,7 @@ Run: ``python -m bench streams`` (uses ``GPULEDGER_KAFKA_BOOTSTRAP`` or starts a
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -213,16 +214,30 @@ async def _latency_run(
     return sorted((arrived[w] - sent[w]) * 1000 for w in sent)
 
 
+def _cpu_s(pid: int) -> float:
+    """Return the CPU seconds (user + system) a process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def latency(bootstrap: str, tmp: Path, rate: int, n: int) -> dict[str, float]:
-    """Return p50/p99/max milliseconds from a submission's send to its decision's arrival, at ``rate`` events/s."""
+    """Return p50/p99/max milliseconds from a submission's send to its decision's arrival, at ``rate`` events/s.
+
+    Also the worker's CPU time per submission over the run (less sensitive than latency to what else
+    the shared machine runs: a worker that gets less than that share of a core falls behind).
+    """
     setup, subs = _big_cluster(n)
     with running_worker(bootstrap, tmp, extra=FAST_GROUP) as worker:
         produce_events(bootstrap, worker.topics.events, setup)
         worker.start()
         worker.wait_ready()
         wait_for(lambda: worker.metric("gpuledger_worker_records_total") >= len(setup), timeout_s=60)
+        assert worker.proc is not None
+        cpu0 = _cpu_s(worker.proc.pid)
         ms = asyncio.run(_latency_run(bootstrap, worker.topics.events, worker.topics.decisions, subs, rate))
-    return {"p50_ms": statistics.median(ms), "p99_ms": ms[int(0.99 * (len(ms) - 1))], "max_ms": ms[-1]}
+        cpu_us = (_cpu_s(worker.proc.pid) - cpu0) / n * 1e6
+    p99 = ms[int(0.99 * (len(ms) - 1))]
+    return {"p50_ms": statistics.median(ms), "p99_ms": p99, "max_ms": ms[-1], "cpu_us": cpu_us}
 
 
 def main() -> None:
@@ -250,7 +265,8 @@ def main() -> None:
             lat = latency(broker.bootstrap, tmp, rate, n)
             print(
                 f"latency at {rate}/s ({n} submissions): p50 {lat['p50_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
-                f"max {lat['max_ms']:.1f} ms (target at 1000/s: p99 < 100 ms)"
+                f"max {lat['max_ms']:.1f} ms (target at 1000/s: p99 < 100 ms); "
+                f"worker CPU {lat['cpu_us']:.0f} us per submission"
             )
 
 

@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._knobs import knobs_from_args
     from ledger.errors import ConfigError
-    from streams.app import WorkerConfig, run_worker
+    from streams.app import run_worker
+    from streams.config import WorkerConfig
     from streams.security import KafkaSecurity
 
     if not args.bootstrap:

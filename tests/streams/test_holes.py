@@ -17,8 +17,9 @@ import pytest
 
 from ledger.core import Knobs
 from ledger.events import Event
-from streams.app import WorkerConfig, WorkerRuntime
+from streams.config import WorkerConfig
 from streams.deadletter import mark_key
+from streams.runtime import WorkerRuntime
 from streams.service import DecisionService
 from tests.streams.harness import namespace, produce_events
 from tests.streams.scenarios import lab_month
@@ -98,6 +99,18 @@ def test_records_faust_skipped_within_a_partition_are_read_and_applied_in_order(
     assert st.occupancy.to_dict() == want.occupancy.to_dict()
 
 
+def test_records_faust_skipped_at_the_start_of_a_partition_never_checkpointed_are_read_and_applied(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    events = lab_month().inputs[:40]
+    # no checkpoint and no mark: the partition must be applied from its first record, but faust began at 5
+    st = asyncio.run(_run(kafka_bootstrap, events, [list(range(5, 40))], {}))
+    want = reference_state(events, 39)
+    assert st.offset == 39
+    assert sorted(st.seen) == sorted(want.seen)
+    assert st.occupancy.to_dict() == want.occupancy.to_dict()
+
+
 def test_a_worker_resuming_past_its_last_checkpoint_applies_the_records_in_between(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
@@ -110,3 +123,67 @@ def test_a_worker_resuming_past_its_last_checkpoint_applies_the_records_in_betwe
     assert st.offset == 39
     assert sorted(st.seen) == sorted(want.seen)
     assert st.occupancy.to_dict() == want.occupancy.to_dict()
+
+
+@dataclass
+class FaustStream:
+    """The agent's stream as far as acks go: faust's ``Stream.ack`` hands a record's message to the consumer."""
+
+    consumer: Any
+
+    async def ack(self, event: Delivered) -> bool:
+        return bool(self.consumer.ack(event.message))
+
+
+def _faust_message(record: Any) -> Any:
+    from faust.types import TP, Message
+
+    return Message(
+        record.topic, record.partition, record.offset, record.timestamp / 1000, record.timestamp_type,
+        list(record.headers or ()), record.key, record.value, record.checksum, tp=TP(record.topic, record.partition),
+    )
+
+
+async def _committed_after_filled_hole(bootstrap: str, events: list[Event]) -> int | None:
+    from faust.types import TP
+
+    from streams.app import build_app
+    from streams.topics import ensure_topics, worker_topics
+
+    prefix, app_id = namespace()
+    cfg = WorkerConfig(bootstrap=bootstrap, topic_prefix=prefix, app_id=app_id, partitions=1, checkpoint_fork=False)
+    await ensure_topics(bootstrap, worker_topics(1, app_id, prefix))
+    topic = f"{prefix}gpuledger.events"
+    await asyncio.to_thread(produce_events, bootstrap, topic, events)
+    records = await _records(bootstrap, topic, len(events))
+    app, rt = build_app(cfg)
+    # what faust does when the agent starts: its topic's records are acknowledged by the agent
+    app.topics.add(app.agents["decide"].channel)
+    await app.topics._update_indices()
+    consumer = app.consumer
+    tp = TP(topic, 0)
+    # the durable checkpoint reflects offsets 0-7 and the group resumed at the committed offset 8
+    rt.clusters.data[events[0].cluster] = reference_state(events, 7).to_bytes()
+    rt.clusters.data[mark_key(0)] = b"0 7"
+    consumer._committed_offset[tp] = 8
+    rt.assigned = {0}
+    rt.stream = FaustStream(consumer)
+    await app.producer.start()  # the changelog writes of a checkpoint go through faust's producer
+    try:
+        # faust hands over 8-11, then 25-39: its stream skipped 12-24 (they are never acked by the agent)
+        for offsets in (range(8, 12), range(25, 40)):
+            await rt.on_batch([Delivered(_faust_message(records[o])) for o in offsets])
+        async with rt.lock:
+            await rt._checkpoint()
+        assert rt.service.states[events[0].cluster].offset == 39
+        # what faust's commit computes from the acknowledged offsets: the next offset to commit
+        return consumer._new_offset(tp)  # type: ignore[no-any-return]
+    finally:
+        await rt.stop_producer()
+        await app.producer.stop()
+
+
+def test_a_hole_the_worker_filled_is_acknowledged_so_the_committed_offset_passes_it(kafka_bootstrap: str) -> None:
+    events = lab_month().inputs[:40]
+    # without the filled records acknowledged faust would commit 12 (the end of 8-11) and never more
+    assert asyncio.run(_committed_after_filled_hole(kafka_bootstrap, events)) == 40

@@ -1,0 +1,42 @@
+"""The worker's settings (what ``gpuledger worker`` fills from its flags)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ledger.core import Knobs
+from streams.security import KafkaSecurity
+from streams.topics import WORKER_APP_ID
+
+__all__ = ["WorkerConfig"]
+
+
+@dataclass
+class WorkerConfig:
+    """Everything a worker needs; the CLI fills it from flags."""
+
+    bootstrap: str
+    knobs: Knobs = field(default_factory=Knobs)
+    partitions: int = 4
+    app_id: str = WORKER_APP_ID
+    topic_prefix: str = ""
+    http_host: str = "127.0.0.1"
+    http_port: int = 6066
+    checkpoint_every: int = 5000
+    checkpoint_interval_s: float = 5.0
+    checkpoint_fork: bool = True  # serialise checkpoints in a forked child (see streams.snapshot)
+    timer_interval_s: float = 0.25
+    idle_clock_rate: float = 1.0
+    idle_after_s: float = 1.0
+    data_dir: Path | None = None
+    session_timeout_s: float = 6.0
+    rebalance_timeout_s: float = 3.0
+    fetch_max_wait_ms: int = 20
+    tail_fill_after_s: float = 2.0  # a partition idle this long below its high watermark has its tail read directly
+    batch_max: int = 1000
+    batch_within_s: float = 0.005
+    loglevel: str = "WARNING"
+    trace_offsets: bool = False  # log offsets applied, checkpointed, acked, committed (streams.trace)
+    replication_factor: int = 1
+    security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)
