@@ -150,21 +150,21 @@ CASES: dict[str, Callable[[], ImportResult]] = {
 }
 
 PINNED = {
-    'ITP': '8591eb666dc7118c6084aa0d',
-    'full CSV': '8338921c512e2065ae261956',
-    'full CSV with malformed rows': '5f230fc2938465ad12e3da4f',
-    'phillips': '033059e3710fab0338640788',
-    'philly': '9adf9773c81757c12bd2c5c8',
-    'pozidriv with malformed lines': '28eacfedddf9aacf2228320b',
-    'pozidriv, CPU jobs as 1 GPU': '3c0c582a008348f9040daa0d',
-    'pozidriv, GPU jobs only': '4e6dc4138c96b5ce4a07da7f',
-    'pozidriv, New York time, resumable': '4dc918f5aef5ffe16070d27e',
-    'requeues, steps, arrays': '36dc30ffe1127fe5c3a0b600',
-    'team export': '770614f5bcf4283d2e86ad4e',
-    'unit accounting logs': 'bf989448374d3443c1e56d88',
-    'unit job arrays': '042cc5a75234bf7481cf4b6c',
-    'unit non-ended': '10d596f9aff9fe89bb83eaec',
-    'unit unknown state': '7c9af23571829aebc1d1213f',
+    "ITP": "8591eb666dc7118c6084aa0d",
+    "full CSV": "8338921c512e2065ae261956",
+    "full CSV with malformed rows": "5f230fc2938465ad12e3da4f",
+    "phillips": "033059e3710fab0338640788",
+    "philly": "9adf9773c81757c12bd2c5c8",
+    "pozidriv with malformed lines": "28eacfedddf9aacf2228320b",
+    "pozidriv, CPU jobs as 1 GPU": "3c0c582a008348f9040daa0d",
+    "pozidriv, GPU jobs only": "4e6dc4138c96b5ce4a07da7f",
+    "pozidriv, New York time, resumable": "4dc918f5aef5ffe16070d27e",
+    "requeues, steps, arrays": "36dc30ffe1127fe5c3a0b600",
+    "team export": "770614f5bcf4283d2e86ad4e",
+    "unit accounting logs": "bf989448374d3443c1e56d88",
+    "unit job arrays": "042cc5a75234bf7481cf4b6c",
+    "unit non-ended": "10d596f9aff9fe89bb83eaec",
+    "unit unknown state": "7c9af23571829aebc1d1213f",
 }
 
 
