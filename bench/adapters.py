@@ -34,7 +34,7 @@ import fastavro
 
 from ledger.adapters.common import ImportResult, paused_gc
 from ledger.adapters.csv_trace import CsvOptions, import_csv_file, parse_column_map
-from ledger.adapters.sink import append_records_to_log
+from ledger.adapters.sink import append_imports_to_log
 from ledger.adapters.slurm import SlurmOptions, import_sacct_file
 from ledger.codec import union_schema
 from ledger.log.checks import FULL_NAMES
@@ -138,8 +138,8 @@ def end_to_end(importer: Callable[[], ImportResult], log: Path) -> None:
     res = importer()
     if res.rejected:
         raise SystemExit(f"benchmark file has malformed rows: {res.rejected[0]}")
-    added = append_records_to_log(log, res.records)
-    assert added == len(res.records), (added, len(res.records))
+    added = append_imports_to_log(log, [res])
+    assert added == len(res.type_names()), (added, len(res.type_names()))
 
 
 def _cell(rates: tuple[float, float]) -> str:

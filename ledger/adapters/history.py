@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from ledger import events as ev
 from ledger.adapters.common import INT_MAX, LATEST_US, LONG_MAX, ImportResult, Record, RowError, paused_gc
 
-__all__ = ["History", "Run", "add_histories", "history_records"]
+__all__ = ["History", "Run", "add_histories", "add_history", "history_records"]
 
 
 @dataclass(slots=True)
@@ -186,6 +186,12 @@ def history_records(h: History, cluster: str, source: str, out: list[Record]) ->
         )
 
 
+def add_history(res: ImportResult, h: History, cluster: str, source: str) -> None:
+    """Add a history's events to ``res`` (made into records or bytes when asked for); RowError if out of bounds."""
+    _check(h)
+    res.add_history(h, cluster, source)
+
+
 def add_histories(res: ImportResult, rows: Iterable[tuple[int, History | None]], cluster: str, source: str) -> None:
     """Add one workload per (line, history) to ``res``: None counts as a 0-GPU row, a repeated id is rejected.
 
@@ -193,7 +199,6 @@ def add_histories(res: ImportResult, rows: Iterable[tuple[int, History | None]],
     malformed lines to ``res``; this adds the records of every good one, in time order.
     """
     seen: dict[str, int] = {}
-    records = res.records
     with paused_gc():
         for line, h in rows:
             if h is None:
@@ -204,7 +209,7 @@ def add_histories(res: ImportResult, rows: Iterable[tuple[int, History | None]],
                 res.reject(line, f"workload_id {h.workload_id!r} already on line {first}")
                 continue
             try:
-                history_records(h, cluster, source, records)
+                add_history(res, h, cluster, source)
             except RowError as exc:
                 res.reject(line, str(exc))
                 continue

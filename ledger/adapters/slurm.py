@@ -73,7 +73,7 @@ from pathlib import Path
 
 from ledger import events as ev
 from ledger.adapters.common import LATEST_US, ImportResult, RowError, WallClock, budget_path, paused_gc
-from ledger.adapters.history import History, Run, history_records
+from ledger.adapters.history import History, Run, add_history
 from ledger.adapters.hostlist import expand_hostlist, expand_ranges
 
 __all__ = ["NOHEADER_FIELDS", "SlurmOptions", "import_sacct", "parse_gpus", "parse_timelimit"]
@@ -406,7 +406,7 @@ def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = N
                 continue
             gpus = opts.gpus_for_cpu_jobs
         try:
-            history_records(_history(recs, gpus, opts), key[0], "slurm", res.records)
+            add_history(res, _history(recs, gpus, opts), key[0], "slurm")
         except RowError as exc:
             res.reject(recs[-1].line, str(exc))
             continue

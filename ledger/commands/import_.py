@@ -112,13 +112,13 @@ def run(args: argparse.Namespace) -> int:
     if args.strict:
         for res in results:
             res.raise_if_rejected()
-    records = [r for res in results for r in res.records]
+    total = sum(len(res.type_names()) for res in results)
     if args.out is None:
-        print(f"dry run: {len(records)} events, nothing written (give --out LOG_DIR)")
+        print(f"dry run: {total} events, nothing written (give --out LOG_DIR)")
         return 0
-    from ledger.adapters.sink import append_records_to_log
+    from ledger.adapters.sink import append_imports_to_log
 
     # the adapters checked every value of every record: the log's trusted path, one durable batch
-    added = append_records_to_log(args.out, records)
-    print(f"appended {added} new events to {args.out} ({len(records) - added} already in the log)")
+    added = append_imports_to_log(args.out, results)
+    print(f"appended {added} new events to {args.out} ({total - added} already in the log)")
     return 0
