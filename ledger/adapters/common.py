@@ -136,6 +136,11 @@ class ImportResult:
         self.histories.append((history, cluster, source))
         self._changed()
 
+    def add_histories(self, histories: list[tuple[Any, str, str]]) -> None:
+        """Add the events of checked (history, cluster, source) triples, in order."""
+        self.histories += histories
+        self._changed()
+
     @property
     def events(self) -> list[ev.Event]:
         """Return the records as event objects (built anew on each call; the import itself never needs them)."""

@@ -16,7 +16,7 @@ Every file adapter (Slurm, Philly, CSV) parses its records into ``History`` obje
 Event ids are ``{cluster}/{source}/{workload_id}/{what}``, derived from the source record only,
 so importing the same file twice yields the same ids and the log drops the repeats.
 
-Records, not event objects: the adapters have checked every value (``_check`` adds the bounds
+Records, not event objects: the adapters have checked every value (``check_history`` adds the bounds
 of the Avro types), so the records go to the log's trusted append as they are.
 """
 
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from ledger import events as ev
 from ledger.adapters.common import INT_MAX, LATEST_US, LONG_MAX, ImportResult, Record, RowError, paused_gc
 
-__all__ = ["History", "Run", "add_histories", "add_history", "history_records"]
+__all__ = ["History", "Run", "add_histories", "add_history", "check_history", "history_records"]
 
 
 @dataclass(slots=True)
@@ -65,7 +65,7 @@ class History:
 _TEN_YEARS_S = 10 * 366 * 86_400
 
 
-def _check(h: History) -> None:
+def check_history(h: History) -> None:
     """Raise RowError for a value the event schema cannot hold (the parsers check format, this the bounds)."""
     if (
         0 < h.gpus <= INT_MAX
@@ -93,7 +93,7 @@ def _check(h: History) -> None:
 
 def history_records(h: History, cluster: str, source: str, out: list[Record]) -> None:
     """Append the records a history stands for to ``out``, in the order they happened; RowError if out of bounds."""
-    _check(h)
+    check_history(h)
     base = f"{cluster}/{source}/{h.workload_id}/"
     wid = h.workload_id
     out.append(
@@ -188,7 +188,7 @@ def history_records(h: History, cluster: str, source: str, out: list[Record]) ->
 
 def add_history(res: ImportResult, h: History, cluster: str, source: str) -> None:
     """Add a history's events to ``res`` (made into records or bytes when asked for); RowError if out of bounds."""
-    _check(h)
+    check_history(h)
     res.add_history(h, cluster, source)
 
 

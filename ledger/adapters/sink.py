@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,5 +53,7 @@ def append_imports_to_log(out: str | Path, results: Sequence[ImportResult]) -> i
         with EventLog(log_dir(out)) as log:
             if any(w is None for w in wires):
                 return log.append_records([r for res in results for r in res.records])
-            items = [item for w in wires if w is not None for item in w]
-            return log.append_encoded([item[2] for item in items], [item[3] for item in items])
+            items = (wires[0] or []) if len(wires) == 1 else [item for w in wires if w is not None for item in w]
+            if not items:
+                return 0
+            return log.append_encoded(list(map(itemgetter(2), items)), list(map(itemgetter(3), items)))

@@ -47,7 +47,16 @@ _WRITES = {
 }  # fmt: skip
 _ENUMS = {("WorkloadSubmitted", "kind"), ("WorkloadPreempted", "reason"), ("WorkloadCompleted", "outcome")}
 _TRUE, _FALSE = b"\x01", b"\x00"
-_LEN = tuple(varint(n << 1) for n in range(1024))  # a string's length prefix
+
+
+class _Lengths(dict[int, bytes]):
+    """A string's length prefix by its length: a plain dict look-up for the common ones, computed for longer."""
+
+    def __missing__(self, n: int) -> bytes:
+        return varint(n << 1)
+
+
+_LEN = _Lengths((n, varint(n << 1)) for n in range(1024))
 _CACHE_LIMIT = 1 << 16
 
 
@@ -59,7 +68,7 @@ def _zigzag(n: int) -> bytes:
 def _string(text: str) -> bytes:
     """Return the Avro bytes of a string (length, then UTF-8)."""
     data = text.encode()
-    return (_LEN[len(data)] if len(data) < 1024 else varint(len(data) << 1)) + data
+    return _LEN[len(data)] + data
 
 
 class _Layout:
@@ -111,6 +120,9 @@ class HistoryWriter:
         self._middles: dict[tuple[Any, ...], bytes] = {}
         self._nodes: dict[tuple[tuple[str, ...], int, bool], bytes] = {}
         self._times: dict[int, bytes] = {}
+        self._attempts: dict[tuple[str, int], tuple[str, bytes, bytes]] = {}
+        self.submit_cluster = b"submit" + self.cluster
+        self.end_cluster = b"end" + self.cluster
 
     def _time(self, us: int) -> bytes:
         data = self._times.get(us)
@@ -155,28 +167,32 @@ class HistoryWriter:
 
     def write(self, h: History, out: list[WireItem]) -> None:
         """Append the items of one history's events to ``out`` in the order ``history_records`` gives them."""
+        # An event_id is base + what; its bytes are the length of both, then base's, then what's
+        # (with the cluster after it: one constant piece per kind of event).
         wid = h.workload_id
         base = f"{self.prefix}{wid}/"
+        bb = base.encode()
+        nb = len(bb)
         ws = _string(wid)
         tail = self.v1 + ws  # schema_version 1, workload_id
-        cluster = self.cluster
-        eid = base + "submit"
-        work = b"\x00" if h.work_s is None else b"\x02" + _zigzag(h.work_s)
+        times = self._times
+        t = h.submit
         out.append(
             (
-                h.submit,
+                t,
                 "WorkloadSubmitted",
-                eid,
+                base + "submit",
                 b"".join(
                     (
                         self.h_sub,
-                        _string(eid),
-                        cluster,
-                        self._time(h.submit),
+                        _LEN[nb + 6],
+                        bb,
+                        self.submit_cluster,
+                        times.get(t) or self._time(t),
                         self.v2,
                         ws,
                         self._middle(h),
-                        work,
+                        b"\x00" if h.work_s is None else b"\x02" + _zigzag(h.work_s),
                         b"\x00\x00",  # checkpoint_interval_s, restart_s: null
                     )
                 ),
@@ -184,57 +200,94 @@ class HistoryWriter:
         )
         if h.runs:
             protect = h.min_runtime_s * 1_000_000
-            nodes_of = self._hosts
             gpus, allocated = h.gpus, h.min_runtime_s > 0
             last = len(h.runs)
             for n, run in enumerate(h.runs, 1):
-                eid = f"{base}start{n}"
+                what, what_cluster, attempt = self._attempt("start", n)
+                t = run.start
+                key = (run.hosts, gpus, allocated)
                 out.append(
                     (
-                        run.start,
+                        t,
                         "WorkloadStarted",
-                        eid,
+                        base + what,
                         b"".join(
                             (
                                 self.h_start,
-                                _string(eid),
-                                cluster,
-                                self._time(run.start),
+                                _LEN[nb + len(what)],
+                                bb,
+                                what_cluster,
+                                times.get(t) or self._time(t),
                                 tail,
-                                nodes_of(run.hosts, gpus, allocated),
-                                self._time(run.start + protect),
-                                _zigzag(n),
+                                self._nodes.get(key) or self._hosts(*key),
+                                times.get(t + protect) or self._time(t + protect),
+                                attempt,
                             )
                         ),
                     )
                 )
                 if run.end is None or run.preempted is None:
                     continue
-                end = self._time(run.end)
-                eid = f"{base}preempt{n}"
+                t = run.end
+                end = times.get(t) or self._time(t)
+                what, what_cluster, _ = self._attempt("preempt", n)
                 out.append(
                     (
-                        run.end,
+                        t,
                         "WorkloadPreempted",
-                        eid,
-                        b"".join((self.h_pre, _string(eid), cluster, end, tail, self.reasons[run.preempted])),
+                        base + what,
+                        b"".join(
+                            (
+                                self.h_pre,
+                                _LEN[nb + len(what)],
+                                bb,
+                                what_cluster,
+                                end,
+                                tail,
+                                self.reasons[run.preempted],
+                            )
+                        ),
                     )
                 )
                 if run.requeued or n < last:
-                    eid = f"{base}requeue{n}"
+                    what, what_cluster, _ = self._attempt("requeue", n)
                     out.append(
-                        (run.end, "WorkloadRequeued", eid, b"".join((self.h_req, _string(eid), cluster, end, tail)))
+                        (
+                            t,
+                            "WorkloadRequeued",
+                            base + what,
+                            b"".join((self.h_req, _LEN[nb + len(what)], bb, what_cluster, end, tail)),
+                        )
                     )
         if h.outcome is not None and h.end is not None:
-            eid = base + "end"
+            t = h.end
             out.append(
                 (
-                    h.end,
+                    t,
                     "WorkloadCompleted",
-                    eid,
-                    b"".join((self.h_end, _string(eid), cluster, self._time(h.end), tail, self.outcomes[h.outcome])),
+                    base + "end",
+                    b"".join(
+                        (
+                            self.h_end,
+                            _LEN[nb + 3],
+                            bb,
+                            self.end_cluster,
+                            times.get(t) or self._time(t),
+                            tail,
+                            self.outcomes[h.outcome],
+                        )
+                    ),
                 )
             )
+
+    def _attempt(self, what: str, n: int) -> tuple[str, bytes, bytes]:
+        """Return ``what`` numbered (``start2``), its bytes followed by the cluster's, and the bytes of ``n``."""
+        key = (what, n)
+        found = self._attempts.get(key)
+        if found is None:
+            text = f"{what}{n}"
+            found = self._attempts[key] = (text, text.encode() + self.cluster, _zigzag(n))
+        return found
 
 
 def wire_writer(cluster: str, source: str) -> HistoryWriter | None:

@@ -196,8 +196,8 @@ class BlockEncoder:
         """Return the bytes of one block holding records already encoded (each its union index, then its fields)."""
         if not encoded:
             return b""
-        body = b"".join(encoded)
-        return b"".join((varint(len(encoded) << 1), varint(len(body) << 1), body, self._sync))
+        size = sum(map(len, encoded))
+        return b"".join([varint(len(encoded) << 1), varint(size << 1), *encoded, self._sync])  # one copy of the body
 
 
 def write_all(fd: int, data: bytes) -> None:

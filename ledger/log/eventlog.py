@@ -154,7 +154,7 @@ class _Writer:
             raise explain_unencodable(records, exc) from None
         self._write_block(block, ids)
 
-    def write_encoded(self, encoded: list[bytes], ids: list[str]) -> None:
+    def write_encoded(self, encoded: Sequence[bytes], ids: Sequence[str]) -> None:
         """Append records already encoded as branches of the log's union as one block and fsync it."""
         if self.broken is not None:
             raise LogError(self.broken)
@@ -163,7 +163,7 @@ class _Writer:
         assert self.encoder is not None
         self._write_block(self.encoder.encode_encoded(encoded), ids)
 
-    def _write_block(self, block: bytes, ids: list[str]) -> None:
+    def _write_block(self, block: bytes, ids: Sequence[str]) -> None:
         fd = self.file.fileno()
         try:
             write_all(fd, block)
@@ -287,23 +287,46 @@ class EventLog:
             raise LogError(f"{self._path}: opened read-only")
         if len(ids) != len(encoded):
             raise ValueError(f"{len(ids)} event ids for {len(encoded)} encoded records")
-        return self._append_checked(list(zip(ids, encoded, strict=True)), list(ids), encoded=True)
+        if not ids:
+            return 0
+        with self._guard:
+            writer = self._writer or self._become_writer(required=True)
+            assert writer is not None
+            known = writer.known_ids()
+            fresh: Sequence[bytes] = encoded
+            fresh_ids: Sequence[str] = ids
+            before = len(known)
+            if known.isdisjoint(ids):  # the common case, checked with set operations in C
+                known.update(ids)
+                if len(known) - before != len(ids):  # a repeat inside the batch: take the slow path
+                    known.difference_update(ids)  # (none of them was known before)
+            if len(known) == before:
+                seen: set[str] = set()
+                fresh, fresh_ids = [], []
+                for event_id, data in zip(ids, encoded, strict=True):
+                    if event_id not in known and event_id not in seen:
+                        seen.add(event_id)  # also catches a repeat later in the same batch
+                        fresh.append(data)
+                        fresh_ids.append(event_id)
+                if not fresh:
+                    return 0
+                known.update(fresh_ids)
+            try:
+                writer.write_encoded(fresh, fresh_ids)
+            except BaseException:
+                known.difference_update(fresh_ids)  # a failed append leaves its ids unknown
+                raise
+            return len(fresh)
 
-    def _append_checked(
-        self, batch: list[tuple[str, Any]], ids: list[str] | None = None, *, encoded: bool = False
-    ) -> int:
-        """Append a batch whose records are known valid: drop ids already present, write the rest as one block.
-
-        ``batch`` holds (full record name, record) pairs, or with ``encoded`` (event id, bytes) pairs.
-        """
+    def _append_checked(self, batch: list[tuple[str, dict[str, Any]]]) -> int:
+        """Append a batch whose records are known valid: drop ids already present, write the rest as one block."""
         if not batch:
             return 0
         with self._guard:
             writer = self._writer or self._become_writer(required=True)
             assert writer is not None
             known = writer.known_ids()
-            if ids is None:
-                ids = [record["event_id"] for _, record in batch]
+            ids = [record["event_id"] for _, record in batch]
             if known.isdisjoint(ids) and len(set(ids)) == len(ids):
                 fresh, fresh_ids = batch, ids  # the common case, checked with set operations in C
                 known.update(ids)
@@ -317,10 +340,7 @@ class EventLog:
                 if not fresh:
                     return 0
             try:
-                if encoded:
-                    writer.write_encoded([data for _, data in fresh], fresh_ids)
-                else:
-                    writer.write(fresh, fresh_ids)
+                writer.write(fresh, fresh_ids)
             except BaseException:
                 known.difference_update(fresh_ids)
                 raise
