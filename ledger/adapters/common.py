@@ -13,7 +13,7 @@ from __future__ import annotations
 import gc
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
@@ -326,22 +326,30 @@ class WallClock:
         self._days: dict[str, int] = {}
         self._clock: dict[str, int] = {}
         self._offsets: dict[str, int] = {}
+        self.us = self._reader()
 
-    def us(self, text: str, what: str) -> int:
-        """Return ``text`` as microseconds since the epoch; RowError naming ``what`` and the value if it is no time."""
-        if len(text) == 19 and (text[10] == "T" or text[10] == " "):
-            day = self._days.get(text[:10])
-            tod = self._clock.get(text[11:])
-            if day is None or tod is None:
-                return self._learn(text, what)
-            us = day + tod
-            if not self._utc:
-                offset = self._offsets.get(text[:16])
-                us -= self._offset(text) if offset is None else offset
-            if not EARLIEST_US <= us < LATEST_US:
-                parse_local_time(text, self.zone, what)  # raises the error naming the instant in UTC
-            return us
-        return ev.to_us(parse_local_time(text, self.zone, what))
+    def _reader(self) -> Callable[[str, str], int]:
+        """Return ``us``: a closure over the caches, called a few times per row (no attribute look-ups on the way)."""
+        days, tods, offsets, utc, zone = self._days, self._clock, self._offsets, self._utc, self.zone
+        learn, offset_of, earliest, latest = self._learn, self._offset, EARLIEST_US, LATEST_US
+
+        def us(text: str, what: str) -> int:
+            """Return ``text`` as µs since the epoch; RowError naming ``what`` and the value if it is no time."""
+            if len(text) == 19 and (text[10] == "T" or text[10] == " "):
+                day = days.get(text[:10])
+                tod = tods.get(text[11:])
+                if day is None or tod is None:
+                    return learn(text, what)
+                t = day + tod
+                if not utc:
+                    offset = offsets.get(text[:16])
+                    t -= offset_of(text) if offset is None else offset
+                if not earliest <= t < latest:
+                    parse_local_time(text, zone, what)  # raises the error naming the instant in UTC
+                return t
+            return ev.to_us(parse_local_time(text, zone, what))
+
+        return us
 
     def _learn(self, text: str, what: str) -> int:
         """Parse a time whose day or time of day is new, remember both parts, and return it."""

@@ -129,6 +129,7 @@ class _Reader:
         if not _PATH.match(budget):
             raise ConfigError(f"--budget {budget!r} is not a budget path like org/team")
         self.budget = budget
+        self.iso = self.clock.us if self.epoch is None else None  # the wall clock, when no time is relative
 
     def time(self, text: str, what: str) -> int:
         """Return a time field as µs since the epoch: seconds after --epoch, Unix seconds, or ISO 8601."""
@@ -156,12 +157,25 @@ class _Reader:
         gpus = int(g) if g.isdigit() and g.isascii() else _whole(g, "gpus")
         if gpus == 0:
             return None
-        submit = self.time(row[i.submit].strip(), "submit")
+        # ISO times without --epoch (most exports) go straight to the wall clock: what ``time`` does with them
+        time, iso = self.time, self.iso
+        t_text = row[i.submit].strip()
+        submit = iso(t_text, "submit") if iso and len(t_text) == 19 and t_text[10] in "T " else time(t_text, "submit")
         s_text = row[i.start].strip() if i.start is not None else ""
         e_text = row[i.end].strip() if i.end is not None else ""
         d_text = row[i.duration].strip() if i.duration is not None else ""
-        start = self.time(s_text, "start") if s_text else None
-        end = self.time(e_text, "end") if e_text else None
+        if not s_text:
+            start = None
+        elif iso and len(s_text) == 19 and s_text[10] in "T ":
+            start = iso(s_text, "start")
+        else:
+            start = time(s_text, "start")
+        if not e_text:
+            end = None
+        elif iso and len(e_text) == 19 and e_text[10] in "T ":
+            end = iso(e_text, "end")
+        else:
+            end = time(e_text, "end")
         duration = _whole(d_text, "duration") if d_text else None
         if start is not None:
             if start < submit:

@@ -199,19 +199,25 @@ def add_histories(res: ImportResult, rows: Iterable[tuple[int, History | None]],
     malformed lines to ``res``; this adds the records of every good one, in time order.
     """
     seen: dict[str, int] = {}
+    kept: list[tuple[History, str, str]] = []
+    zero_gpu = 0
     with paused_gc():
         for line, h in rows:
             if h is None:
-                res.skipped["0 GPUs (not a GPU workload)"] += 1
+                zero_gpu += 1
                 continue
             first = seen.setdefault(h.workload_id, line)
             if first != line:
                 res.reject(line, f"workload_id {h.workload_id!r} already on line {first}")
                 continue
             try:
-                add_history(res, h, cluster, source)
+                check_history(h)
             except RowError as exc:
                 res.reject(line, str(exc))
                 continue
-            res.workloads += 1
+            kept.append((h, cluster, source))
+        if zero_gpu:
+            res.skipped["0 GPUs (not a GPU workload)"] += zero_gpu
+        res.add_histories(kept)
+        res.workloads += len(kept)
         res.sort_events()
