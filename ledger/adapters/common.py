@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -124,7 +125,7 @@ class ImportResult:
                 extra = _encoded_records(self._added)
                 items = None if extra is None else items + extra
             if items is not None and self._sorted:
-                items.sort(key=_first)
+                items.sort(key=itemgetter(0))  # by time alone, stable: C, no Python call per item
             self._wire, self._wire_made = items, True
         return self._wire
 
@@ -224,10 +225,6 @@ def paused_gc() -> Iterator[None]:
 def _time_of(item: Record) -> int:
     time: int = item[1]["time"]
     return time
-
-
-def _first(item: tuple[int, str, str, bytes]) -> int:
-    return item[0]
 
 
 def _encoded_records(records: list[Record]) -> list[Any] | None:

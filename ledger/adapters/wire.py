@@ -18,7 +18,7 @@ the import falls back to records and the log's encoder (slower, never wrong).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -123,6 +123,7 @@ class HistoryWriter:
         self._attempts: dict[tuple[str, int], tuple[str, bytes, bytes]] = {}
         self.submit_cluster = b"submit" + self.cluster
         self.end_cluster = b"end" + self.cluster
+        self.write = self._make_write()
 
     def _time(self, us: int) -> bytes:
         data = self._times.get(us)
@@ -132,153 +133,156 @@ class HistoryWriter:
             data = self._times[us] = varint((us << 1) ^ (us >> 63))
         return data
 
-    def _middle(self, h: History) -> bytes:
-        """Return the bytes of a submission's fields from budget to kind (they repeat across workloads)."""
-        key = (h.budget, h.user, h.gpus, h.nodes, h.min_runtime_s, h.resumable, h.priority, h.kind)
-        data = self._middles.get(key)
-        if data is None:
-            if len(self._middles) >= _CACHE_LIMIT:
-                self._middles.clear()
-            data = self._middles[key] = b"".join(
-                (
-                    _string(h.budget),
-                    _string(h.user),
-                    _zigzag(h.gpus),
-                    _zigzag(h.nodes),
-                    _zigzag(h.min_runtime_s),
-                    _TRUE if h.resumable else _FALSE,
-                    _zigzag(h.priority),
-                    self.kinds[h.kind],
-                )
-            )
-        return data
-
-    def _hosts(self, hosts: tuple[str, ...], gpus: int, allocated: bool) -> bytes:
-        """Return the bytes of a start's nodes, gpus and allocated fields."""
-        key = (hosts, gpus, allocated)
-        data = self._nodes.get(key)
-        if data is None:
-            if len(self._nodes) >= _CACHE_LIMIT:
-                self._nodes.clear()
-            parts = [varint(len(hosts) << 1), *map(_string, hosts)] if hosts else []
-            parts += [b"\x00", _zigzag(gpus), _TRUE if allocated else _FALSE]
-            data = self._nodes[key] = b"".join(parts)
-        return data
-
-    def write(self, h: History, out: list[WireItem]) -> None:
-        """Append the items of one history's events to ``out`` in the order ``history_records`` gives them."""
-        # An event_id is base + what; its bytes are the length of both, then base's, then what's
-        # (with the cluster after it: one constant piece per kind of event).
-        wid = h.workload_id
-        base = f"{self.prefix}{wid}/"
-        bb = base.encode()
-        nb = len(bb)
-        ws = _string(wid)
-        tail = self.v1 + ws  # schema_version 1, workload_id
-        times = self._times
-        t = h.submit
-        out.append(
+    def _middle(self, key: tuple[Any, ...]) -> bytes:
+        """Return the bytes of a submission's fields from budget to kind, given as a tuple (they repeat a lot)."""
+        if len(self._middles) >= _CACHE_LIMIT:
+            self._middles.clear()
+        budget, user, gpus, nodes, min_runtime_s, resumable, priority, kind = key
+        data = self._middles[key] = b"".join(
             (
-                t,
-                "WorkloadSubmitted",
-                base + "submit",
-                b"".join(
-                    (
-                        self.h_sub,
-                        _LEN[nb + 6],
-                        bb,
-                        self.submit_cluster,
-                        times.get(t) or self._time(t),
-                        self.v2,
-                        ws,
-                        self._middle(h),
-                        b"\x00" if h.work_s is None else b"\x02" + _zigzag(h.work_s),
-                        b"\x00\x00",  # checkpoint_interval_s, restart_s: null
-                    )
-                ),
+                _string(budget),
+                _string(user),
+                _zigzag(gpus),
+                _zigzag(nodes),
+                _zigzag(min_runtime_s),
+                _TRUE if resumable else _FALSE,
+                _zigzag(priority),
+                self.kinds[kind],
             )
         )
-        if h.runs:
-            protect = h.min_runtime_s * 1_000_000
-            gpus, allocated = h.gpus, h.min_runtime_s > 0
-            last = len(h.runs)
-            for n, run in enumerate(h.runs, 1):
-                what, what_cluster, attempt = self._attempt("start", n)
-                t = run.start
-                key = (run.hosts, gpus, allocated)
-                out.append(
-                    (
-                        t,
-                        "WorkloadStarted",
-                        base + what,
-                        b"".join(
-                            (
-                                self.h_start,
-                                _LEN[nb + len(what)],
-                                bb,
-                                what_cluster,
-                                times.get(t) or self._time(t),
-                                tail,
-                                self._nodes.get(key) or self._hosts(*key),
-                                times.get(t + protect) or self._time(t + protect),
-                                attempt,
-                            )
-                        ),
-                    )
-                )
-                if run.end is None or run.preempted is None:
-                    continue
-                t = run.end
-                end = times.get(t) or self._time(t)
-                what, what_cluster, _ = self._attempt("preempt", n)
-                out.append(
-                    (
-                        t,
-                        "WorkloadPreempted",
-                        base + what,
-                        b"".join(
-                            (
-                                self.h_pre,
-                                _LEN[nb + len(what)],
-                                bb,
-                                what_cluster,
-                                end,
-                                tail,
-                                self.reasons[run.preempted],
-                            )
-                        ),
-                    )
-                )
-                if run.requeued or n < last:
-                    what, what_cluster, _ = self._attempt("requeue", n)
-                    out.append(
-                        (
-                            t,
-                            "WorkloadRequeued",
-                            base + what,
-                            b"".join((self.h_req, _LEN[nb + len(what)], bb, what_cluster, end, tail)),
-                        )
-                    )
-        if h.outcome is not None and h.end is not None:
-            t = h.end
+        return data
+
+    def _hosts(self, key: tuple[tuple[str, ...], int, bool]) -> bytes:
+        """Return the bytes of a start's nodes, gpus and allocated fields, given as a tuple."""
+        if len(self._nodes) >= _CACHE_LIMIT:
+            self._nodes.clear()
+        hosts, gpus, allocated = key
+        parts = [varint(len(hosts) << 1), *map(_string, hosts)] if hosts else []
+        parts += [b"\x00", _zigzag(gpus), _TRUE if allocated else _FALSE]
+        data = self._nodes[key] = b"".join(parts)
+        return data
+
+    def _make_write(self) -> Callable[[History, list[WireItem]], None]:
+        """Return ``write``: a closure over the writer's pieces and caches (it runs once per workload)."""
+        h_sub, h_start, h_pre, h_req, h_end = self.h_sub, self.h_start, self.h_pre, self.h_req, self.h_end
+        v1, v2, submit_cluster, end_cluster = self.v1, self.v2, self.submit_cluster, self.end_cluster
+        prefix, reasons, outcomes = self.prefix, self.reasons, self.outcomes
+        times, middles, nodes, attempts = self._times, self._middles, self._nodes, self._attempts
+        time_of, middle_of, nodes_of, attempt_of = self._time, self._middle, self._hosts, self._attempt
+        lengths = _LEN
+
+        def write(h: History, out: list[WireItem]) -> None:
+            """Append the items of one history's events to ``out`` in the order ``history_records`` gives them."""
+            # An event_id is base + what; its bytes are the length of both, then base's, then what's
+            # (with the cluster's after it: one constant piece per kind of event and attempt).
+            wid = h.workload_id
+            base = f"{prefix}{wid}/"
+            bb = base.encode()
+            nb = len(bb)
+            wb = wid.encode()
+            ws = lengths[len(wb)] + wb
+            tail = v1 + ws  # schema_version 1, workload_id
+            t = h.submit
+            key = (h.budget, h.user, h.gpus, h.nodes, h.min_runtime_s, h.resumable, h.priority, h.kind)
+            work = h.work_s
             out.append(
                 (
                     t,
-                    "WorkloadCompleted",
-                    base + "end",
+                    "WorkloadSubmitted",
+                    base + "submit",
                     b"".join(
                         (
-                            self.h_end,
-                            _LEN[nb + 3],
+                            h_sub,
+                            lengths[nb + 6],
                             bb,
-                            self.end_cluster,
-                            times.get(t) or self._time(t),
-                            tail,
-                            self.outcomes[h.outcome],
+                            submit_cluster,
+                            times.get(t) or time_of(t),
+                            v2,
+                            ws,
+                            middles.get(key) or middle_of(key),
+                            b"\x00" if work is None else b"\x02" + _zigzag(work),
+                            b"\x00\x00",  # checkpoint_interval_s, restart_s: null
                         )
                     ),
                 )
             )
+            runs = h.runs
+            if runs:
+                protect = h.min_runtime_s * 1_000_000
+                gpus, allocated = h.gpus, h.min_runtime_s > 0
+                last = len(runs)
+                for n, run in enumerate(runs, 1):
+                    what, what_cluster, attempt = attempts.get(("start", n)) or attempt_of("start", n)
+                    t = run.start
+                    where = (run.hosts, gpus, allocated)
+                    out.append(
+                        (
+                            t,
+                            "WorkloadStarted",
+                            base + what,
+                            b"".join(
+                                (
+                                    h_start,
+                                    lengths[nb + len(what)],
+                                    bb,
+                                    what_cluster,
+                                    times.get(t) or time_of(t),
+                                    tail,
+                                    nodes.get(where) or nodes_of(where),
+                                    times.get(t + protect) or time_of(t + protect),
+                                    attempt,
+                                )
+                            ),
+                        )
+                    )
+                    if run.end is None or run.preempted is None:
+                        continue
+                    t = run.end
+                    end = times.get(t) or time_of(t)
+                    what, what_cluster, _ = attempts.get(("preempt", n)) or attempt_of("preempt", n)
+                    out.append(
+                        (
+                            t,
+                            "WorkloadPreempted",
+                            base + what,
+                            b"".join(
+                                (h_pre, lengths[nb + len(what)], bb, what_cluster, end, tail, reasons[run.preempted])
+                            ),
+                        )
+                    )
+                    if run.requeued or n < last:
+                        what, what_cluster, _ = attempts.get(("requeue", n)) or attempt_of("requeue", n)
+                        out.append(
+                            (
+                                t,
+                                "WorkloadRequeued",
+                                base + what,
+                                b"".join((h_req, lengths[nb + len(what)], bb, what_cluster, end, tail)),
+                            )
+                        )
+            outcome = h.outcome
+            if outcome is not None and h.end is not None:
+                t = h.end
+                out.append(
+                    (
+                        t,
+                        "WorkloadCompleted",
+                        base + "end",
+                        b"".join(
+                            (
+                                h_end,
+                                lengths[nb + 3],
+                                bb,
+                                end_cluster,
+                                times.get(t) or time_of(t),
+                                tail,
+                                outcomes[outcome],
+                            )
+                        ),
+                    )
+                )
+
+        return write
 
     def _attempt(self, what: str, n: int) -> tuple[str, bytes, bytes]:
         """Return ``what`` numbered (``start2``), its bytes followed by the cluster's, and the bytes of ``n``."""
