@@ -102,8 +102,9 @@ class ImportResult:
             from ledger.adapters.history import history_records
 
             out: list[Record] = []
-            for h, cluster, source in self.histories:
-                history_records(h, cluster, source, out)
+            with paused_gc():
+                for h, cluster, source in self.histories:
+                    history_records(h, cluster, source, out)
             out += self._added
             if self._sorted:
                 out.sort(key=_time_of)
@@ -120,7 +121,8 @@ class ImportResult:
         if not self._wire_made:
             from ledger.adapters.wire import wire_items
 
-            items = wire_items(self.histories)
+            with paused_gc():  # many small objects, no cycles: see paused_gc
+                items = wire_items(self.histories)
             if items is not None and self._added:
                 extra = _encoded_records(self._added)
                 items = None if extra is None else items + extra
