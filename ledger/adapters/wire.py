@@ -120,6 +120,7 @@ class HistoryWriter:
         self._middles: dict[tuple[Any, ...], bytes] = {}
         self._nodes: dict[tuple[tuple[str, ...], int, bool], bytes] = {}
         self._times: dict[int, bytes] = {}
+        self._works: dict[int, bytes] = {}
         self._attempts: dict[tuple[str, int], tuple[str, bytes, bytes]] = {}
         self.submit_cluster = b"submit" + self.cluster
         self.end_cluster = b"end" + self.cluster
@@ -131,6 +132,13 @@ class HistoryWriter:
             if len(self._times) >= _CACHE_LIMIT:
                 self._times.clear()
             data = self._times[us] = varint((us << 1) ^ (us >> 63))
+        return data
+
+    def _work(self, work_s: int) -> bytes:
+        """Return the bytes of a non-null work_s (union branch 1, then the long)."""
+        if len(self._works) >= _CACHE_LIMIT:
+            self._works.clear()
+        data = self._works[work_s] = b"\x02" + _zigzag(work_s)
         return data
 
     def _middle(self, key: tuple[Any, ...]) -> bytes:
@@ -170,6 +178,7 @@ class HistoryWriter:
         times, middles, nodes, attempts = self._times, self._middles, self._nodes, self._attempts
         time_of, middle_of, nodes_of, attempt_of = self._time, self._middle, self._hosts, self._attempt
         lengths = _LEN
+        works, work_of = self._works, self._work
 
         def write(h: History, out: list[WireItem]) -> None:
             """Append the items of one history's events to ``out`` in the order ``history_records`` gives them."""
@@ -200,7 +209,7 @@ class HistoryWriter:
                             v2,
                             ws,
                             middles.get(key) or middle_of(key),
-                            b"\x00" if work is None else b"\x02" + _zigzag(work),
+                            b"\x00" if work is None else works.get(work) or work_of(work),
                             b"\x00\x00",  # checkpoint_interval_s, restart_s: null
                         )
                     ),
