@@ -116,3 +116,18 @@ def test_kueue_style_events_added_whole_are_encoded_by_the_logs_encoder_in_the_s
     wire = res.wire()
     assert wire is not None
     assert [eid for _, _, eid, _ in wire] == [r["event_id"] for _, r in res.records]
+
+
+def test_encoded_appends_skip_ids_already_in_the_log_and_repeats_inside_the_batch(tmp_path: Path) -> None:
+    res = import_sacct_file(DATA / "slurm" / "requeues-steps-arrays.txt")
+    wire = res.wire()
+    assert wire is not None
+    ids, data = [eid for _, _, eid, _ in wire], [d for *_, d in wire]
+    with EventLog(tmp_path / "events") as log:
+        assert log.append_encoded(ids[:5], data[:5]) == 5
+        # the first five again, then all of them with one repeated: only the rest are new, each once
+        assert log.append_encoded(ids + ids[7:8], data + data[7:8]) == len(ids) - 5
+        assert log.append_encoded(ids, data) == 0
+        assert [e.event_id for e in log] == ids
+    with EventLog(tmp_path / "events", readonly=True) as read:
+        assert list(read) == res.events
