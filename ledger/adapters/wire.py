@@ -26,7 +26,7 @@ from ledger.adapters.history import History
 from ledger.codec import union_schema
 from ledger.log.avro_encode import varint
 
-__all__ = ["HistoryWriter", "WireItem", "wire_writer"]
+__all__ = ["HistoryWriter", "WireItem", "wire_items", "wire_writer"]
 
 WireItem = tuple[int, str, str, bytes]
 """(time in µs, event type name, event_id, the record's bytes as a branch of the log's union)."""
@@ -106,7 +106,7 @@ class HistoryWriter:
         self.cluster = _string(cluster)
         heads = layout.heads
         v1 = _zigzag(1)
-        # everything of a record before its event_id, and from its cluster to its workload_id
+        # each record's union index: what comes before its event_id
         self.h_sub = heads["WorkloadSubmitted"]
         self.h_start = heads["WorkloadStarted"]
         self.h_pre = heads["WorkloadPreempted"]
@@ -127,11 +127,10 @@ class HistoryWriter:
         self.write = self._make_write()
 
     def _time(self, us: int) -> bytes:
-        data = self._times.get(us)
-        if data is None:
-            if len(self._times) >= _CACHE_LIMIT:
-                self._times.clear()
-            data = self._times[us] = varint((us << 1) ^ (us >> 63))
+        """Return the bytes of a time not in the cache, and remember them (a start is often another event's end)."""
+        if len(self._times) >= _CACHE_LIMIT:
+            self._times.clear()
+        data = self._times[us] = varint((us << 1) ^ (us >> 63))
         return data
 
     def _work(self, work_s: int) -> bytes:
@@ -295,11 +294,8 @@ class HistoryWriter:
 
     def _attempt(self, what: str, n: int) -> tuple[str, bytes, bytes]:
         """Return ``what`` numbered (``start2``), its bytes followed by the cluster's, and the bytes of ``n``."""
-        key = (what, n)
-        found = self._attempts.get(key)
-        if found is None:
-            text = f"{what}{n}"
-            found = self._attempts[key] = (text, text.encode() + self.cluster, _zigzag(n))
+        text = f"{what}{n}"
+        found = self._attempts[what, n] = (text, text.encode() + self.cluster, _zigzag(n))
         return found
 
 
