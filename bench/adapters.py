@@ -135,11 +135,13 @@ def bare_compiled(records: list[tuple[str, dict[str, Any]]], path: Path) -> None
 def end_to_end(importer: Callable[[], ImportResult], log: Path) -> None:
     """Import a file and append its records to a fresh embedded log: ``gpuledger import FILE --out LOG``."""
     shutil.rmtree(log, ignore_errors=True)
-    res = importer()
-    if res.rejected:
-        raise SystemExit(f"benchmark file has malformed rows: {res.rejected[0]}")
-    added = append_imports_to_log(log, [res])
-    assert added == len(res.type_names()), (added, len(res.type_names()))
+    with paused_gc():  # as the import command: paused until the import's objects are freed
+        res = importer()
+        if res.rejected:
+            raise SystemExit(f"benchmark file has malformed rows: {res.rejected[0]}")
+        added = append_imports_to_log(log, [res])
+        assert added == len(res.type_names()), (added, len(res.type_names()))
+        del res
 
 
 def _cell(rates: tuple[float, float]) -> str:

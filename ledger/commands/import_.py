@@ -106,7 +106,19 @@ def _import_one(args: argparse.Namespace, path: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Import the files, print the summary, append the events to --out."""
-    results = [_import_one(args, path) for path in args.files]
+    from ledger.adapters.common import paused_gc
+
+    # The collector stays paused until the import's objects are gone (freed by reference counts,
+    # no cycles among them): resumed in between, it would walk every one of them once more.
+    with paused_gc():
+        results = [_import_one(args, path) for path in args.files]
+        try:
+            return _report_and_append(args, results)
+        finally:
+            results.clear()
+
+
+def _report_and_append(args: argparse.Namespace, results: list[Any]) -> int:
     for res in results:
         print(res.render())
     if args.strict:
