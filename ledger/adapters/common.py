@@ -1,11 +1,12 @@
 """What every adapter shares: the import result and summary, rejected lines, times, budget paths.
 
-Adapters produce Avro-ready records, not event objects: ``(type name, record)`` pairs whose
-times are integer microseconds since the epoch (UTC), exactly what the embedded log writes.
-Every value in a record has been checked by the adapter's own row checks (each field parsed
-once, with an error naming file, line, field and value), which is what lets the import command
-hand them to the log's trusted ``EventLog.append_records`` without a second validation pass.
-``ImportResult.events`` rebuilds event objects from the records for callers that want them.
+The file adapters produce checked workload histories (``ledger.adapters.history``), not event
+objects: every value has been checked by the adapter's own row checks (each field parsed once,
+with an error naming file, line, field and value), which is what lets the import command hand
+their events to the log without a second validation pass, as Avro bytes written directly
+(``ImportResult.wire``, ``EventLog.append_encoded``). ``ImportResult.records`` gives the same
+events as ``(type name, record)`` pairs whose times are integer microseconds since the epoch
+(UTC), and ``ImportResult.events`` as event objects, both made on demand.
 """
 
 from __future__ import annotations
