@@ -34,7 +34,7 @@ import fastavro
 
 from ledger.adapters.common import ImportResult, paused_gc
 from ledger.adapters.csv_trace import CsvOptions, import_csv_file, parse_column_map
-from ledger.adapters.sink import append_records_to_log
+from ledger.adapters.sink import append_imports_to_log
 from ledger.adapters.slurm import SlurmOptions, import_sacct_file
 from ledger.codec import union_schema
 from ledger.log.checks import FULL_NAMES
@@ -135,11 +135,13 @@ def bare_compiled(records: list[tuple[str, dict[str, Any]]], path: Path) -> None
 def end_to_end(importer: Callable[[], ImportResult], log: Path) -> None:
     """Import a file and append its records to a fresh embedded log: ``gpuledger import FILE --out LOG``."""
     shutil.rmtree(log, ignore_errors=True)
-    res = importer()
-    if res.rejected:
-        raise SystemExit(f"benchmark file has malformed rows: {res.rejected[0]}")
-    added = append_records_to_log(log, res.records)
-    assert added == len(res.records), (added, len(res.records))
+    with paused_gc():  # as the import command: paused until the import's objects are freed
+        res = importer()
+        if res.rejected:
+            raise SystemExit(f"benchmark file has malformed rows: {res.rejected[0]}")
+        added = append_imports_to_log(log, [res])
+        assert added == len(res.type_names()), (added, len(res.type_names()))
+        del res
 
 
 def _cell(rates: tuple[float, float]) -> str:

@@ -1,11 +1,12 @@
 """What every adapter shares: the import result and summary, rejected lines, times, budget paths.
 
-Adapters produce Avro-ready records, not event objects: ``(type name, record)`` pairs whose
-times are integer microseconds since the epoch (UTC), exactly what the embedded log writes.
-Every value in a record has been checked by the adapter's own row checks (each field parsed
-once, with an error naming file, line, field and value), which is what lets the import command
-hand them to the log's trusted ``EventLog.append_records`` without a second validation pass.
-``ImportResult.events`` rebuilds event objects from the records for callers that want them.
+The file adapters produce checked workload histories (``ledger.adapters.history``), not event
+objects: every value has been checked by the adapter's own row checks (each field parsed once,
+with an error naming file, line, field and value), which is what lets the import command hand
+their events to the log without a second validation pass, as Avro bytes written directly
+(``ImportResult.wire``, ``EventLog.append_encoded``). ``ImportResult.records`` gives the same
+events as ``(type name, record)`` pairs whose times are integer microseconds since the epoch
+(UTC), and ``ImportResult.events`` as event objects, both made on demand.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from __future__ import annotations
 import gc
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -71,16 +73,77 @@ class Rejection:
 
 @dataclass
 class ImportResult:
-    """The events one file stands for, and the account of how they were read."""
+    """The events one file stands for, and the account of how they were read.
+
+    The file adapters add checked ``History`` objects (``add_history``), not records: the records
+    (``records``) and their Avro bytes for the log (``wire``) are both made from them on first
+    use, so an import into the log never builds a dict per event. Events added whole
+    (``add_event``, the Kueue adapter) are kept as records and come after those of histories.
+    """
 
     kind: str
     file: str
-    records: list[Record] = field(default_factory=list)
     rows_read: int = 0
     workloads: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     rejected: list[Rejection] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    histories: list[tuple[Any, str, str]] = field(default_factory=list)
+    """(History, cluster, source) in the order they were read; each already checked against the schema's bounds."""
+    _added: list[Record] = field(default_factory=list, repr=False)
+    _sorted: bool = field(default=False, repr=False)
+    _records: list[Record] | None = field(default=None, repr=False)
+    _wire: list[Any] | None = field(default=None, repr=False)
+    _wire_made: bool = field(default=False, repr=False)
+
+    @property
+    def records(self) -> list[Record]:
+        """Return the (type name, record) pairs of every event, in time order once ``sort_events`` was called."""
+        if self._records is None:
+            from ledger.adapters.history import history_records
+
+            out: list[Record] = []
+            with paused_gc():
+                for h, cluster, source in self.histories:
+                    history_records(h, cluster, source, out)
+            out += self._added
+            if self._sorted:
+                out.sort(key=_time_of)
+            self._records = out
+        return self._records
+
+    def wire(self) -> list[Any] | None:
+        """Return (time, type name, event_id, Avro bytes) of every event, ordered as ``records``; None if unavailable.
+
+        The bytes are each record as a branch of the log's union, what ``EventLog.append_encoded``
+        takes. None when some record cannot be written directly (text UTF-8 cannot hold, or a
+        schema the direct writer does not know): the log's encoder then gets ``records`` and says why.
+        """
+        if not self._wire_made:
+            from ledger.adapters.wire import wire_items
+
+            with paused_gc():  # many small objects, no cycles: see paused_gc
+                items = wire_items(self.histories)
+            if items is not None and self._added:
+                extra = _encoded_records(self._added)
+                items = None if extra is None else items + extra
+            if items is not None and self._sorted:
+                items.sort(key=itemgetter(0))  # by time alone, stable: C, no Python call per item
+            self._wire, self._wire_made = items, True
+        return self._wire
+
+    def _changed(self) -> None:
+        self._records, self._wire, self._wire_made = None, None, False
+
+    def add_history(self, history: Any, cluster: str, source: str) -> None:
+        """Add the events of a checked history (see ``ledger.adapters.history.add_history``, which checks it)."""
+        self.histories.append((history, cluster, source))
+        self._changed()
+
+    def add_histories(self, histories: list[tuple[Any, str, str]]) -> None:
+        """Add the events of checked (history, cluster, source) triples, in order."""
+        self.histories += histories
+        self._changed()
 
     @property
     def events(self) -> list[ev.Event]:
@@ -94,11 +157,19 @@ class ImportResult:
         for name in _TIME_FIELDS:
             if isinstance(record.get(name), datetime):
                 record[name] = ev.to_us(record[name])
-        self.records.append((event.type_name, record))
+        self._added.append((event.type_name, record))
+        self._changed()
+
+    def type_names(self) -> list[str]:
+        """Return the type name of every event, in order."""
+        items = self.wire()
+        if items is not None:
+            return [name for _, name, _, _ in items]
+        return [name for name, _ in self.records]
 
     def events_by_type(self) -> Counter[str]:
         """Return how many events of each type the file yields."""
-        return Counter(name for name, _ in self.records)
+        return Counter(self.type_names())
 
     def reject(self, line: int, reason: str) -> None:
         """Record a malformed record at ``line``."""
@@ -114,8 +185,9 @@ class ImportResult:
             )
 
     def sort_events(self) -> None:
-        """Order records by time; a stable sort keeps each workload's own order at equal times."""
-        self.records.sort(key=_time_of)
+        """Order events by time; a stable sort keeps each workload's own order at equal times."""
+        self._sorted = True
+        self._changed()
 
     def render(self, max_rejected: int = 20) -> str:
         """Return the human-readable import summary."""
@@ -123,9 +195,10 @@ class ImportResult:
             f"{self.kind} import of {self.file}",
             f"  rows read:   {self.rows_read}",
             f"  workloads:   {self.workloads}",
-            f"  events:      {len(self.records)}",
         ]
-        lines += [f"    {name:<20} {n}" for name, n in sorted(self.events_by_type().items())]
+        counts = self.events_by_type()
+        lines.append(f"  events:      {sum(counts.values())}")
+        lines += [f"    {name:<20} {n}" for name, n in sorted(counts.items())]
         lines.append(f"  skipped:     {sum(self.skipped.values())}")
         lines += [f"    {reason:<40} {n}" for reason, n in sorted(self.skipped.items())]
         lines.append(f"  rejected:    {len(self.rejected)}")
@@ -155,6 +228,19 @@ def paused_gc() -> Iterator[None]:
 def _time_of(item: Record) -> int:
     time: int = item[1]["time"]
     return time
+
+
+def _encoded_records(records: list[Record]) -> list[Any] | None:
+    """Return (time, type name, event_id, bytes) of records encoded by the log's compiled encoder; None if one fails."""
+    from ledger.codec import union_schema
+    from ledger.log.avro_encode import union_encoder
+    from ledger.log.checks import FULL_NAMES
+
+    encoder = union_encoder(union_schema())  # type: ignore[arg-type]  # the log's schema is a union (a list)
+    try:
+        return [(r["time"], name, r["event_id"], encoder.encode(FULL_NAMES[name], r)) for name, r in records]
+    except ValueError:  # UnencodableValue: the log's own append names the value
+        return None
 
 
 def record_event(name: str, record: dict[str, Any]) -> ev.Event:
@@ -240,22 +326,30 @@ class WallClock:
         self._days: dict[str, int] = {}
         self._clock: dict[str, int] = {}
         self._offsets: dict[str, int] = {}
+        self.us = self._reader()
 
-    def us(self, text: str, what: str) -> int:
-        """Return ``text`` as microseconds since the epoch; RowError naming ``what`` and the value if it is no time."""
-        if len(text) == 19 and (text[10] == "T" or text[10] == " "):
-            day = self._days.get(text[:10])
-            tod = self._clock.get(text[11:])
-            if day is None or tod is None:
-                return self._learn(text, what)
-            us = day + tod
-            if not self._utc:
-                offset = self._offsets.get(text[:16])
-                us -= self._offset(text) if offset is None else offset
-            if not EARLIEST_US <= us < LATEST_US:
-                parse_local_time(text, self.zone, what)  # raises the error naming the instant in UTC
-            return us
-        return ev.to_us(parse_local_time(text, self.zone, what))
+    def _reader(self) -> Callable[[str, str], int]:
+        """Return ``us``: a closure over the caches, called a few times per row (no attribute look-ups on the way)."""
+        days, tods, offsets, utc, zone = self._days, self._clock, self._offsets, self._utc, self.zone
+        learn, offset_of, earliest, latest = self._learn, self._offset, EARLIEST_US, LATEST_US
+
+        def us(text: str, what: str) -> int:
+            """Return ``text`` as µs since the epoch; RowError naming ``what`` and the value if it is no time."""
+            if len(text) == 19 and (text[10] == "T" or text[10] == " "):
+                day = days.get(text[:10])
+                tod = tods.get(text[11:])
+                if day is None or tod is None:
+                    return learn(text, what)
+                t = day + tod
+                if not utc:
+                    offset = offsets.get(text[:16])
+                    t -= offset_of(text) if offset is None else offset
+                if not earliest <= t < latest:
+                    parse_local_time(text, zone, what)  # raises the error naming the instant in UTC
+                return t
+            return ev.to_us(parse_local_time(text, zone, what))
+
+        return us
 
     def _learn(self, text: str, what: str) -> int:
         """Parse a time whose day or time of day is new, remember both parts, and return it."""

@@ -129,6 +129,7 @@ class _Reader:
         if not _PATH.match(budget):
             raise ConfigError(f"--budget {budget!r} is not a budget path like org/team")
         self.budget = budget
+        self.iso = self.clock.us if self.epoch is None else None  # the wall clock, when no time is relative
 
     def time(self, text: str, what: str) -> int:
         """Return a time field as µs since the epoch: seconds after --epoch, Unix seconds, or ISO 8601."""
@@ -156,13 +157,29 @@ class _Reader:
         gpus = int(g) if g.isdigit() and g.isascii() else _whole(g, "gpus")
         if gpus == 0:
             return None
-        submit = self.time(row[i.submit].strip(), "submit")
+        # ISO times without --epoch (most exports) go straight to the wall clock: what ``time`` does with them
+        time, iso = self.time, self.iso
+        t_text = row[i.submit].strip()
+        submit = iso(t_text, "submit") if iso and len(t_text) == 19 and t_text[10] in "T " else time(t_text, "submit")
         s_text = row[i.start].strip() if i.start is not None else ""
         e_text = row[i.end].strip() if i.end is not None else ""
         d_text = row[i.duration].strip() if i.duration is not None else ""
-        start = self.time(s_text, "start") if s_text else None
-        end = self.time(e_text, "end") if e_text else None
-        duration = _whole(d_text, "duration") if d_text else None
+        if not s_text:
+            start = None
+        elif iso and len(s_text) == 19 and s_text[10] in "T ":
+            start = iso(s_text, "start")
+        else:
+            start = time(s_text, "start")
+        if not e_text:
+            end = None
+        elif iso and len(e_text) == 19 and e_text[10] in "T ":
+            end = iso(e_text, "end")
+        else:
+            end = time(e_text, "end")
+        if not d_text:
+            duration = None
+        else:
+            duration = int(d_text) if d_text.isdigit() and d_text.isascii() else _whole(d_text, "duration")
         if start is not None:
             if start < submit:
                 raise RowError(f"start {s_text} is before submit {row[i.submit].strip()}")
@@ -196,20 +213,21 @@ class _Reader:
             work_s = (end - start) // 1_000_000
         m_text = row[i.min_runtime].strip() if i.min_runtime is not None else ""
         p_text = row[i.priority].strip() if i.priority is not None else ""
-        return History(
-            workload_id=wid,
-            submit=submit,
-            budget=budget,
-            user=(row[i.user].strip() if i.user is not None else "") or "unknown",
-            gpus=gpus,
-            min_runtime_s=_whole(m_text, "min_runtime") if m_text else self.opts.min_runtime_s,
-            resumable=False,
-            runs=[Run(start, end, self.hosts)] if start is not None else [],
-            outcome=outcome if end is not None else None,
-            end=end,
-            priority=_integer(p_text, "priority") if p_text else 0,
-            kind=kind,  # type: ignore[arg-type]
-            work_s=work_s,
+        return History(  # positional, in field order (a keyword call costs more, once per row)
+            wid,
+            submit,
+            budget,
+            (row[i.user].strip() if i.user is not None else "") or "unknown",
+            gpus,
+            _whole(m_text, "min_runtime") if m_text else self.opts.min_runtime_s,
+            False,  # resumable
+            [Run(start, end, self.hosts)] if start is not None else [],
+            outcome if end is not None else None,
+            end,
+            0,  # nodes
+            _integer(p_text, "priority") if p_text else 0,
+            kind,  # type: ignore[arg-type]
+            work_s,
         )
 
 
@@ -282,18 +300,23 @@ def _histories(rows: Iterator[list[str]], reader: _Reader, res: ImportResult) ->
     """Yield (line, history) for each good row; report malformed rows to ``res``."""
     width = reader.width
     history = reader.history
-    for row in rows:
-        if (len(row) != width or width == 1) and (not row or (len(row) == 1 and not row[0].strip())):
-            continue  # a blank line
-        if len(row) != width:
-            res.rows_read += 1
-            res.reject(rows.line_num, f"expected {width} fields, found {len(row)}")  # type: ignore[attr-defined]
-            continue
-        res.rows_read += 1
-        try:
-            yield rows.line_num, history(row)  # type: ignore[attr-defined]
-        except RowError as exc:
-            res.reject(rows.line_num, str(exc))  # type: ignore[attr-defined]
+    read = 0
+    try:
+        for row in rows:
+            if len(row) != width or width == 1:
+                if not row or (len(row) == 1 and not row[0].strip()):
+                    continue  # a blank line
+                if len(row) != width:
+                    read += 1
+                    res.reject(rows.line_num, f"expected {width} fields, found {len(row)}")  # type: ignore[attr-defined]
+                    continue
+            read += 1
+            try:
+                yield rows.line_num, history(row)  # type: ignore[attr-defined]
+            except RowError as exc:
+                res.reject(rows.line_num, str(exc))  # type: ignore[attr-defined]
+    finally:
+        res.rows_read += read
 
 
 def import_csv_file(path: str | Path, opts: CsvOptions) -> ImportResult:

@@ -16,8 +16,9 @@ Every file adapter (Slurm, Philly, CSV) parses its records into ``History`` obje
 Event ids are ``{cluster}/{source}/{workload_id}/{what}``, derived from the source record only,
 so importing the same file twice yields the same ids and the log drops the repeats.
 
-Records, not event objects: the adapters have checked every value (``_check`` adds the bounds
-of the Avro types), so the records go to the log's trusted append as they are.
+Records, not event objects: the adapters have checked every value (``check_history`` adds the bounds
+of the Avro types), so the events go to the log's trusted append as they are: as records, or as
+the bytes ``ledger.adapters.wire`` writes for exactly these records without building them.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from ledger import events as ev
 from ledger.adapters.common import INT_MAX, LATEST_US, LONG_MAX, ImportResult, Record, RowError, paused_gc
 
-__all__ = ["History", "Run", "add_histories", "history_records"]
+__all__ = ["History", "Run", "add_histories", "add_history", "check_history", "history_records"]
 
 
 @dataclass(slots=True)
@@ -65,7 +66,7 @@ class History:
 _TEN_YEARS_S = 10 * 366 * 86_400
 
 
-def _check(h: History) -> None:
+def check_history(h: History) -> None:
     """Raise RowError for a value the event schema cannot hold (the parsers check format, this the bounds)."""
     if (
         0 < h.gpus <= INT_MAX
@@ -93,7 +94,7 @@ def _check(h: History) -> None:
 
 def history_records(h: History, cluster: str, source: str, out: list[Record]) -> None:
     """Append the records a history stands for to ``out``, in the order they happened; RowError if out of bounds."""
-    _check(h)
+    check_history(h)
     base = f"{cluster}/{source}/{h.workload_id}/"
     wid = h.workload_id
     out.append(
@@ -186,6 +187,12 @@ def history_records(h: History, cluster: str, source: str, out: list[Record]) ->
         )
 
 
+def add_history(res: ImportResult, h: History, cluster: str, source: str) -> None:
+    """Add a history's events to ``res`` (made into records or bytes when asked for); RowError if out of bounds."""
+    check_history(h)
+    res.add_history(h, cluster, source)
+
+
 def add_histories(res: ImportResult, rows: Iterable[tuple[int, History | None]], cluster: str, source: str) -> None:
     """Add one workload per (line, history) to ``res``: None counts as a 0-GPU row, a repeated id is rejected.
 
@@ -193,20 +200,25 @@ def add_histories(res: ImportResult, rows: Iterable[tuple[int, History | None]],
     malformed lines to ``res``; this adds the records of every good one, in time order.
     """
     seen: dict[str, int] = {}
-    records = res.records
+    kept: list[tuple[History, str, str]] = []
+    zero_gpu = 0
     with paused_gc():
         for line, h in rows:
             if h is None:
-                res.skipped["0 GPUs (not a GPU workload)"] += 1
+                zero_gpu += 1
                 continue
             first = seen.setdefault(h.workload_id, line)
             if first != line:
                 res.reject(line, f"workload_id {h.workload_id!r} already on line {first}")
                 continue
             try:
-                history_records(h, cluster, source, records)
+                check_history(h)
             except RowError as exc:
                 res.reject(line, str(exc))
                 continue
-            res.workloads += 1
+            kept.append((h, cluster, source))
+        if zero_gpu:
+            res.skipped["0 GPUs (not a GPU workload)"] += zero_gpu
+        res.add_histories(kept)
+        res.workloads += len(kept)
         res.sort_events()

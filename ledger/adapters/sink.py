@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ledger.events import Event
 
-__all__ = ["append_records_to_log", "append_to_log", "log_dir"]
+if TYPE_CHECKING:
+    from ledger.adapters.common import ImportResult
+
+__all__ = ["append_imports_to_log", "append_records_to_log", "append_to_log", "log_dir"]
 
 
 def log_dir(out: str | Path) -> Path:
@@ -32,3 +36,24 @@ def append_records_to_log(out: str | Path, records: Sequence[tuple[str, dict[str
 
     with paused_gc(), EventLog(log_dir(out)) as log:  # encoding a big batch would wake the collector often
         return log.append_records(records)
+
+
+def append_imports_to_log(out: str | Path, results: Sequence[ImportResult]) -> int:
+    """Append the events of import results to the log at ``out`` as one durable batch; return how many were new.
+
+    The events go as the Avro bytes the importers write directly (``ImportResult.wire``); if any
+    result has none (a value the direct writer cannot write), all go as records through the
+    log's own encoder, which names the value it refuses.
+    """
+    from ledger.adapters.common import paused_gc
+    from ledger.log import EventLog
+
+    with paused_gc():
+        wires = [res.wire() for res in results]
+        with EventLog(log_dir(out)) as log:
+            if any(w is None for w in wires):
+                return log.append_records([r for res in results for r in res.records])
+            items = (wires[0] or []) if len(wires) == 1 else [item for w in wires if w is not None for item in w]
+            if not items:
+                return 0
+            return log.append_encoded(list(map(itemgetter(2), items)), list(map(itemgetter(3), items)))

@@ -73,7 +73,7 @@ from pathlib import Path
 
 from ledger import events as ev
 from ledger.adapters.common import LATEST_US, ImportResult, RowError, WallClock, budget_path, paused_gc
-from ledger.adapters.history import History, Run, history_records
+from ledger.adapters.history import History, Run, check_history
 from ledger.adapters.hostlist import expand_hostlist, expand_ranges
 
 __all__ = ["NOHEADER_FIELDS", "SlurmOptions", "import_sacct", "parse_gpus", "parse_timelimit"]
@@ -186,7 +186,7 @@ class _Layout:
         absent = self.n
         self.pad = any(c not in idx for c in _OPTIONAL)
         self.pick = itemgetter(*(idx.get(c, absent) for c in (*_REQUIRED_COLUMNS, *_OPTIONAL)))
-        self.has = {c: c in idx for c in _OPTIONAL}
+        self.has_timelimit = "timelimit" in idx
         self.tres = [idx[c] for c in ("alloctres", "reqtres", "allocgres", "reqgres") if c in idx]
 
 
@@ -221,9 +221,10 @@ def _parse_row(f: list[str], lay: _Layout, line: int, opts: SlurmOptions, clock:
             raise RowError(f"End {t_end} is before Start {t_start}")
     gpus = 0
     for i in lay.tres:
-        gpus = parse_gpus(f[i])
-        if gpus:
-            break
+        if "gpu" in f[i]:  # (parse_gpus says 0 without a call for the many CPU jobs)
+            gpus = parse_gpus(f[i])
+            if gpus:
+                break
     cluster = opts.cluster or cluster.strip()
     if not cluster:
         raise RowError("Cluster is empty (give --cluster)")
@@ -231,21 +232,21 @@ def _parse_row(f: list[str], lay: _Layout, line: int, opts: SlurmOptions, clock:
     nn = nn.strip()
     if nn and not (nn.isdigit() and nn.isascii()):
         raise RowError(f"NNodes {nn!r} is not a whole number")
-    return _Record(
-        line=line,
-        cluster=cluster,
-        jobid=jobid,
-        partition=partition,
-        account=account,
-        user=user or "unknown",
-        submit=submit,
-        start=start,
-        end=end,
-        state=state,
-        gpus=gpus,
-        nnodes=int(nn) if nn else 0,
-        timelimit_s=parse_timelimit(limit) if lay.has["timelimit"] else None,
-        nodelist=nodelist,
+    return _Record(  # positional (in field order): a keyword call costs more, once per row
+        line,
+        cluster,
+        jobid,
+        partition,
+        account,
+        user or "unknown",
+        submit,
+        start,
+        end,
+        state,
+        gpus,
+        int(nn) if nn else 0,
+        parse_timelimit(limit) if lay.has_timelimit else None,
+        nodelist,
     )
 
 
@@ -280,7 +281,45 @@ _INTERRUPT: dict[str, ev.PreemptReason] = {
 }
 
 
+def _single_history(rec: _Record, gpus: int, opts: SlurmOptions) -> History:
+    """``_history`` of a job with one record (most jobs): the same result with the loop over records unrolled."""
+    state, start, end = rec.state, rec.start, rec.end
+    runs: list[Run] = []
+    if start is not None:
+        run = Run(start, end, _hosts(rec.nodelist, rec.cluster))
+        if end is not None:
+            if state in _INTERRUPT:
+                run.preempted = _INTERRUPT[state]
+            elif state in _REQUEUED:
+                run.preempted, run.requeued = "user", True
+        runs.append(run)
+    outcome: ev.Outcome | None = _FINAL.get(state)
+    if outcome is not None and end is None:
+        raise RowError(f"State {state} but End is Unknown")
+    limit = rec.timelimit_s
+    min_rt = opts.min_runtime_s if limit is None or limit >= opts.min_runtime_s else limit
+    work_s = (end - start) // 1_000_000 if outcome == "succeeded" and start is not None and end is not None else None
+    return History(  # positional, in field order (see History)
+        rec.jobid,
+        rec.submit,
+        budget_path(rec.cluster, rec.account, rec.user),
+        rec.user,
+        gpus,
+        min_rt,
+        state in _REQUEUED or opts.resumable,
+        runs,
+        outcome,
+        end if outcome is not None else None,
+        rec.nnodes,
+        0,
+        _kind(rec.partition),
+        work_s,
+    )
+
+
 def _history(recs: list[_Record], gpus: int, opts: SlurmOptions) -> History:
+    if len(recs) == 1:
+        return _single_history(recs[0], gpus, opts)
     first, last = recs[0], recs[-1]
     runs: list[Run] = []
     for rec in recs:
@@ -350,6 +389,7 @@ def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = N
     jobs: dict[tuple[str, str], list[_Record]] = {}
     step_gpus: dict[tuple[str, str], int] = {}
     steps_of_missing: list[tuple[tuple[str, str], int]] = []
+    rows_read, width, parse_row = 0, -1, _parse_row
     for n, raw in enumerate(lines, 1):
         text = raw.rstrip("\r\n")
         if not text or text.isspace():
@@ -360,28 +400,39 @@ def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = N
                 lay = _Layout(f[:-1] if f[-1] == "" else f, file)
                 continue
             lay = _Layout(NOHEADER_FIELDS, file)
-        res.rows_read += 1
-        if len(f) == lay.n + 1 and f[-1] == "":
-            f.pop()  # --parsable ends every line with '|'
-        if len(f) != lay.n:
-            res.reject(n, f"expected {lay.n} '|'-separated fields, found {len(f)}")
-            continue
+        if width < 0:
+            width = lay.n
+        rows_read += 1
+        if len(f) != width:
+            if len(f) == width + 1 and f[-1] == "":
+                f.pop()  # --parsable ends every line with '|'
+            else:
+                res.reject(n, f"expected {width} '|'-separated fields, found {len(f)}")
+                continue
         try:
-            rec = _parse_row(f, lay, n, opts, clock)
-            ids = _array_tasks(rec.jobid) if "_[" in rec.jobid else None
+            rec = parse_row(f, lay, n, opts, clock)
+            jobid = rec.jobid
+            ids = _array_tasks(jobid) if "_[" in jobid else None
         except RowError as exc:
             res.reject(n, str(exc))
             continue
-        if rec.state == "REVOKED":
-            res.skipped["revoked (ran on a sibling cluster)"] += 1
-            continue
-        job, dot, _step = rec.jobid.partition(".")
-        if dot:
-            key = (rec.cluster, job)
-            step_gpus[key] = max(step_gpus.get(key, 0), rec.gpus)
-            steps_of_missing.append((key, n))
-            continue
-        for jid in ids or (job,):
+        if "." in jobid or ids is not None or rec.state == "REVOKED":
+            if rec.state == "REVOKED":
+                res.skipped["revoked (ran on a sibling cluster)"] += 1
+                continue
+            job, dot, _step = jobid.partition(".")
+            if dot:
+                key = (rec.cluster, job)
+                step_gpus[key] = max(step_gpus.get(key, 0), rec.gpus)
+                steps_of_missing.append((key, n))
+                continue
+        key = (rec.cluster, jobid)
+        if ids is None:
+            group = jobs.get(key)
+            if group is None:
+                jobs[key] = [rec]  # the common case: a job's first (and usually only) record
+                continue
+        for jid in ids or (jobid,):
             if jid != rec.jobid:
                 rec = replace(rec, jobid=jid)
             group = jobs.setdefault((rec.cluster, jid), [])
@@ -389,28 +440,39 @@ def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = N
                 res.skipped["duplicate record"] += 1
                 continue
             group.append(rec)
+    res.rows_read += rows_read
     for key, _n in steps_of_missing:
         if key in jobs:
             res.skipped["job step (folded into its job)"] += 1
         else:
             res.skipped["job step whose job is not in the file"] += 1
+    kept: list[tuple[History, str, str]] = []
+    cpu_gpus = opts.gpus_for_cpu_jobs
+    cpu_jobs = 0
     for key, recs in jobs.items():
         if len(recs) > 1:
             recs.sort(key=_record_order)
-        gpus = recs[0].gpus if len(recs) == 1 else max(r.gpus for r in recs)
+            gpus = max(r.gpus for r in recs)
+        else:
+            gpus = recs[0].gpus
         if step_gpus and not gpus:
             gpus = step_gpus.get(key, 0)
         if gpus == 0:
-            if opts.gpus_for_cpu_jobs <= 0:
-                res.skipped["no GPUs (CPU job)"] += 1
+            if cpu_gpus <= 0:
+                cpu_jobs += 1
                 continue
-            gpus = opts.gpus_for_cpu_jobs
+            gpus = cpu_gpus
         try:
-            history_records(_history(recs, gpus, opts), key[0], "slurm", res.records)
+            h = _single_history(recs[0], gpus, opts) if len(recs) == 1 else _history(recs, gpus, opts)
+            check_history(h)
         except RowError as exc:
             res.reject(recs[-1].line, str(exc))
             continue
-        res.workloads += 1
+        kept.append((h, key[0], "slurm"))
+    if cpu_jobs:
+        res.skipped["no GPUs (CPU job)"] += cpu_jobs
+    res.add_histories(kept)
+    res.workloads += len(kept)
     res.sort_events()
     return res
 

@@ -13,6 +13,7 @@ Guarantees:
 * **Trusted records.** ``append_records`` takes Avro-ready records from a producer that has
   checked every value itself (the file importers) and skips the per-event model validation;
   everything else above holds for it too, and a value Avro cannot encode still refuses the batch.
+  ``append_encoded`` takes such records already as their Avro bytes (the importers' fast path).
 * **Idempotent.** An event whose ``event_id`` is already in the log (or earlier in the batch) is
   skipped; ``append`` returns how many were written.
 * **Single writer.** The process that appends holds an advisory lock on ``LOCK``; any number of
@@ -24,7 +25,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -151,6 +152,18 @@ class _Writer:
             block = self.encoder.encode(records)
         except (ValueError, TypeError, OverflowError) as exc:  # UnicodeEncodeError is a ValueError
             raise explain_unencodable(records, exc) from None
+        self._write_block(block, ids)
+
+    def write_encoded(self, encoded: Sequence[bytes], ids: Sequence[str]) -> None:
+        """Append records already encoded as branches of the log's union as one block and fsync it."""
+        if self.broken is not None:
+            raise LogError(self.broken)
+        if self.active is None or self.size >= self.segment_bytes:
+            self._roll()
+        assert self.encoder is not None
+        self._write_block(self.encoder.encode_encoded(encoded), ids)
+
+    def _write_block(self, block: bytes, ids: Sequence[str]) -> None:
         fd = self.file.fileno()
         try:
             write_all(fd, block)
@@ -168,9 +181,7 @@ class _Writer:
         except OSError as exc:
             # Appending after a half-written block would bury it under good ones (corruption).
             # Reopening the log cuts it off as a torn tail.
-            self.broken = (
-                f"{self.active}: could not undo a failed append ({exc.strerror}); reopen the log to recover"
-            )
+            self.broken = f"{self.active}: could not undo a failed append ({exc.strerror}); reopen the log to recover"
 
     def close(self) -> None:
         if self.file is not None:
@@ -260,6 +271,52 @@ class EventLog:
         except KeyError as exc:
             raise EventValidationError(f"unknown event type {exc.args[0]!r}", field="type", value=exc.args[0]) from None
         return self._append_checked(batch)
+
+    def append_encoded(self, ids: Sequence[str], encoded: Sequence[bytes]) -> int:
+        """Append records given as their Avro bytes (``encoded[i]`` holds the event ``ids[i]``) as one durable batch.
+
+        Each item is one record as a branch of the log's union schema (its union index, then its
+        fields), exactly the bytes the log's own encoder writes for it: the importers write their
+        records' bytes directly, with a writer tested byte for byte against that encoder, and skip
+        building the record dicts. Nothing is checked or decoded here: like ``append_records``
+        this is for producers that checked every value, and it must only be given bytes of valid
+        events. Deduplication, atomicity and durability are as for ``append``; returns how many
+        were written.
+        """
+        if self._readonly:
+            raise LogError(f"{self._path}: opened read-only")
+        if len(ids) != len(encoded):
+            raise ValueError(f"{len(ids)} event ids for {len(encoded)} encoded records")
+        if not ids:
+            return 0
+        with self._guard:
+            writer = self._writer or self._become_writer(required=True)
+            assert writer is not None
+            known = writer.known_ids()
+            fresh: Sequence[bytes] = encoded
+            fresh_ids: Sequence[str] = ids
+            before = len(known)
+            if known.isdisjoint(ids):  # the common case, checked with set operations in C
+                known.update(ids)
+                if len(known) - before != len(ids):  # a repeat inside the batch: take the slow path
+                    known.difference_update(ids)  # (none of them was known before)
+            if len(known) == before:
+                seen: set[str] = set()
+                fresh, fresh_ids = [], []
+                for event_id, data in zip(ids, encoded, strict=True):
+                    if event_id not in known and event_id not in seen:
+                        seen.add(event_id)  # also catches a repeat later in the same batch
+                        fresh.append(data)
+                        fresh_ids.append(event_id)
+                if not fresh:
+                    return 0
+                known.update(fresh_ids)
+            try:
+                writer.write_encoded(fresh, fresh_ids)
+            except BaseException:
+                known.difference_update(fresh_ids)  # a failed append leaves its ids unknown
+                raise
+            return len(fresh)
 
     def _append_checked(self, batch: list[tuple[str, dict[str, Any]]]) -> int:
         """Append a batch whose records are known valid: drop ids already present, write the rest as one block."""
