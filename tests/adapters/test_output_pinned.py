@@ -43,7 +43,7 @@ def digest(res: ImportResult) -> str:
     assert wire is not None, "the direct writer must take every pinned case"
     assert [(name, eid) for _, name, eid, _ in wire] == [(name, r["event_id"]) for name, r in res.records]
     assert encoder.encode_encoded([data for *_, data in wire]) == block
-    summary = [res.rows_read, res.workloads, sorted(res.skipped.items()), [str(r) for r in res.rejected], res.notes]
+    summary = [res.rows_read, res.workloads, sorted(res.skipped.items()), [str(r).replace(str(DATA), "DATA") for r in res.rejected], res.notes]
     h.update(json.dumps(summary).encode())
     return h.hexdigest()[:24]
 
@@ -169,7 +169,7 @@ PINNED = {
     "unit accounting logs": "bf989448374d3443c1e56d88",
     "unit job arrays": "042cc5a75234bf7481cf4b6c",
     "unit non-ended": "10d596f9aff9fe89bb83eaec",
-    "unit unknown state": "7c9af23571829aebc1d1213f",
+    "unit unknown state": "9aefafcee14ed4556dff197f",
 }
 
 
