@@ -43,7 +43,8 @@ def digest(res: ImportResult) -> str:
     assert wire is not None, "the direct writer must take every pinned case"
     assert [(name, eid) for _, name, eid, _ in wire] == [(name, r["event_id"]) for name, r in res.records]
     assert encoder.encode_encoded([data for *_, data in wire]) == block
-    summary = [res.rows_read, res.workloads, sorted(res.skipped.items()), [str(r).replace(str(DATA), "DATA") for r in res.rejected], res.notes]
+    rejected = [str(r).replace(str(DATA), "DATA") for r in res.rejected]  # messages name the file: not where it sits
+    summary = [res.rows_read, res.workloads, sorted(res.skipped.items()), rejected, res.notes]
     h.update(json.dumps(summary).encode())
     return h.hexdigest()[:24]
 
