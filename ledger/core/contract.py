@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
+
+from ledger.core.pickling import field_state, set_fields
+
 __all__ = ["DONE", "EXITING", "RUNNING", "STARTING", "WAITING", "QueueKey", "Workload"]
 
 WAITING, STARTING, RUNNING, EXITING, DONE = "waiting", "starting", "running", "exiting", "done"
@@ -25,6 +29,7 @@ WAITING, STARTING, RUNNING, EXITING, DONE = "waiting", "starting", "running", "e
 QueueKey = tuple[int, int, str]
 
 
+@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 @dataclass(slots=True)
 class Workload:
     """A submitted workload and where it stands."""
@@ -57,6 +62,12 @@ class Workload:
     exit_by: str | None = None
     draining: bool = False  # a drain wake-up is pending
     epoch: int = 0  # bumped at every state change; a wake-up is stale when its epoch differs
+
+    def __getstate__(self) -> dict[str, object]:
+        return field_state(self)
+
+    def __setstate__(self, state: object) -> None:
+        set_fields(self, state)
 
     @property
     def wants_allocation(self) -> bool:

@@ -41,8 +41,11 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from mypy_extensions import mypyc_attr
+
 from ledger.core.contract import Workload
 from ledger.core.occupancy import Meter, Occupancy
+from ledger.core.pickling import field_state, set_fields
 from ledger.core.queues import Key, SizedQueue
 from ledger.core.tree import BudgetTree
 
@@ -54,6 +57,11 @@ _FOREVER = 1 << 62  # µs: a line that holds until the node's meters change
 # whose neighbours come this close is recomputed rather than trusted
 _TIE_GAP = 1e-8
 _MICRO = 1_000_000  # entitlement rates in micro-GPUs: fractions of a GPU kept as integers
+# a snapshot's fields, in the order ``__init__`` sets them (the order of the bytes)
+_STATE = (
+    "tree", "occ", "capacity", "horizon", "entitled", "_seeded", "_live", "_steady", "_cache", "_order_cache",
+    "_alloc_cache", "_line_cache", "_cache_t", "_cache_v", "queues", "sizes", "totals", "orphans",
+)
 
 
 def percent(ratio: float) -> str:
@@ -70,6 +78,7 @@ class Pick:
     tier: int
 
 
+@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 class FairShareOrder:
     """Waiting workloads per budget node and tier, ranked by the fair-share walk."""
 
@@ -285,14 +294,15 @@ class FairShareOrder:
         return a + b * t
 
     def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
+        state = field_state(self, _STATE)
         state["_cache"], state["_cache_t"], state["_cache_v"] = {}, -1, -1  # derived: never part of a snapshot
         state["_order_cache"], state["_alloc_cache"], state["_line_cache"] = {}, {}, {}
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         # snapshots written before a cache existed restore with it empty
-        self.__dict__.update({"_order_cache": {}, "_alloc_cache": {}, "_line_cache": {}, **state})
+        self._order_cache, self._alloc_cache, self._line_cache = {}, {}, {}
+        set_fields(self, state)
         if "entitled" not in state:
             # written before allocations were integrated: today's shares, as those snapshots assumed
             tree, capacity = self.tree, self.capacity

@@ -30,6 +30,10 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
+
+from ledger.core.pickling import field_state, set_fields
+
 __all__ = ["Meter", "NodeUsage", "Occupancy"]
 
 _PRUNE_AT = 64  # drop expired breakpoints once this many have piled up (amortised O(1))
@@ -46,6 +50,12 @@ class Meter:
     cs: list[int] = field(default_factory=list)  # C at each breakpoint
     rs: list[int] = field(default_factory=list)  # rate just after each breakpoint
     decayed: float = 0.0  # half-life mode: decayed GPU-microseconds as of last_t
+
+    def __getstate__(self) -> dict[str, object]:
+        return field_state(self)
+
+    def __setstate__(self, state: object) -> None:
+        set_fields(self, state)
 
     def change(self, t: int, delta: int, window_us: int, half_life_us: int | None) -> None:
         """Add ``delta`` GPUs at time ``t`` (t never goes backwards). O(1) amortised."""
@@ -106,7 +116,14 @@ class NodeUsage:
     # GPUs of allocated runs past their protected window (preemptible by lower-ranked waiters)
     exposed: int = 0
 
+    def __getstate__(self) -> dict[str, object]:
+        return field_state(self)
 
+    def __setstate__(self, state: object) -> None:
+        set_fields(self, state)
+
+
+@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 class Occupancy:
     """Meters for every budget node (and ``""`` for the whole cluster)."""
 
@@ -119,6 +136,12 @@ class Occupancy:
         self.nodes: dict[str, NodeUsage] = {self.CLUSTER: NodeUsage()}
         self.version = 0  # bumped at every change of a meter: lets readers cache ratios for one instant
         self.touched: dict[str, None] = {}  # nodes changed since a reader last looked (cache invalidation)
+
+    def __getstate__(self) -> dict[str, object]:
+        return field_state(self, ("window_us", "half_life_us", "upfront", "nodes", "version", "touched"))
+
+    def __setstate__(self, state: object) -> None:
+        set_fields(self, state)
 
     def add_node(self, path: str) -> None:
         """Start meters for a newly defined node."""

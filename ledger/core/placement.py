@@ -15,7 +15,13 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
+
+from ledger.core.pickling import field_state, set_fields
+
 __all__ = ["Host", "Hosts", "hosts_needed"]
+
+_STATE = ("cluster", "per_node", "hosts", "by_name", "buckets", "capacity", "healthy")
 
 
 def hosts_needed(gpus: int, per_node: int) -> int:
@@ -23,6 +29,7 @@ def hosts_needed(gpus: int, per_node: int) -> int:
     return max(1, -(-gpus // per_node))
 
 
+@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 @dataclass(slots=True)
 class Host:
     """One host: capacity, GPUs in use, health and the workloads on it (id -> GPUs)."""
@@ -34,12 +41,19 @@ class Host:
     state: str = "healthy"  # healthy | unhealthy (draining) | failed | retired
     workloads: dict[str, int] = field(default_factory=dict)
 
+    def __getstate__(self) -> dict[str, object]:
+        return field_state(self)
+
+    def __setstate__(self, state: object) -> None:
+        set_fields(self, state)
+
     @property
     def free(self) -> int:
         """GPUs not in use."""
         return self.gpus - self.used
 
 
+@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 class Hosts:
     """All hosts of the cluster, with free-GPU buckets over the schedulable (healthy) ones."""
 
@@ -48,12 +62,11 @@ class Hosts:
         self.dirty_cache: set[int] = set()  # derived: hosts whose free GPUs or health changed since a reader looked
 
     def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
-        state.pop("dirty_cache", None)  # derived: never part of a snapshot
-        return state
+        # every field but ``dirty_cache`` (derived: never part of a snapshot), in the order ``_setup`` sets them
+        return field_state(self, _STATE)
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
+        set_fields(self, state)
         self.dirty_cache = set()
 
     def _setup(self, cluster: str, per_node: int) -> None:

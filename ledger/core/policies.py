@@ -25,8 +25,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from mypy_extensions import mypyc_attr
+
 from ledger.core.contract import Workload
 from ledger.core.fairshare import Pick
+from ledger.core.pickling import field_state, set_fields
 from ledger.core.queues import SizedQueue
 
 __all__ = ["FlatOrder", "team_limit"]
@@ -37,12 +40,19 @@ def team_limit(fraction: float, capacity: int, per_node: int) -> int:
     return max(per_node, int(fraction * capacity))
 
 
+@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 class FlatOrder:
     """One global queue (priority or fifo order)."""
 
     def __init__(self, by_priority: bool) -> None:
         self.by_priority = by_priority
         self.queue = SizedQueue()
+
+    def __getstate__(self) -> dict[str, object]:
+        return field_state(self, ("by_priority", "queue"))
+
+    def __setstate__(self, state: object) -> None:
+        set_fields(self, state)
 
     def key_for(self, w: Workload) -> tuple[int, int, str]:
         """Return the queue key of a workload under this policy."""

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
+
+from ledger.core.pickling import field_state, set_fields
+
 __all__ = ["BudgetNode", "BudgetTree"]
 
 
+@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 @dataclass(slots=True)
 class BudgetNode:
     """One budget node: its raw share of the parent's time, its managers and its share history."""
@@ -24,6 +29,12 @@ class BudgetNode:
     history: list[tuple[int, float, str]] = field(default_factory=list)  # (time_us, share, event_id)
     fraction: float = 0.0  # product of normalised shares down from the root: its part of the cluster
 
+    def __getstate__(self) -> dict[str, object]:
+        return field_state(self)
+
+    def __setstate__(self, state: object) -> None:
+        set_fields(self, state)
+
 
 class BudgetTree:
     """Every defined budget node; fractions are kept normalised among siblings."""
@@ -35,12 +46,11 @@ class BudgetTree:
         self._branches: dict[tuple[str, str], tuple[str | None, str | None]] = {}  # derived: see branches()
 
     def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
-        del state["_branches"]  # derived, and only as large as the pairs asked for: never part of a snapshot
-        return state
+        # ``_branches`` is derived, and only as large as the pairs asked for: never part of a snapshot
+        return field_state(self, ("nodes", "roots", "_chains"))
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
+        set_fields(self, state)
         self._branches = {}
 
     def __contains__(self, path: str) -> bool:
