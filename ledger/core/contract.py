@@ -17,9 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mypy_extensions import mypyc_attr
-
-from ledger.core.pickling import field_state, set_fields
+from ledger.core.pickling import rebuilt_from_fields
 
 __all__ = ["DONE", "EXITING", "RUNNING", "STARTING", "WAITING", "QueueKey", "Workload"]
 
@@ -29,7 +27,6 @@ WAITING, STARTING, RUNNING, EXITING, DONE = "waiting", "starting", "running", "e
 QueueKey = tuple[int, int, str]
 
 
-@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 @dataclass(slots=True)
 class Workload:
     """A submitted workload and where it stands."""
@@ -63,11 +60,8 @@ class Workload:
     draining: bool = False  # a drain wake-up is pending
     epoch: int = 0  # bumped at every state change; a wake-up is stale when its epoch differs
 
-    def __getstate__(self) -> dict[str, object]:
-        return field_state(self)
-
-    def __setstate__(self, state: object) -> None:
-        set_fields(self, state)
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return rebuilt_from_fields(self)
 
     @property
     def wants_allocation(self) -> bool:

@@ -41,8 +41,6 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from mypy_extensions import mypyc_attr
-
 from ledger.core.contract import Workload
 from ledger.core.occupancy import Meter, Occupancy
 from ledger.core.pickling import field_state, set_fields
@@ -78,13 +76,13 @@ class Pick:
     tier: int
 
 
-@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 class FairShareOrder:
     """Waiting workloads per budget node and tier, ranked by the fair-share walk."""
 
-    def __init__(self, tree: BudgetTree, occupancy: Occupancy) -> None:
-        self.tree = tree
-        self.occ = occupancy
+    def __init__(self, tree: BudgetTree | None = None, occupancy: Occupancy | None = None) -> None:
+        # (no arguments: an empty order, as unpickling makes one before setting its state)
+        self.tree = tree if tree is not None else BudgetTree()
+        self.occ = occupancy = occupancy if occupancy is not None else Occupancy()
         self.capacity = 0
         self.horizon = occupancy.horizon_us()
         # node -> its entitlement: a meter whose rate is fraction × capacity in micro-GPUs

@@ -30,9 +30,7 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from mypy_extensions import mypyc_attr
-
-from ledger.core.pickling import field_state, set_fields
+from ledger.core.pickling import field_state, rebuilt_from_fields, set_fields
 
 __all__ = ["Meter", "NodeUsage", "Occupancy"]
 
@@ -51,11 +49,8 @@ class Meter:
     rs: list[int] = field(default_factory=list)  # rate just after each breakpoint
     decayed: float = 0.0  # half-life mode: decayed GPU-microseconds as of last_t
 
-    def __getstate__(self) -> dict[str, object]:
-        return field_state(self)
-
-    def __setstate__(self, state: object) -> None:
-        set_fields(self, state)
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return rebuilt_from_fields(self)
 
     def change(self, t: int, delta: int, window_us: int, half_life_us: int | None) -> None:
         """Add ``delta`` GPUs at time ``t`` (t never goes backwards). O(1) amortised."""
@@ -116,20 +111,16 @@ class NodeUsage:
     # GPUs of allocated runs past their protected window (preemptible by lower-ranked waiters)
     exposed: int = 0
 
-    def __getstate__(self) -> dict[str, object]:
-        return field_state(self)
-
-    def __setstate__(self, state: object) -> None:
-        set_fields(self, state)
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return rebuilt_from_fields(self)
 
 
-@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 class Occupancy:
     """Meters for every budget node (and ``""`` for the whole cluster)."""
 
     CLUSTER = ""
 
-    def __init__(self, window_s: int, half_life_s: int | None, upfront: bool) -> None:
+    def __init__(self, window_s: int = 7 * 86_400, half_life_s: int | None = None, upfront: bool = True) -> None:
         self.window_us = window_s * 1_000_000
         self.half_life_us = half_life_s * 1_000_000 if half_life_s else None
         self.upfront = upfront

@@ -15,9 +15,7 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
-from mypy_extensions import mypyc_attr
-
-from ledger.core.pickling import field_state, set_fields
+from ledger.core.pickling import field_state, rebuilt_from_fields, set_fields
 
 __all__ = ["Host", "Hosts", "hosts_needed"]
 
@@ -29,7 +27,6 @@ def hosts_needed(gpus: int, per_node: int) -> int:
     return max(1, -(-gpus // per_node))
 
 
-@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 @dataclass(slots=True)
 class Host:
     """One host: capacity, GPUs in use, health and the workloads on it (id -> GPUs)."""
@@ -41,11 +38,8 @@ class Host:
     state: str = "healthy"  # healthy | unhealthy (draining) | failed | retired
     workloads: dict[str, int] = field(default_factory=dict)
 
-    def __getstate__(self) -> dict[str, object]:
-        return field_state(self)
-
-    def __setstate__(self, state: object) -> None:
-        set_fields(self, state)
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return rebuilt_from_fields(self)
 
     @property
     def free(self) -> int:
@@ -53,11 +47,10 @@ class Host:
         return self.gpus - self.used
 
 
-@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 class Hosts:
     """All hosts of the cluster, with free-GPU buckets over the schedulable (healthy) ones."""
 
-    def __init__(self, cluster: str, per_node: int) -> None:
+    def __init__(self, cluster: str = "", per_node: int = 8) -> None:
         self._setup(cluster, per_node)
         self.dirty_cache: set[int] = set()  # derived: hosts whose free GPUs or health changed since a reader looked
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from mypy_extensions import mypyc_attr
-
 from ledger.core.contract import Workload
 from ledger.core.fairshare import Pick
 from ledger.core.pickling import field_state, set_fields
@@ -40,11 +38,10 @@ def team_limit(fraction: float, capacity: int, per_node: int) -> int:
     return max(per_node, int(fraction * capacity))
 
 
-@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 class FlatOrder:
     """One global queue (priority or fifo order)."""
 
-    def __init__(self, by_priority: bool) -> None:
+    def __init__(self, by_priority: bool = False) -> None:
         self.by_priority = by_priority
         self.queue = SizedQueue()
 

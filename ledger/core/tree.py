@@ -8,14 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mypy_extensions import mypyc_attr
-
-from ledger.core.pickling import field_state, set_fields
+from ledger.core.pickling import field_state, rebuilt_from_fields, set_fields
 
 __all__ = ["BudgetNode", "BudgetTree"]
 
 
-@mypyc_attr(serializable=True)  # in snapshots: unpickled without __init__ when compiled
 @dataclass(slots=True)
 class BudgetNode:
     """One budget node: its raw share of the parent's time, its managers and its share history."""
@@ -29,11 +26,8 @@ class BudgetNode:
     history: list[tuple[int, float, str]] = field(default_factory=list)  # (time_us, share, event_id)
     fraction: float = 0.0  # product of normalised shares down from the root: its part of the cluster
 
-    def __getstate__(self) -> dict[str, object]:
-        return field_state(self)
-
-    def __setstate__(self, state: object) -> None:
-        set_fields(self, state)
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return rebuilt_from_fields(self)
 
 
 class BudgetTree:
