@@ -35,8 +35,8 @@ __all__ = [
 ]
 
 
-def _refuse_stale_compiled() -> None:
-    here = os.path.dirname(os.path.abspath(__file__))
+def _refuse_stale_compiled(here: str) -> None:
+    """Raise ImportError if a compiled module in directory ``here`` is older than its source."""
     for name in os.listdir(here):
         for suffix in EXTENSION_SUFFIXES:
             if not name.endswith(suffix):
@@ -49,5 +49,5 @@ def _refuse_stale_compiled() -> None:
                 )
 
 
-_refuse_stale_compiled()
+_refuse_stale_compiled(os.path.dirname(os.path.abspath(__file__)))
 COMPILED = not str(_scheduler.__file__).endswith(".py")

@@ -1,6 +1,6 @@
-"""The optional compiled core (``make fast``): it is what runs, and its snapshots cross to the pure core and back.
+"""The optional compiled core (``make fast``): it runs, its snapshots cross builds, a stale build is refused.
 
-Only collected with the compiled modules built. The pinned decision hashes of ``test_golden.py``
+The first two run only with the compiled modules built. The pinned decision hashes of ``test_golden.py``
 then run against the compiled modules too: the compiled core must make the same decisions, byte
 for byte, as the Python sources.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ from bench.core import CLUSTER, budget_tree, setup_events, workloads
 from ledger.codec import encode
 from ledger.core import DecisionCore, Knobs
 
-pytestmark = pytest.mark.skipif(not ledger.core.COMPILED, reason="the compiled core is not built (make fast)")
+compiled_only = pytest.mark.skipif(not ledger.core.COMPILED, reason="the compiled core is not built (make fast)")
 
 ROOT = Path(__file__).resolve().parents[2]
 HOT = ("contract", "fairshare", "occupancy", "placement", "policies", "preemption", "queues", "scheduler", "tree")
@@ -59,12 +60,14 @@ def later(core: DecisionCore) -> str:
     return hashlib.sha256(b"".join(encode(e) for e in core.advance(core.now + _LATER_US))).hexdigest()
 
 
+@compiled_only
 def test_every_hot_module_of_the_core_is_compiled() -> None:
     for name in HOT:
         module = importlib.import_module(f"ledger.core.{name}")
         assert not str(module.__file__).endswith(".py"), f"ledger.core.{name} runs from its sources"
 
 
+@compiled_only
 def test_a_snapshot_crosses_from_compiled_to_pure_and_back(tmp_path: Path) -> None:
     compiled = morning()
     (tmp_path / "compiled.snap").write_bytes(compiled.snapshot())
@@ -77,3 +80,19 @@ def test_a_snapshot_crosses_from_compiled_to_pure_and_back(tmp_path: Path) -> No
     assert restored_by_pure == expected  # the pure core carries on from the compiled core's state
     assert pure_run == expected  # and, from the same inputs, decided the same
     assert later(DecisionCore.restore((tmp_path / "pure.snap").read_bytes())) == expected
+
+
+def test_a_compiled_module_older_than_its_source_is_refused(tmp_path: Path) -> None:
+    from importlib.machinery import EXTENSION_SUFFIXES
+
+    import ledger.core as package
+
+    source, built = tmp_path / "scheduler.py", tmp_path / f"scheduler{EXTENSION_SUFFIXES[0]}"
+    built.write_bytes(b"")
+    source.write_text("")
+    os.utime(built, (1_000_000, 1_000_000))  # built long before the source was last edited
+    with pytest.raises(ImportError, match="older than"):
+        package._refuse_stale_compiled(str(tmp_path))
+    os.utime(built, None)  # rebuilt: now newer than the source
+    os.utime(source, (1_000_000, 1_000_000))
+    package._refuse_stale_compiled(str(tmp_path))
