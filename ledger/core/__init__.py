@@ -2,8 +2,17 @@
 
 No IO, no clock, no randomness: time and ids come in with the events. One implementation
 serves the replay driver and the streaming worker.
+
+``COMPILED`` says whether the optional compiled build is in use (``make fast``: the same modules
+compiled with mypyc, the same decisions byte for byte; ``make pure`` removes it). Compiled modules
+older than their sources are refused at import: they would make the decisions of the code as it
+was, not as it reads.
 """
 
+import os
+from importlib.machinery import EXTENSION_SUFFIXES
+
+from ledger.core import scheduler as _scheduler
 from ledger.core.contract import Workload
 from ledger.core.fairshare import FairShareOrder
 from ledger.core.knobs import Knobs, format_duration, parse_duration
@@ -13,6 +22,7 @@ from ledger.core.scheduler import DecisionCore
 from ledger.core.tree import BudgetTree
 
 __all__ = [
+    "COMPILED",
     "BudgetTree",
     "DecisionCore",
     "FairShareOrder",
@@ -23,3 +33,21 @@ __all__ = [
     "format_duration",
     "parse_duration",
 ]
+
+
+def _refuse_stale_compiled(here: str) -> None:
+    """Raise ImportError if a compiled module in directory ``here`` is older than its source."""
+    for name in os.listdir(here):
+        for suffix in EXTENSION_SUFFIXES:
+            if not name.endswith(suffix):
+                continue
+            built, source = os.path.join(here, name), os.path.join(here, name[: -len(suffix)] + ".py")
+            if os.path.exists(source) and os.path.getmtime(source) > os.path.getmtime(built):
+                raise ImportError(
+                    f"{built} is older than {source}: rebuild the compiled core with `make fast`, "
+                    "or go back to pure Python with `make pure`"
+                )
+
+
+_refuse_stale_compiled(os.path.dirname(os.path.abspath(__file__)))
+COMPILED = not str(_scheduler.__file__).endswith(".py")

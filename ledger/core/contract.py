@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ledger.core.pickling import rebuilt_from_fields
+
 __all__ = ["DONE", "EXITING", "RUNNING", "STARTING", "WAITING", "QueueKey", "Workload"]
 
 WAITING, STARTING, RUNNING, EXITING, DONE = "waiting", "starting", "running", "exiting", "done"
@@ -58,6 +60,9 @@ class Workload:
     exit_by: str | None = None
     draining: bool = False  # a drain wake-up is pending
     epoch: int = 0  # bumped at every state change; a wake-up is stale when its epoch differs
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return rebuilt_from_fields(self)
 
     @property
     def wants_allocation(self) -> bool:

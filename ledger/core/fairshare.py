@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from ledger.core.contract import Workload
 from ledger.core.occupancy import Meter, Occupancy
+from ledger.core.pickling import field_state, set_fields
 from ledger.core.queues import Key, SizedQueue
 from ledger.core.tree import BudgetTree
 
@@ -54,6 +55,11 @@ _FOREVER = 1 << 62  # µs: a line that holds until the node's meters change
 # whose neighbours come this close is recomputed rather than trusted
 _TIE_GAP = 1e-8
 _MICRO = 1_000_000  # entitlement rates in micro-GPUs: fractions of a GPU kept as integers
+# a snapshot's fields, in the order ``__init__`` sets them (the order of the bytes)
+_STATE = (
+    "tree", "occ", "capacity", "horizon", "entitled", "_seeded", "_live", "_steady", "_cache", "_order_cache",
+    "_alloc_cache", "_line_cache", "_cache_t", "_cache_v", "queues", "sizes", "totals", "orphans",
+)
 
 
 def percent(ratio: float) -> str:
@@ -73,9 +79,10 @@ class Pick:
 class FairShareOrder:
     """Waiting workloads per budget node and tier, ranked by the fair-share walk."""
 
-    def __init__(self, tree: BudgetTree, occupancy: Occupancy) -> None:
-        self.tree = tree
-        self.occ = occupancy
+    def __init__(self, tree: BudgetTree | None = None, occupancy: Occupancy | None = None) -> None:
+        # (no arguments: an empty order, as unpickling makes one before setting its state)
+        self.tree = tree if tree is not None else BudgetTree()
+        self.occ = occupancy = occupancy if occupancy is not None else Occupancy()
         self.capacity = 0
         self.horizon = occupancy.horizon_us()
         # node -> its entitlement: a meter whose rate is fraction × capacity in micro-GPUs
@@ -285,14 +292,15 @@ class FairShareOrder:
         return a + b * t
 
     def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
+        state = field_state(self, _STATE)
         state["_cache"], state["_cache_t"], state["_cache_v"] = {}, -1, -1  # derived: never part of a snapshot
         state["_order_cache"], state["_alloc_cache"], state["_line_cache"] = {}, {}, {}
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         # snapshots written before a cache existed restore with it empty
-        self.__dict__.update({"_order_cache": {}, "_alloc_cache": {}, "_line_cache": {}, **state})
+        self._order_cache, self._alloc_cache, self._line_cache = {}, {}, {}
+        set_fields(self, state)
         if "entitled" not in state:
             # written before allocations were integrated: today's shares, as those snapshots assumed
             tree, capacity = self.tree, self.capacity

@@ -30,6 +30,8 @@ import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from ledger.core.pickling import field_state, rebuilt_from_fields, set_fields
+
 __all__ = ["Meter", "NodeUsage", "Occupancy"]
 
 _PRUNE_AT = 64  # drop expired breakpoints once this many have piled up (amortised O(1))
@@ -46,6 +48,9 @@ class Meter:
     cs: list[int] = field(default_factory=list)  # C at each breakpoint
     rs: list[int] = field(default_factory=list)  # rate just after each breakpoint
     decayed: float = 0.0  # half-life mode: decayed GPU-microseconds as of last_t
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return rebuilt_from_fields(self)
 
     def change(self, t: int, delta: int, window_us: int, half_life_us: int | None) -> None:
         """Add ``delta`` GPUs at time ``t`` (t never goes backwards). O(1) amortised."""
@@ -106,19 +111,28 @@ class NodeUsage:
     # GPUs of allocated runs past their protected window (preemptible by lower-ranked waiters)
     exposed: int = 0
 
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return rebuilt_from_fields(self)
+
 
 class Occupancy:
     """Meters for every budget node (and ``""`` for the whole cluster)."""
 
     CLUSTER = ""
 
-    def __init__(self, window_s: int, half_life_s: int | None, upfront: bool) -> None:
+    def __init__(self, window_s: int = 7 * 86_400, half_life_s: int | None = None, upfront: bool = True) -> None:
         self.window_us = window_s * 1_000_000
         self.half_life_us = half_life_s * 1_000_000 if half_life_s else None
         self.upfront = upfront
         self.nodes: dict[str, NodeUsage] = {self.CLUSTER: NodeUsage()}
         self.version = 0  # bumped at every change of a meter: lets readers cache ratios for one instant
         self.touched: dict[str, None] = {}  # nodes changed since a reader last looked (cache invalidation)
+
+    def __getstate__(self) -> dict[str, object]:
+        return field_state(self, ("window_us", "half_life_us", "upfront", "nodes", "version", "touched"))
+
+    def __setstate__(self, state: object) -> None:
+        set_fields(self, state)
 
     def add_node(self, path: str) -> None:
         """Start meters for a newly defined node."""

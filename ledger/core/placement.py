@@ -15,7 +15,11 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
+from ledger.core.pickling import field_state, rebuilt_from_fields, set_fields
+
 __all__ = ["Host", "Hosts", "hosts_needed"]
+
+_STATE = ("cluster", "per_node", "hosts", "by_name", "buckets", "capacity", "healthy")
 
 
 def hosts_needed(gpus: int, per_node: int) -> int:
@@ -34,6 +38,9 @@ class Host:
     state: str = "healthy"  # healthy | unhealthy (draining) | failed | retired
     workloads: dict[str, int] = field(default_factory=dict)
 
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return rebuilt_from_fields(self)
+
     @property
     def free(self) -> int:
         """GPUs not in use."""
@@ -43,17 +50,16 @@ class Host:
 class Hosts:
     """All hosts of the cluster, with free-GPU buckets over the schedulable (healthy) ones."""
 
-    def __init__(self, cluster: str, per_node: int) -> None:
+    def __init__(self, cluster: str = "", per_node: int = 8) -> None:
         self._setup(cluster, per_node)
         self.dirty_cache: set[int] = set()  # derived: hosts whose free GPUs or health changed since a reader looked
 
     def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
-        state.pop("dirty_cache", None)  # derived: never part of a snapshot
-        return state
+        # every field but ``dirty_cache`` (derived: never part of a snapshot), in the order ``_setup`` sets them
+        return field_state(self, _STATE)
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
+        set_fields(self, state)
         self.dirty_cache = set()
 
     def _setup(self, cluster: str, per_node: int) -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 
 from ledger.core.contract import Workload
 from ledger.core.fairshare import Pick
+from ledger.core.pickling import field_state, set_fields
 from ledger.core.queues import SizedQueue
 
 __all__ = ["FlatOrder", "team_limit"]
@@ -41,9 +42,15 @@ def team_limit(fraction: float, capacity: int, per_node: int) -> int:
 class FlatOrder:
     """One global queue (priority or fifo order)."""
 
-    def __init__(self, by_priority: bool) -> None:
+    def __init__(self, by_priority: bool = False) -> None:
         self.by_priority = by_priority
         self.queue = SizedQueue()
+
+    def __getstate__(self) -> dict[str, object]:
+        return field_state(self, ("by_priority", "queue"))
+
+    def __setstate__(self, state: object) -> None:
+        set_fields(self, state)
 
     def key_for(self, w: Workload) -> tuple[int, int, str]:
         """Return the queue key of a workload under this policy."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from collections.abc import Callable
 
+from ledger.core.pickling import field_state, set_fields
+
 __all__ = ["Key", "SizedQueue"]
 
 Key = tuple[int, int, str]  # (-priority or 0, submit time µs, workload id)
@@ -24,6 +26,12 @@ class SizedQueue:
     def __init__(self) -> None:
         self.keys: list[Key] = []
         self.by_size: dict[int, list[Key]] = {}
+
+    def __getstate__(self) -> dict[str, object]:
+        return field_state(self, ("by_size", "keys"))
+
+    def __setstate__(self, state: object) -> None:
+        set_fields(self, state)
 
     def __len__(self) -> int:
         return len(self.keys)

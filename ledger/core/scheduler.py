@@ -66,8 +66,13 @@ _US = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SCHEMA_VERSION: dict[type[Event], int] = {}  # the version each output type is written with
 
-# caches rebuilt on demand: never part of a snapshot
-_DERIVED = ("victims_cache", "room_cache", "rank_cache")
+# what a snapshot holds, in the order the attributes are set in ``__init__`` (the order of the
+# bytes); the caches ``victims_cache``, ``room_cache`` and ``rank_cache`` are rebuilt on demand
+_STATE = (
+    "knobs", "cluster", "n", "now", "tree", "occ", "hosts", "workloads", "order", "wakeups", "wseq",
+    "preemptible", "unalloc_gpus", "pool_on_host", "pool_version", "nonpreemptible", "_clock", "finished",
+    "walk_after", "cycle_pending", "lookback",
+)
 
 # wake-up kinds
 _PROTECT, _EXIT, _START, _DRAIN, _CYCLE = 0, 1, 2, 3, 4
@@ -162,12 +167,15 @@ class DecisionCore:
             heapq.heappop(heap)  # stale: its workload moved on
         return None
 
+    def state(self) -> dict[str, object]:
+        """Return the state a snapshot holds: every attribute but the derived caches, in a fixed order."""
+        return {name: getattr(self, name) for name in _STATE}
+
     def snapshot(self) -> bytes:
         """Return the whole state as bytes (same history -> same bytes); for trusted storage only."""
         # One round trip first: pickle shares interned strings by identity, which a restored core
         # no longer has; normalising makes the bytes a function of the state alone (a fixpoint).
-        state = {k: v for k, v in self.__dict__.items() if k not in _DERIVED}
-        raw = pickle.dumps(state, protocol=5)
+        raw = pickle.dumps(self.state(), protocol=5)
         return SNAPSHOT_MAGIC + pickle.dumps(pickle.loads(raw), protocol=5)
 
     @classmethod
@@ -175,10 +183,11 @@ class DecisionCore:
         """Rebuild a core from ``snapshot()`` bytes (produced by this code, from trusted storage)."""
         if not data.startswith(SNAPSHOT_MAGIC):
             raise InputError("not a decision-core snapshot: bad header")
-        core = cls.__new__(cls)
-        core.__dict__.update(pickle.loads(data[len(SNAPSHOT_MAGIC) :]))  # own snapshots only (trusted)
-        for name in _DERIVED:
-            setattr(core, name, None)
+        state: dict[str, Any] = pickle.loads(data[len(SNAPSHOT_MAGIC) :])  # own snapshots only (trusted)
+        core = cls(state["knobs"], state["cluster"])
+        for name in _STATE:
+            if name in state:  # a field newer than the snapshot keeps its fresh value
+                setattr(core, name, state[name])
         return core
 
     # ---- queries -------------------------------------------------------------------------

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ledger.core.pickling import field_state, rebuilt_from_fields, set_fields
+
 __all__ = ["BudgetNode", "BudgetTree"]
 
 
@@ -24,6 +26,9 @@ class BudgetNode:
     history: list[tuple[int, float, str]] = field(default_factory=list)  # (time_us, share, event_id)
     fraction: float = 0.0  # product of normalised shares down from the root: its part of the cluster
 
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return rebuilt_from_fields(self)
+
 
 class BudgetTree:
     """Every defined budget node; fractions are kept normalised among siblings."""
@@ -35,12 +40,11 @@ class BudgetTree:
         self._branches: dict[tuple[str, str], tuple[str | None, str | None]] = {}  # derived: see branches()
 
     def __getstate__(self) -> dict[str, object]:
-        state = dict(self.__dict__)
-        del state["_branches"]  # derived, and only as large as the pairs asked for: never part of a snapshot
-        return state
+        # ``_branches`` is derived, and only as large as the pairs asked for: never part of a snapshot
+        return field_state(self, ("nodes", "roots", "_chains"))
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.__dict__.update(state)
+        set_fields(self, state)
         self._branches = {}
 
     def __contains__(self, path: str) -> bool:

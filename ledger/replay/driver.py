@@ -166,7 +166,9 @@ class ReplayDriver:
                     assert event is not None
                     self.stats.moments += 1
                     self._emit(event)
-                    self._absorb(core.handle(event))
+                    outputs = core.handle(event)
+                    if outputs:  # most simulated facts decide nothing: no call for an empty list
+                        self._absorb(outputs)
                 else:
                     run = self._runs[wid]
                     if gen != run.generation:
@@ -174,7 +176,9 @@ class ReplayDriver:
                     self.stats.moments += 1
                     fact = self._checkpoint(run, now) if kind == _CHECKPOINT else self._complete(run, now)
                     self._emit(fact)
-                    self._absorb(core.handle(fact))
+                    outputs = core.handle(fact)
+                    if outputs:
+                        self._absorb(outputs)
             else:
                 break
             if progress is not None and self.stats.moments % 512 == 0:

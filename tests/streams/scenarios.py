@@ -58,7 +58,8 @@ def canonical(obj: object, _active: frozenset[int] = frozenset()) -> object:
     if isinstance(obj, set | frozenset):
         return sorted(repr(canonical(v, active)) for v in obj)
     fields = dict(getattr(obj, "__dict__", {}))
-    for slot in getattr(type(obj), "__slots__", ()):
+    # __mypyc_attrs__: the attributes of a class compiled by the optional fast build (it has no __dict__)
+    for slot in (*getattr(type(obj), "__slots__", ()), *getattr(type(obj), "__mypyc_attrs__", ())):
         if hasattr(obj, slot):
             fields[slot] = getattr(obj, slot)
     facts = {k: v for k, v in fields.items() if "cache" not in k}  # memoised values are derived, not state

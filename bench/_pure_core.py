@@ -1,0 +1,34 @@
+"""Load the decision core from its Python sources even where the compiled build is installed.
+
+``install()`` puts a finder first on ``sys.meta_path`` that resolves ``ledger.core.*`` modules to
+their ``.py`` files only, so one checkout can run both builds side by side (in two processes):
+the compiled-core benchmark and test compare their speed and their decisions that way.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from importlib.abc import MetaPathFinder
+from importlib.machinery import SOURCE_SUFFIXES, FileFinder, ModuleSpec, SourceFileLoader
+from types import ModuleType
+
+__all__ = ["install"]
+
+
+class _PureCore(MetaPathFinder):
+    """A meta path finder: ``ledger.core`` submodules from source, everything else as usual."""
+
+    def find_spec(
+        self, name: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
+        if not name.startswith("ledger.core.") or not path:
+            return None
+        return FileFinder(path[0], (SourceFileLoader, SOURCE_SUFFIXES)).find_spec(name, target)
+
+
+def install() -> None:
+    """Make every later import of ``ledger.core.*`` load the Python sources (call before importing ledger.core)."""
+    if "ledger.core" in sys.modules:
+        raise RuntimeError("ledger.core is already imported: install the pure-core finder first")
+    sys.meta_path.insert(0, _PureCore())
