@@ -56,20 +56,31 @@ class Ledger:
         elif isinstance(o, ev.WorkloadRequeued):
             self.waiting[o.workload_id] = None
 
-    def charged(self, node: str, chain: dict[str, list[str]], t: int, window_us: int, upfront: bool) -> int:
-        """Recount a node's charged allocated GPU-µs in the window from the runs."""
-        total = 0
-        for wid, _nodes, g, allocated, s, pu, e in self.runs:
-            b = self.budgets[wid]  # type: ignore[index]
-            if not allocated or b is None or node not in chain[b]:
-                continue
+    def charged_by_node(self, chain: dict[str, list[str]], t: int, window_us: int, upfront: bool) -> dict[str, int]:
+        """Recount every node's charged allocated GPU-µs in the window from the runs, in one pass.
+
+        Runs that ended before the window are dropped for good (time only moves forward), so a long
+        stream costs O(runs still in the window) per call rather than O(all runs ever).
+        """
+        totals: dict[str, int] = {}
+        kept: list[list[object]] = []
+        for run in self.runs:
+            wid, _nodes, g, allocated, s, pu, e = run
             end = t if e is None else e
             lo = max(s, t - window_us)  # type: ignore[call-overload]
-            if end > lo:  # type: ignore[operator]
-                total += g * (end - lo)  # type: ignore[operator]
+            if e is not None and end <= lo:  # type: ignore[operator]
+                continue  # wholly before the window: it never counts again
+            kept.append(run)
+            b = self.budgets[wid]  # type: ignore[index]
+            if not allocated or b is None:
+                continue
+            charge = g * (end - lo) if end > lo else 0  # type: ignore[operator]
             if upfront and e is None and pu > t:  # type: ignore[operator]
-                total += g * (pu - t)  # type: ignore[operator]
-        return total
+                charge += g * (pu - t)  # type: ignore[operator]
+            for node in chain[b]:
+                totals[node] = totals.get(node, 0) + charge
+        self.runs = kept
+        return totals
 
     def nothing_waiting_fits(self) -> str | None:
         """Return a waiting workload that fits the free healthy room now, if any (there must be none)."""
