@@ -164,18 +164,8 @@ class _Reader:
         s_text = row[i.start].strip() if i.start is not None else ""
         e_text = row[i.end].strip() if i.end is not None else ""
         d_text = row[i.duration].strip() if i.duration is not None else ""
-        if not s_text:
-            start = None
-        elif iso and len(s_text) == 19 and s_text[10] in "T ":
-            start = iso(s_text, "start")
-        else:
-            start = time(s_text, "start")
-        if not e_text:
-            end = None
-        elif iso and len(e_text) == 19 and e_text[10] in "T ":
-            end = iso(e_text, "end")
-        else:
-            end = time(e_text, "end")
+        start = time(s_text, "start") if s_text else None
+        end = time(e_text, "end") if e_text else None
         if not d_text:
             duration = None
         else:
