@@ -12,7 +12,7 @@ from ledger.core.knobs import Knobs
 from ledger.errors import LedgerError
 from ledger.replay.progress import ProgressBar
 from ledger.replay.run import ReplayInputs, replay
-from ledger.replay.trace import RejectedRow
+from ledger.replay.trace import RejectedRow, listed
 
 
 def write_audit(run_dir: Path) -> dict[str, Any]:
@@ -74,13 +74,9 @@ def report_rejected(rejected: list[RejectedRow], out_dir: Path | None, stream: T
     if not rejected:
         return
     stream = stream or sys.stderr
-    shown = rejected[:10]
-    stream.write(f"{len(rejected)} row(s) rejected and left out of the replay:\n")
-    for r in shown:
-        stream.write(f"  {r}\n")
-    if len(rejected) > len(shown):
-        stream.write(f"  ... and {len(rejected) - len(shown)} more")
-        stream.write(f" (all in {out_dir / 'rejected_rows.txt'})\n" if out_dir else "\n")
+    stream.write(f"{len(rejected)} row(s) rejected and left out of the replay:\n{listed(rejected)}")
+    if len(rejected) > 10 and out_dir is not None:
+        stream.write(f"  (all of them in {out_dir / 'rejected_rows.txt'})\n")
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "rejected_rows.txt").write_text("".join(f"{r}\n" for r in rejected))

@@ -19,7 +19,7 @@ from ledger.errors import InputError, LedgerError
 from ledger.events import Event, to_us
 from ledger.replay.budgets import Budgets, load_budgets
 from ledger.replay.driver import Progress, ReplayDriver, ReplayStats
-from ledger.replay.trace import RejectedRow, read_trace
+from ledger.replay.trace import RejectedRow, listed, read_trace
 
 
 @dataclass
@@ -53,9 +53,8 @@ def load_trace(trace: str | Path, budgets_file: str | Path, *, strict: bool = Fa
     budgets = load_budgets(budgets_file)
     t = read_trace(trace, budgets.cluster, strict=strict, budgets=budgets.paths, max_gpus=budgets.gpus)
     if not t.submissions:
-        shown = "".join(f"\n  {r}" for r in t.rejected[:10])
-        more = f"\n  ... and {len(t.rejected) - 10} more" if len(t.rejected) > 10 else ""
-        raise InputError(f"{trace}: no workload could be read ({len(t.rejected)} bad row(s)):{shown}{more}")
+        rows = listed(t.rejected).rstrip()
+        raise InputError(f"{trace}: no workload could be read ({len(t.rejected)} bad row(s)):\n{rows}")
     result = inputs_from_budgets(budgets, list(t.submissions))
     result.rejected = t.rejected
     result.source = str(trace)

@@ -233,6 +233,12 @@ def _is_jsonl(path: Path, text: str) -> bool:
     return text.lstrip().startswith("{")
 
 
+def listed(rejected: list[RejectedRow], limit: int = 10) -> str:
+    """Return the first ``limit`` rejected rows, one indented line each, and how many more there are."""
+    lines = "".join(f"  {r}\n" for r in rejected[:limit])
+    return lines + (f"  ... and {len(rejected) - limit} more\n" if len(rejected) > limit else "")
+
+
 def read_trace(
     path: str | Path,
     cluster: str,
@@ -313,4 +319,4 @@ def write_trace(path: str | Path, submissions: list[WorkloadSubmitted]) -> None:
             )
 
 
-__all__ = ["COLUMNS", "RejectedRow", "Trace", "parse_row", "parse_time", "read_trace", "write_trace"]
+__all__ = ["COLUMNS", "RejectedRow", "Trace", "listed", "parse_row", "parse_time", "read_trace", "write_trace"]
