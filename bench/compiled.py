@@ -25,10 +25,11 @@ if pure:
     import bench._pure_core
     bench._pure_core.install()
 import ledger.core
-from bench.core import budget_tree, simulate, workloads
+from bench.core import replay_month
 from ledger.core.knobs import Knobs
+from ledger.events import to_us
 from ledger.log import EventLog
-from ledger.replay.demo_month import generate
+from ledger.replay.demo_month import FULL, generate
 from ledger.replay.run import inputs_from_budgets, replay
 assert ledger.core.COMPILED != pure
 demo = generate(7)
@@ -40,18 +41,19 @@ with tempfile.TemporaryDirectory(prefix="bench-compiled-") as tmp:
     digest = hashlib.sha256()
     for name, record in EventLog(tmp + "/events").records():
         digest.update(repr((name, record)).encode())
-leaves = [p for p, _, _ in budget_tree() if p.count("/") == 3]
-core = simulate(Knobs(policy="fairshare"), workloads(leaves, int(sys.argv[2]), 30 * int(sys.argv[2]) / 100_000), None)
+full = generate(7, mix=FULL)
+finputs = inputs_from_budgets(full.budgets, list(full.submissions), start=full.start)
+core = replay_month(Knobs(policy="fairshare"), finputs, to_us(full.start) + int(float(sys.argv[2]) * 86_400e6))
 print(json.dumps({"wall": wall, "cpu": cpu, "sim_s": stats.simulated_s, "events": stats.events,
-                  "log_sha256": digest.hexdigest(), "core_cpu": core["cpu_s"], "core_s": core["core_s"],
+                  "log_sha256": digest.hexdigest(), "core_cpu": core["core_s"],
                   "core_us_per_event": core["us_per_event"], "preemptions": core["preemptions"]}))
 """
 
 
-def _child(build: str, core_workloads: int) -> dict[str, float | str]:
+def _child(build: str, core_days: float) -> dict[str, float | str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     done = subprocess.run(
-        [sys.executable, "-c", _CHILD, build, str(core_workloads)],
+        [sys.executable, "-c", _CHILD, build, str(core_days)],
         cwd=ROOT, env=env, capture_output=True, text=True, check=True,
     )
     result: dict[str, float | str] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -66,11 +68,11 @@ def main() -> None:
         print("compiled core not built (`make fast`): nothing to compare")
         return
     repeat = int(os.environ.get("BENCH_REPEAT", "1"))
-    core_workloads = int(os.environ.get("BENCH_COMPILED_WORKLOADS", "3000"))
+    core_days = float(os.environ.get("BENCH_COMPILED_DAYS", "3"))
     runs: dict[str, list[dict[str, float | str]]] = {"pure": [], "compiled": []}
     for _ in range(repeat):
         for build in ("pure", "compiled"):
-            runs[build].append(_child(build, core_workloads))
+            runs[build].append(_child(build, core_days))
     print(f"{'build':<9} {'replay wall s':>13} {'CPU s':>6} {'sim-s/wall-s':>12} {'sim-s/CPU-s':>11}"
           f" {'core CPU s':>10} {'core us/ev':>10}  log sha256")
     best: dict[str, dict[str, float]] = {}
@@ -88,7 +90,7 @@ def main() -> None:
     print(
         f"compiled vs pure (best of {repeat}): replay {p['wall'] / c['wall']:.2f}x wall, "
         f"{p['cpu'] / c['cpu']:.2f}x CPU; "
-        f"core bench ({core_workloads:,} workloads, fair share) {p['core_cpu'] / c['core_cpu']:.2f}x CPU; "
+        f"core bench (the full month's first {core_days:g} days, fair share) {p['core_cpu'] / c['core_cpu']:.2f}x CPU; "
         f"event logs {same}; replay target > {TARGET_SIM_PER_WALL:,} sim-s/wall-s with the compiled core: {met}"
     )
     if same != "identical":
