@@ -196,8 +196,12 @@ def make_room(
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
     healthy = hosts.healthy
-    if waiter.size <= per and _best_room(core) < waiter.size:
-        return False  # no healthy host reaches the size even with every possible victim on it gone
+    rooms = _room_counts(core)
+    if waiter.size <= per:
+        if not any(rooms[waiter.size :]):
+            return False  # no healthy host reaches the size even with every possible victim on it gone
+    elif rooms[per] < hosts_needed(waiter.size, per):
+        return False  # too few hosts could be wholly freed even with every possible victim gone
     tiers, ready = _victim_tiers(core, t)
     sick = not all(healthy)  # O(hosts) once, rather than a health check per candidate when all are healthy
 
@@ -273,12 +277,12 @@ def make_room(
     return True
 
 
-def _best_room(core: DecisionCore) -> int:
-    """Return the most GPUs one healthy host could offer: free + every possible victim's on it.
+def _room_counts(core: DecisionCore) -> list[int]:
+    """Return how many healthy hosts could offer k GPUs (k = 0..gpus_per_node): free + every possible victim's.
 
-    Kept as a count of healthy hosts per room (0..gpus_per_node): only hosts marked dirty since
-    the last call (a placement, a release, a health or pool change on them) are recounted, so a
-    call is O(changed hosts + gpus_per_node) instead of O(hosts).
+    ``counts[gpus_per_node]`` is the number of whole hosts that could be wholly freed. Kept
+    across calls: only hosts marked dirty since the last call (a placement, a release, a health
+    or pool change on them) are recounted, so a call is O(changed hosts) instead of O(hosts).
     """
     hosts = core.hosts
     on = core.pool_on_host
@@ -304,10 +308,7 @@ def _best_room(core: DecisionCore) -> int:
                 counts[room] += 1
             rooms[i] = room
     hosts.dirty_cache.clear()
-    for k in range(hosts.per_node, 0, -1):
-        if counts[k]:
-            return k
-    return 0
+    return counts
 
 
 def _victim_tiers(core: DecisionCore, t: int) -> tuple[tuple[list[Workload], ...], list[bool]]:

@@ -103,7 +103,7 @@ class DecisionCore:
         self.pool_version = 0  # moves whenever the victim pool or a member's checkpoint changes
         # derived, never in a snapshot: ((t, pool_version), victims by tier, which tiers are sorted)
         self.victims_cache: tuple[tuple[int, int], tuple[list[Workload], ...], list[bool]] | None = None
-        self.room_cache: tuple[list[int], list[int]] | None = None  # derived: see preemption._best_room
+        self.room_cache: tuple[list[int], list[int]] | None = None  # derived: see preemption._room_counts
         # derived: (t, meters version) -> {waiter node (and charge with the margin) -> {victim node -> verdict}}
         self.rank_cache: tuple[tuple[int, int], dict[object, dict[str, bool]]] | None = None
         self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team
