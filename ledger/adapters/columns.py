@@ -50,21 +50,34 @@ _CLEAN = r"^[!-~](.*[!-~])?$"
 _CLEAN_OR_EMPTY = r"^([!-~](.*[!-~])?)?$"
 
 
-def read_columns(data: bytes, names: Sequence[str], delimiter: str, quoted: bool, skip_rows: int) -> pa.Table | None:
-    """Return the file's rows as string columns named ``names``; None if pyarrow cannot read it as plainly split lines.
+def read_columns(
+    data: bytes, names: Sequence[str], delimiter: str, quoted: bool, skip_rows: int
+) -> tuple[pa.Table, Ints, list[int]] | None:
+    """Return the file's rows as string columns named ``names``, each row's line number, and the lines of other widths.
 
-    None also when the row count is not the line count (a blank line, a quoted line break): the
-    fast path maps row i to line ``skip_rows + i + 1`` and must never misplace a line number.
+    None when pyarrow cannot read the file as plainly split lines (bad UTF-8, a lone carriage
+    return, a quoted line break): the fast path must never misplace a line number, and a line
+    it leaves out (another number of fields) must be one the per-row reader gets.
     """
-    if b"\r" in data:
+    if data.count(b"\r") != data.count(b"\r\n"):
         return None  # the per-row readers split lines on a lone \r too: not worth mirroring
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    other: list[int] = []
+
+    def set_aside(row: Any) -> str:
+        other.append(row.number)
+        return "skip"
+
     try:
         table = pacsv.read_csv(
             pa.BufferReader(data),
             read_options=pacsv.ReadOptions(column_names=list(names), skip_rows=skip_rows, use_threads=False),
             parse_options=pacsv.ParseOptions(
-                delimiter=delimiter, quote_char='"' if quoted else False, double_quote=quoted, ignore_empty_lines=False
+                delimiter=delimiter,
+                quote_char='"' if quoted else False,
+                double_quote=quoted,
+                ignore_empty_lines=False,
+                invalid_row_handler=set_aside,
             ),
             convert_options=pacsv.ConvertOptions(
                 column_types={n: pa.string() for n in names},
@@ -73,10 +86,13 @@ def read_columns(data: bytes, names: Sequence[str], delimiter: str, quoted: bool
             ),
         )
     except (pa.ArrowInvalid, pa.ArrowKeyError, ValueError):
-        return None  # a short or long row, bad UTF-8, ...: the per-row reader says which
-    if table.num_rows != lines - skip_rows:
+        return None  # bad UTF-8, ...: the per-row reader says what
+    if table.num_rows + len(other) != lines - skip_rows or any(k <= skip_rows for k in other):
         return None
-    return table.combine_chunks()
+    line = np.ones(lines + 1, np.bool_)
+    line[: skip_rows + 1] = False
+    line[other] = False
+    return table.combine_chunks(), np.flatnonzero(line).astype(np.int64), sorted(other)
 
 
 def column(table: pa.Table, name: str) -> pa.StringArray:

@@ -417,12 +417,13 @@ def import_sacct_bytes(data: bytes, file: str, opts: SlurmOptions | None = None)
 
 
 def joined_lines(lines: Sequence[str]) -> bytes | None:
-    """Return whole lines (each but the last ending in its only line break) as one file's bytes; None otherwise."""
-    for line in lines[:-1]:
-        if not line.endswith("\n") or line.count("\n") != 1 or "\r" in line:
+    """Return whole lines (each but the last ending in its one \\n or \\r\\n) as one file's bytes; None otherwise."""
+    for k, line in enumerate(lines):
+        body = line[:-1] if line.endswith("\n") else line
+        if (k < len(lines) - 1 and body is line) or "\n" in body or "\r" in body.removesuffix("\r"):
             return None
-    if lines and ("\n" in lines[-1][:-1] or "\r" in lines[-1]):
-        return None
+        if body.endswith("\r") and body is line:
+            return None  # a last line ending in a lone \r
     try:
         return "".join(lines).encode()
     except UnicodeEncodeError:  # a lone surrogate: the per-row reader says where

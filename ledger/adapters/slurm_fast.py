@@ -95,9 +95,10 @@ def fast_import_sacct(data: bytes, file: str, opts: SlurmOptions) -> ImportResul
     lay = _Layout(names, file)  # (raises the per-row reader's error for a header that lacks a column)
     width = len(f) if header else len(NOHEADER_FIELDS)
     skip = 1 if header else 0
-    table = read_columns(data, [f"c{i}" for i in range(width)], "|", False, skip)
-    if table is None:
+    read = read_columns(data, [f"c{i}" for i in range(width)], "|", False, skip)
+    if read is None:
         return None
+    table, line, other = read
     n = table.num_rows
     if width > lay.n and not all(strings_equal(column(table, f"c{i}"), "").all() for i in range(lay.n, width)):
         return None  # --parsable: every row must end in the empty field the per-row reader drops
@@ -164,9 +165,9 @@ def fast_import_sacct(data: bytes, file: str, opts: SlurmOptions) -> ImportResul
     ok &= step | job_ok
     fast = _fast_rows(ok, step, jobid, cluster, col("cluster"), opts)
     # -- the rows read row by row
-    slow = np.flatnonzero(~fast)
-    lines = data.decode().split("\n") if len(slow) else []
-    numbered = [(skip + i + 1, lines[skip + i]) for i in slow.tolist()]
+    slow = sorted(line[~fast].tolist() + other)
+    lines = data.decode().split("\n") if slow else []
+    numbered = [(k, lines[k - 1]) for k in slow]
     if header:
         numbered.insert(0, (1, first))
     kept, places = read_rows(numbered, res, opts, _Layout(names, file) if not header else None)
@@ -194,7 +195,7 @@ def fast_import_sacct(data: bytes, file: str, opts: SlurmOptions) -> ImportResul
     else:
         gpus = np.where(cpu, opts.gpus_for_cpu_jobs, gpus)
         take = fast_job
-    batch = _batch(take, skip, cluster, jobid, submit, user, gpus, min_rt, requeue, nnodes, kind, ran, start,
+    batch = _batch(take, line, cluster, jobid, submit, user, gpus, min_rt, requeue, nnodes, kind, ran, start,
                    end, has_end, interrupt, outcome_of, opts, col("account"), col("nodelist"))  # fmt: skip
     res.add_batches([batch], kept, places)
     res.workloads += len(kept) + len(batch)
@@ -247,7 +248,7 @@ def _fast_rows(
 
 
 def _batch(
-    take: Bools, skip: int, cluster: pa.Array, jobid: pa.Array, submit: Ints, user: pa.Array, gpus: Ints,
+    take: Bools, line: Ints, cluster: pa.Array, jobid: pa.Array, submit: Ints, user: pa.Array, gpus: Ints,
     min_rt: Ints, requeue: Bools, nnodes: Ints, kind: Ints, ran: Bools, start: Ints, end: Ints, has_end: Bools,
     interrupt: Ints, outcome: Ints, opts: SlurmOptions, accounts: pa.Array, nodelists: pa.Array,
 ) -> HistoryBatch:  # fmt: skip
@@ -269,7 +270,7 @@ def _batch(
     has_work = (o == OUTCOMES.index("succeeded")) & r & he
     return HistoryBatch(
         source="slurm",
-        line=rows + skip + 1,
+        line=line[take],
         cluster=c,
         workload_id=jobid.filter(sel),
         submit=submit[take],
