@@ -8,12 +8,14 @@ events' ids and bytes, its records, and its account (rows read, skips, every rej
 
 from __future__ import annotations
 
+import io
 import random
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from ledger.adapters.common import ImportResult
+from ledger.adapters.csv_trace import CsvOptions, import_csv_bytes, import_csv_rows, parse_column_map
 from ledger.adapters.slurm import SlurmOptions, import_sacct_bytes, import_sacct_rows
 
 from .helpers import DATA
@@ -128,3 +130,88 @@ def test_a_file_the_fast_path_cannot_split_is_read_row_by_row_with_the_same_resu
     rows = import_sacct_rows(data.decode().splitlines(keepends=True), "short.log", SlurmOptions(gpus_for_cpu_jobs=1))
     assert any("fields, found" in str(r) for r in rows.rejected)
     assert_same(fast, rows)
+
+
+def mixed_csv(seed: int, iso: bool, line_end: str) -> bytes:
+    """The pozidriv rows as a CSV (ISO times, or whole seconds), faults of every kind mixed in at random."""
+    rng = random.Random(seed)
+    out = ["id,submit,start,end,gpus,budget,duration"]
+    for f in (SLURM / "pozidriv-slice.log").read_text().splitlines():
+        g = f.split("|")
+        if iso:
+            row = [g[0], g[10], g[12], g[13], str(rng.randint(1, 4)), f"{g[2]}/{g[5]}", ""]
+        else:
+            row = [g[0], str(rng.randint(0, 10**6)), "", "", str(rng.randint(1, 4)), "", str(rng.randint(0, 9999))]
+            if rng.random() < 0.5:
+                row[2] = str(int(row[1]) + rng.randint(0, 5000))
+        match rng.randrange(20) if rng.random() < 0.5 else 0:
+            case 1:
+                row[4] = "1.5"  # fractional GPUs
+            case 2:
+                row[4] = "0"  # not a GPU workload
+            case 3:
+                row[1] = "yesterday"
+            case 4:
+                row[2] = ""  # never ran (yet may have ended)
+            case 5:
+                row[3] = ""  # still running
+            case 6:
+                row[0] = out[-1].split(",")[0] if len(out) > 1 else row[0]  # the id of the row before
+            case 7:
+                row[0] = f" {out[-1].split(',')[0].strip()}"  # the id of the row before, once stripped
+            case 8:
+                row[5] = "a//b"
+            case 9:
+                row.pop()  # a field short
+            case 10:
+                row.append("x")  # one too many
+            case 11:
+                row[1] = "1480000000"  # Unix seconds among ISO times
+            case 12:
+                row[2], row[1] = row[1], row[2]  # starts before it was submitted
+            case 13:
+                row[6] = "12.0"  # a duration the fast path leaves alone
+            case 14:
+                row[4] = "4 "
+            case 15:
+                row[1] = "2016-12-01 7:00:00"
+            case 16:
+                row[4] = "99999999999"  # beyond a 32-bit count
+            case 17:
+                row[5] = ""  # the --budget default
+            case 18:
+                row[2] = "2099-12-31T23:00:00"  # its protected window ends after 2100
+            case 19:
+                row[0] = ""
+        out.append(",".join(row))
+    out.insert(len(out) // 2, "")  # a blank line
+    return (line_end.join(out) + line_end).encode()
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(
+    ("iso", "zone", "epoch", "line_end"),
+    [(True, "UTC", None, "\n"), (True, "America/Chicago", None, "\r\n"), (False, "UTC", "2021-03-04T00:00:00", "\n")],
+)
+def test_a_csv_file_mixing_every_kind_of_row_imports_the_same_either_way(
+    seed: int, iso: bool, zone: str, epoch: str | None, line_end: str
+) -> None:
+    data = mixed_csv(seed, iso, line_end)
+    cols = "workload_id=id,submit=submit,start=start,end=end,gpus=gpus,budget=budget"
+    if not iso:
+        cols += ",duration=duration"
+    opts = CsvOptions(columns=parse_column_map(cols), tz=ZoneInfo(zone), epoch=epoch, budget="lab/default")
+    fast = import_csv_bytes(data, "mixed.csv", opts)
+    assert fast.batches and len(fast.batches[0]) > 100, "the fast path must take the common rows"
+    assert fast.rejected, "the file must hold rows the per-row reader rejects"
+    rows = import_csv_rows(io.StringIO(data.decode(), newline=""), "mixed.csv", opts)
+    assert_same(fast, rows)
+
+
+def test_a_csv_with_quotes_or_other_fields_is_read_row_by_row_with_the_same_result() -> None:
+    data = (DATA / "csv" / "team-export.csv").read_bytes()
+    cols = "workload_id=id,submit=submitted,start=started,end=finished,gpus=gpus,budget=team,user=user,outcome=status"
+    opts = CsvOptions(columns=parse_column_map(cols), tz=ZoneInfo("Asia/Tokyo"))
+    fast = import_csv_bytes(data, "team.csv", opts)
+    assert not fast.batches
+    assert_same(fast, import_csv_rows(io.StringIO(data.decode(), newline=""), "team.csv", opts))
