@@ -59,7 +59,7 @@ def read_columns(
     return, a quoted line break): the fast path must never misplace a line number, and a line
     it leaves out (another number of fields) must be one the per-row reader gets.
     """
-    if data.count(b"\r") != data.count(b"\r\n"):
+    if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None  # the per-row readers split lines on a lone \r too: not worth mirroring
     lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
     other: list[int] = []
