@@ -240,11 +240,16 @@ def varints(values: npt.NDArray[np.uint64]) -> pa.Array:
     width = int(count.max()) if n else 1
     shifts = np.arange(width, dtype=np.uint64) * np.uint64(7)
     groups = ((v[:, None] >> shifts) & np.uint64(0x7F)).astype(np.uint8)
-    position = np.arange(width)[None, :]
-    groups |= np.where(position < count[:, None] - 1, np.uint8(0x80), np.uint8(0)).astype(np.uint8)
-    data = groups[position < count[:, None]]
-    offsets = np.zeros(n + 1, np.int32)
-    np.cumsum(count, out=offsets[1:])
+    if n and int(count.min()) == width:  # all of one length (times, mostly): the matrix is the bytes
+        groups[:, :-1] |= np.uint8(0x80)
+        data = groups.reshape(-1)
+        offsets = np.arange(0, n * width + 1, width, dtype=np.int32)
+    else:
+        position = np.arange(width)[None, :]
+        groups |= np.where(position < count[:, None] - 1, np.uint8(0x80), np.uint8(0)).astype(np.uint8)
+        data = groups[position < count[:, None]]
+        offsets = np.zeros(n + 1, np.int32)
+        np.cumsum(count, out=offsets[1:])
     return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data.tobytes())])
 
 
