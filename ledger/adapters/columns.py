@@ -61,7 +61,7 @@ def read_columns(
     """
     if b"\r" in data and data.count(b"\r") != data.count(b"\r\n"):
         return None  # the per-row readers split lines on a lone \r too: not worth mirroring
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+    lines = int(np.count_nonzero(np.frombuffer(data, np.uint8) == 10)) + (0 if data.endswith(b"\n") else 1)
     other: list[int] = []
 
     def set_aside(row: Any) -> str:

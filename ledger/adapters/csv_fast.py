@@ -52,7 +52,8 @@ def fast_import_csv(data: bytes, file: str, opts: CsvOptions) -> ImportResult | 
     """Import CSV bytes, the common rows column-wise; None when the file or map is not for the fast path."""
     if not set(opts.columns) <= _FAST_FIELDS or b'"' in data or len(opts.delimiter) != 1:
         return None
-    first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
+    eol = data.find(b"\n")
+    first = data[: eol if eol >= 0 else len(data)].decode("utf-8", "replace")
     header = next(csv.reader([first], delimiter=opts.delimiter), None)
     if not header or len(header) < 2:
         return None

@@ -64,8 +64,8 @@ def _state(raw: str) -> str:
     return state
 
 
-def _codes(*columns: pa.Array, values: bool = True) -> tuple[Ints, list[tuple[str, ...]]]:
-    """Return a code per row for the combination of several columns' values, and each code's values (if ``values``)."""
+def _codes(*columns: pa.Array) -> tuple[Ints, list[tuple[str, ...]]]:
+    """Return a code per row for the combination of several columns' values, and each code's values."""
     key = np.zeros(len(columns[0]), np.int64)
     dictionaries = []
     for col in columns:
@@ -75,7 +75,7 @@ def _codes(*columns: pa.Array, values: bool = True) -> tuple[Ints, list[tuple[st
         key = key * max(len(dictionary), 1) + np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64)
     uniq, inverse = np.unique(key, return_inverse=True)
     found: list[tuple[str, ...]] = []
-    for k in uniq.tolist() if values else []:
+    for k in uniq.tolist():
         parts = []
         for dictionary in reversed(dictionaries):
             k, i = divmod(k, max(len(dictionary), 1))
@@ -86,9 +86,10 @@ def _codes(*columns: pa.Array, values: bool = True) -> tuple[Ints, list[tuple[st
 
 def fast_import_sacct(data: bytes, file: str, opts: SlurmOptions) -> ImportResult | None:
     """Import sacct --parsable2 bytes, the common rows column-wise; None when the file is not for the fast path."""
-    first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
-    if not first.strip():
-        return None
+    eol = data.find(b"\n")
+    first = data[: eol if eol >= 0 else len(data)].decode("utf-8", "replace").rstrip("\r\n")
+    if not first or first.isspace():
+        return None  # (the per-row reader looks for the header on the first line that is not blank)
     f = first.split("|")
     header = _is_header(f)
     names = (f[:-1] if f[-1] == "" else f) if header else list(NOHEADER_FIELDS)
@@ -163,7 +164,7 @@ def fast_import_sacct(data: bytes, file: str, opts: SlurmOptions) -> ImportResul
     job_ok &= (min_rt >= 0) & (min_rt < _TEN_YEARS_S)
     job_ok &= ~ran | (start + min_rt * 1_000_000 < LATEST_US)
     ok &= step | job_ok
-    fast = _fast_rows(ok, step, jobid, cluster, col("cluster"), opts)
+    fast, job_key = _fast_rows(ok, step, jobid, cluster, col("cluster"), opts)
     # -- the rows read row by row
     slow = sorted(line[~fast].tolist() + other)
     lines = data.decode().split("\n") if slow else []
@@ -172,7 +173,7 @@ def fast_import_sacct(data: bytes, file: str, opts: SlurmOptions) -> ImportResul
         numbered.insert(0, (1, first))
     kept, places = read_rows(numbered, res, opts, _Layout(names, file) if not header else None)
     # -- steps among the fast rows: their GPUs fill in a job without any, and they are counted
-    key_code, _ = _codes(cluster, pc.replace_substring_regex(jobid, r"\..*", "", max_replacements=1), values=False)
+    key_code = np.unique(job_key, return_inverse=True)[1].reshape(-1)
     fast_step = fast & step
     fast_job = fast & ~step
     nkeys = int(key_code.max()) + 1 if n else 0
@@ -215,36 +216,44 @@ def _code(values: Sequence[str], value: str | None) -> int:
 
 def _fast_rows(
     ok: Bools, step: Bools, jobid: pa.Array, cluster: pa.Array, raw_cluster: pa.Array, opts: SlurmOptions
-) -> Bools:  # fmt: skip
-    """Return the rows to read column-wise: ``ok`` ones whose job has no row for the per-row reader and one record."""
+) -> tuple[Bools, Ints]:  # fmt: skip
+    """Return the rows to read column-wise (``ok`` ones whose job has one record and no row for the per-row
+    reader) and each row's job as a number (cluster and JobID before any '.')."""
     jobpart = pc.replace_substring_regex(jobid, r"\..*", "", max_replacements=1)
-    keys = pc.binary_join_element_wise(cluster, jobpart, pa.scalar("\x00"))
-    # The per-row reader's key of every row it will read (its own strip and partition).
-    slow_keys: set[str] = set()
+    clusters, jobs = pc.dictionary_encode(cluster), pc.dictionary_encode(jobpart)
+    n_jobs = max(len(jobs.dictionary), 1)
+    key = _indices(clusters) * n_jobs + _indices(jobs)
+    bad: list[int] = []
     heads: set[str] = set()
-    raw_ids = jobid.to_pylist() if not ok.all() or pc.any(pc.match_substring(jobid, "_[")).as_py() else None
-    raw_clusters = raw_cluster.to_pylist() if raw_ids is not None else None
-    for i in np.flatnonzero(~ok).tolist() if raw_ids is not None else []:
-        assert raw_ids is not None and raw_clusters is not None
-        jid = (raw_ids[i] or "").strip()
-        c = opts.cluster or (raw_clusters[i] or "").strip()
-        slow_keys.add(f"{c}\x00{jid.partition('.')[0]}")
-        if "_[" in jid:
-            heads.add(jid.partition("_[")[0] + "_")
+    slow = np.flatnonzero(~ok)
+    if len(slow):  # the per-row reader's key of every row it will read (its own strip and partition)
+        rows = pa.array(slow)
+        found = {c: k for k, c in enumerate(clusters.dictionary.to_pylist())}
+        slow_clusters, slow_jobs = [], []
+        for jid, c in zip(jobid.take(rows).to_pylist(), raw_cluster.take(rows).to_pylist(), strict=True):
+            jid = jid.strip()
+            slow_clusters.append(found.get(opts.cluster or c.strip(), -1))
+            slow_jobs.append(jid.partition(".")[0])
+            if "_[" in jid:
+                heads.add(jid.partition("_[")[0] + "_")
+        job_index = pc.index_in(pa.array(slow_jobs, pa.string()), value_set=jobs.dictionary)
+        for c, j in zip(slow_clusters, job_index.to_pylist(), strict=True):
+            if c >= 0 and j is not None:  # (else no fast row shares it)
+                bad.append(c * n_jobs + j)
     # A job with several records (requeues) is joined by the per-row reader.
-    job_keys = keys.filter(bools(ok & ~step))
-    counts = pc.value_counts(job_keys)
-    repeated = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
-    slow_keys.update(repeated.to_pylist())
-    fast = ok.copy()
-    if slow_keys:
-        fast &= ~pc.is_in(keys, value_set=pa.array(sorted(slow_keys), pa.string())).to_numpy(zero_copy_only=False)
-    if heads:
+    uniq, counts = np.unique(key[ok & ~step], return_counts=True)
+    fast = ok & ~np.isin(key, np.concatenate([uniq[counts > 1], np.array(bad, np.int64)]))
+    if heads:  # tasks a pending array record may name
         parts = jobpart.to_pylist()
         for i in np.flatnonzero(fast).tolist():
             if "_" in parts[i] and any(parts[i].startswith(h) for h in heads):
                 fast[i] = False
-    return fast
+    return fast, key
+
+
+def _indices(encoded: pa.DictionaryArray) -> Ints:
+    out: Ints = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64)
+    return out
 
 
 def _batch(
