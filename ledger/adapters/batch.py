@@ -16,7 +16,7 @@ stands for, their rank. ``merge`` sorts all events by (time, line, sub, rank in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, get_args
 
@@ -135,7 +135,13 @@ def _take(values: Sequence[bytes], codes: Ints) -> pa.Array:
 
 
 class _Pieces:
-    """What every event of a batch's workloads starts with, made once for all of them."""
+    """What every event of a batch's workloads starts with, made once for all of them.
+
+    Fewer, longer parts make ``join`` cheaper: constant bytes ride on the varint next to them
+    (``varints``' prefix and suffix), and fields that repeat together across workloads (a
+    submission's budget-to-kind run, a start's nodes-gpus-allocated run) are written once per
+    distinct combination, as ``HistoryWriter`` caches them.
+    """
 
     def __init__(self, b: HistoryBatch) -> None:
         self.b = b
@@ -145,15 +151,15 @@ class _Pieces:
         self.base_len = np.asarray(pc.binary_length(self.base).to_numpy(zero_copy_only=False), np.int64)
         self.base_bytes = pc.cast(self.base, pa.binary())
         clusters = pc.unique(b.cluster).to_pylist()
-        # One cluster (the common file): its bytes are a constant, joined to each event id's last word.
+        # One cluster (the common file): its bytes are a constant, written with each event id's last word.
         self.cluster: bytes | None = avro_string(clusters[0]) if len(clusters) == 1 else None
         self.cluster_col = avro_strings(b.cluster) if self.cluster is None else None
-        self.tail = join(b"\x02", avro_strings(b.workload_id))  # schema_version 1, workload_id
+        self.ws = avro_strings(b.workload_id)
 
-    def head(self, mask: Bools, what: str, type_name: str, rank: int, time: Ints, head: bytes) -> tuple[
-        WireColumns, list[Any]
-    ]:  # fmt: skip
-        """Return the columns of one kind of event for the entries in ``mask``, and its bytes up to the time's."""
+    def head(
+        self, mask: Bools, what: str, type_name: str, rank: int, time: Ints, head: bytes, version: bytes
+    ) -> tuple[WireColumns, list[Any]]:
+        """Return the columns of one kind of event for the entries in ``mask``, and its bytes to the workload id's."""
         sel = bools(mask)
         all_rows = bool(mask.all())
         base = self.base if all_rows else self.base.filter(sel)
@@ -165,25 +171,53 @@ class _Pieces:
             np.full(n, _TYPE_INDEX[type_name], np.int64), ids, ids,
         )  # fmt: skip
         word = what.encode()
-        id_len = _ints(self.base_len[mask] + len(word))
+        id_len = varints(zigzag(self.base_len[mask] + len(word)), prefix=head)  # union index, id's length
         base_bytes = self.base_bytes if all_rows else self.base_bytes.filter(sel)
+        ws = self.ws if all_rows else self.ws.filter(sel)
         if self.cluster is not None:
-            parts: list[Any] = [head, id_len, base_bytes, word + self.cluster, _ints(t)]
+            parts: list[Any] = [id_len, base_bytes, varints(zigzag(t), word + self.cluster, version), ws]
         else:
             assert self.cluster_col is not None
             cluster = self.cluster_col if all_rows else self.cluster_col.filter(sel)
-            parts = [head, id_len, base_bytes, word, cluster, _ints(t)]
+            parts = [id_len, base_bytes, word, cluster, varints(zigzag(t), suffix=version), ws]
         return cols, parts
-
-    def tail_of(self, mask: Bools) -> pa.Array:
-        """Return schema_version 1 and the workload id's bytes of the entries in ``mask``."""
-        return self.tail.filter(bools(mask))
 
 
 def avro_string(text: str) -> bytes:
     """Return the Avro bytes of one string."""
     data = text.encode()
     return varint(len(data) << 1) + data
+
+
+def _codes(values: pa.Array | Ints) -> tuple[Ints, list[Any]]:
+    """Return each row's code and each code's value, for a string column or an integer one."""
+    if isinstance(values, np.ndarray):
+        v = values.astype(np.int64)
+        lo, hi = (int(v.min()), int(v.max())) if len(v) else (0, 0)
+        if hi - lo < 1 << 16:  # a small range (GPU counts, flags, limits): the value is the code, no sort
+            out: Ints = v - lo
+            return out, list(range(lo, hi + 1))
+        uniq, inverse = np.unique(v, return_inverse=True)
+        return inverse.reshape(-1).astype(np.int64), uniq.tolist()
+    encoded = pc.dictionary_encode(values)
+    return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64), encoded.dictionary.to_pylist()
+
+
+def by_combination(columns: Sequence[pa.Array | Ints], write: Callable[..., bytes]) -> pa.Array:
+    """Return ``write(*values)`` for each row's values of ``columns``, called once per distinct combination."""
+    n = len(columns[0])
+    coded = [_codes(c) for c in columns]
+    key = np.zeros(n, np.int64)
+    space = 1
+    for codes, values in coded:
+        space *= max(len(values), 1)
+        if space >= 1 << 62:  # too many combinations to number: each row is its own
+            rows = zip(*(np.asarray(v, dtype=object)[c] for c, v in coded), strict=True)
+            return pa.array([write(*row) for row in rows], pa.binary())
+        key = key * max(len(values), 1) + codes
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    made = [write(*(values[codes[r]] for codes, values in coded)) for r in first.tolist()]
+    return pa.array(made, pa.binary()).take(pa.array(inverse.reshape(-1)))
 
 
 def wire_columns(b: HistoryBatch) -> list[WireColumns] | None:
@@ -197,54 +231,59 @@ def wire_columns(b: HistoryBatch) -> list[WireColumns] | None:
     out = []
     p = _Pieces(b)
     everyone = np.ones(len(b), np.bool_)
-    cols, parts = p.head(everyone, "submit", "WorkloadSubmitted", 0, b.submit, heads["WorkloadSubmitted"])
-    work = pc.if_else(bools(b.has_work), join(b"\x02", _ints(b.work_s)), pa.scalar(b"\x00", pa.binary()))
-    kinds = [layout.enums["WorkloadSubmitted", "kind"][k] for k in KINDS]
-    resumable = pc.if_else(bools(b.resumable), pa.scalar(b"\x01"), pa.scalar(b"\x00"))
-    cols.data = join(
-        *parts,
-        b"\x04",
-        avro_strings(b.workload_id),
-        avro_strings(b.budget),
-        avro_strings(b.user),
-        _ints(b.gpus),
-        _ints(b.nodes),
-        _ints(b.min_runtime_s),
-        resumable,
-        _ints(b.priority),
-        _take(kinds, b.kind),
-        work,
-        b"\x00\x00",
-    )  # fmt: skip  (schema_version 2; checkpoint_interval_s and restart_s null)
+    cols, parts = p.head(everyone, "submit", "WorkloadSubmitted", 0, b.submit, heads["WorkloadSubmitted"], b"\x04")
+    kinds = layout.enums["WorkloadSubmitted", "kind"]
+
+    def middle(
+        budget: str, user: str, gpus: int, nodes: int, min_rt: int, resumable: bool, prio: int, kind: int
+    ) -> bytes:
+        return b"".join(
+            (
+                avro_string(budget), avro_string(user), _zigzag(gpus), _zigzag(nodes), _zigzag(min_rt),
+                b"\x01" if resumable else b"\x00", _zigzag(prio), kinds[KINDS[kind]],
+            )
+        )  # fmt: skip
+
+    fields = (b.budget, b.user, b.gpus, b.nodes, b.min_runtime_s, b.resumable, b.priority, b.kind)
+    # work_s (null or a long), then checkpoint_interval_s and restart_s: null
+    work = varints(zigzag(b.work_s), prefix=b"\x02", suffix=b"\x00\x00")
+    work = pc.if_else(bools(b.has_work), work, pa.scalar(b"\x00\x00\x00", pa.binary()))
+    cols.data = join(*parts, by_combination(fields, middle), work)
     out.append(cols)
     ran = b.ran
     if ran.any():
-        cols, parts = p.head(ran, "start1", "WorkloadStarted", 1, b.start, heads["WorkloadStarted"])
-        hosts = [HistoryWriter.hosts_bytes(h) + b"\x00" for h in b.host_lists]
-        allocated = pc.if_else(bools(b.min_runtime_s[ran] > 0), pa.scalar(b"\x01"), pa.scalar(b"\x00"))
-        protected = _ints(b.start[ran] + b.min_runtime_s[ran] * 1_000_000)
-        cols.data = join(
-            *parts, p.tail_of(ran), _take(hosts, b.hosts[ran]), _ints(b.gpus[ran]), allocated, protected, b"\x02"
-        )  # (attempt 1)
+        cols, parts = p.head(ran, "start1", "WorkloadStarted", 1, b.start, heads["WorkloadStarted"], b"\x02")
+
+        def where(hosts: int, gpus: int, allocated: bool) -> bytes:
+            data = HistoryWriter.hosts_bytes(b.host_lists[hosts])
+            return data + b"\x00" + _zigzag(gpus) + (b"\x01" if allocated else b"\x00")
+
+        nodes = by_combination((b.hosts[ran], b.gpus[ran], b.min_runtime_s[ran] > 0), where)
+        protected = varints(zigzag(b.start[ran] + b.min_runtime_s[ran] * 1_000_000), suffix=b"\x02")  # attempt 1
+        cols.data = join(*parts, nodes, protected)
         out.append(cols)
     preempted = ran & b.has_end & (b.preempted >= 0)
     if preempted.any():
-        cols, parts = p.head(preempted, "preempt1", "WorkloadPreempted", 2, b.end, heads["WorkloadPreempted"])
+        cols, parts = p.head(preempted, "preempt1", "WorkloadPreempted", 2, b.end, heads["WorkloadPreempted"], b"\x02")
         reasons = [layout.enums["WorkloadPreempted", "reason"][r] + b"\x00" for r in REASONS]  # preempted_by: null
-        cols.data = join(*parts, p.tail_of(preempted), _take(reasons, b.preempted[preempted]))
+        cols.data = join(*parts, _take(reasons, b.preempted[preempted]))
         out.append(cols)
         requeued = preempted & b.requeued
         if requeued.any():
-            cols, parts = p.head(requeued, "requeue1", "WorkloadRequeued", 3, b.end, heads["WorkloadRequeued"])
-            cols.data = join(*parts, p.tail_of(requeued))
+            cols, parts = p.head(requeued, "requeue1", "WorkloadRequeued", 3, b.end, heads["WorkloadRequeued"], b"\x02")
+            cols.data = join(*parts)
             out.append(cols)
     ended = (b.outcome >= 0) & b.has_end
     if ended.any():
-        cols, parts = p.head(ended, "end", "WorkloadCompleted", 4, b.end, heads["WorkloadCompleted"])
+        cols, parts = p.head(ended, "end", "WorkloadCompleted", 4, b.end, heads["WorkloadCompleted"], b"\x02")
         outcomes = [layout.enums["WorkloadCompleted", "outcome"][o] for o in OUTCOMES]
-        cols.data = join(*parts, p.tail_of(ended), _take(outcomes, b.outcome[ended]))
+        cols.data = join(*parts, _take(outcomes, b.outcome[ended]))
         out.append(cols)
     return out
+
+
+def _zigzag(n: int) -> bytes:
+    return varint((n << 1) ^ (n >> 63))
 
 
 def history_columns(
