@@ -29,6 +29,7 @@ __all__ = [
     "bools",
     "clean",
     "clean_or_empty",
+    "clean_values",
     "digits",
     "fixed_times",
     "join",
@@ -110,6 +111,14 @@ def clean(arr: pa.Array) -> Bools:
     return _mask(pc.match_substring_regex(arr, _CLEAN))
 
 
+def clean_values(arr: pa.Array, empty_ok: bool = False) -> Bools:
+    """Return ``clean`` (or ``clean_or_empty``) of a column with few distinct values, checked once per value."""
+    encoded = pc.dictionary_encode(arr)
+    valid = _mask(pc.match_substring_regex(encoded.dictionary, _CLEAN_OR_EMPTY if empty_ok else _CLEAN))
+    out: Bools = valid[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), np.int64)]
+    return out
+
+
 def clean_or_empty(arr: pa.Array) -> Bools:
     """Return where a field is empty or unchanged by ``str.strip``."""
     return _mask(pc.match_substring_regex(arr, _CLEAN_OR_EMPTY))
@@ -176,7 +185,7 @@ def fixed_times(arr: pa.Array, zone: tzinfo) -> tuple[Ints, Bools]:
     first = int(np.frombuffer(offsets_buf, np.int32, count=1, offset=fixed.offset * 4)[0])
     # all 19 bytes long, one after the other: the column's bytes are a matrix of 19 columns
     m = np.frombuffer(data_buf, np.uint8, count=19 * len(rows), offset=first).reshape(-1, 19)
-    d = m.astype(np.int64) - 48
+    d = m.astype(np.int32) - 48  # (32 bits hold every field; µs are computed in 64 below)
     good = (m[:, _DIGIT_AT] - np.uint8(48) <= 9).all(axis=1)  # (wraps below '0': also > 9)
     good &= (m[:, 4] == 45) & (m[:, 7] == 45) & ((m[:, 10] == 84) | (m[:, 10] == 32)) & (m[:, 13] == 58)
     good &= m[:, 16] == 58
@@ -189,7 +198,8 @@ def fixed_times(arr: pa.Array, zone: tzinfo) -> tuple[Ints, Bools]:
     leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
     good &= (year >= 1) & (month >= 1) & (month <= 12) & (day >= 1) & (hour < 24) & (minute < 60) & (second < 60)
     good &= day <= _DAYS_IN[np.clip(month, 0, 12)] + (leap & (month == 2))
-    wall = _days_from_civil(year, month, day) * _US_PER_DAY + ((hour * 60 + minute) * 60 + second) * 1_000_000
+    days = _days_from_civil(year.astype(np.int64), month.astype(np.int64), day.astype(np.int64))
+    wall = days * _US_PER_DAY + ((hour * 60 + minute) * 60 + second).astype(np.int64) * 1_000_000
     if zone is not UTC:
         minutes = wall // 60_000_000
         uniq, inverse = np.unique(np.where(good, minutes, 0), return_inverse=True)

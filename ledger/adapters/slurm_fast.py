@@ -25,7 +25,7 @@ from ledger.adapters.columns import (
     Ints,
     bools,
     clean,
-    clean_or_empty,
+    clean_values,
     column,
     digits,
     fixed_times,
@@ -137,9 +137,9 @@ def fast_import_sacct(data: bytes, file: str, opts: SlurmOptions) -> ImportResul
         cluster = pa.array([opts.cluster] * n, pa.string())
     else:
         cluster = cluster_col
-        ok &= clean(cluster_col)
+        ok &= clean_values(cluster_col)
     user_col, uid_col = col("user"), col("uid")
-    ok &= clean_or_empty(user_col) & clean_or_empty(uid_col)
+    ok &= clean_values(user_col, empty_ok=True) & clean_values(uid_col, empty_ok=True)
     user = pc.if_else(
         pc.equal(user_col, ""), pc.if_else(pc.equal(uid_col, ""), pa.scalar("unknown"), uid_col), user_col
     )
