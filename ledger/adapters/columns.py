@@ -52,9 +52,12 @@ _CLEAN_OR_EMPTY = r"^([!-~](.*[!-~])?)?$"
 
 
 def read_columns(
-    data: bytes, names: Sequence[str], delimiter: str, quoted: bool, skip_rows: int
+    data: bytes, names: Sequence[str], delimiter: str, quoted: bool, skip_rows: int, only: Sequence[str] = ()
 ) -> tuple[pa.Table, Ints, list[int]] | None:
     """Return the file's rows as string columns named ``names``, each row's line number, and the lines of other widths.
+
+    ``only``: the columns to read (all when empty); the others are split off but neither checked
+    as UTF-8 nor kept, so only a reader that decodes with errors="replace" (sacct's) may use it.
 
     None when pyarrow cannot read the file as plainly split lines (bad UTF-8, a lone carriage
     return, a quoted line break): the fast path must never misplace a line number, and a line
@@ -82,6 +85,7 @@ def read_columns(
             ),
             convert_options=pacsv.ConvertOptions(
                 column_types={n: pa.string() for n in names},
+                include_columns=list(only),
                 strings_can_be_null=False,
                 quoted_strings_can_be_null=False,
             ),

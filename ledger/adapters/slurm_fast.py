@@ -54,6 +54,8 @@ from ledger.adapters.slurm import (
 __all__ = ["fast_import_sacct"]
 
 _TEN_YEARS_S = 10 * 366 * 86_400
+_READ = ("jobid", "state", "submit", "start", "end", "cluster", "partition", "account", "user", "uid", "nnodes",
+         "timelimit", "nodelist")  # fmt: skip
 
 
 def _state(raw: str) -> str:
@@ -96,14 +98,17 @@ def fast_import_sacct(data: bytes, file: str, opts: SlurmOptions) -> ImportResul
     lay = _Layout(names, file)  # (raises the per-row reader's error for a header that lacks a column)
     width = len(f) if header else len(NOHEADER_FIELDS)
     skip = 1 if header else 0
-    read = read_columns(data, [f"c{i}" for i in range(width)], "|", False, skip)
+    idx = {name.strip().lower(): i for i, name in enumerate(names)}
+    # Only the fields the rules read are kept (the job name, the longest, is not: bad UTF-8 there
+    # is replaced by the per-row reader and never shown, so it need not be checked either).
+    used = sorted({idx[c] for c in _READ if c in idx} | set(lay.tres) | set(range(lay.n, width)))
+    read = read_columns(data, [f"c{i}" for i in range(width)], "|", False, skip, [f"c{i}" for i in used])
     if read is None:
         return None
     table, line, other = read
     n = table.num_rows
     if width > lay.n and not all(strings_equal(column(table, f"c{i}"), "").all() for i in range(lay.n, width)):
         return None  # --parsable: every row must end in the empty field the per-row reader drops
-    idx = {name.strip().lower(): i for i, name in enumerate(names)}
     empty = pa.array([""] * n, pa.string())
 
     def col(name: str) -> pa.Array:
@@ -167,7 +172,7 @@ def fast_import_sacct(data: bytes, file: str, opts: SlurmOptions) -> ImportResul
     fast, job_key = _fast_rows(ok, step, jobid, cluster, col("cluster"), opts)
     # -- the rows read row by row
     slow = sorted(line[~fast].tolist() + other)
-    lines = data.decode().split("\n") if slow else []
+    lines = data.decode("utf-8", errors="replace").split("\n") if slow else []  # (as the per-row reader reads)
     numbered = [(k, lines[k - 1]) for k in slow]
     if header:
         numbered.insert(0, (1, first))

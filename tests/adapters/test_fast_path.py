@@ -215,3 +215,19 @@ def test_a_csv_with_quotes_or_other_fields_is_read_row_by_row_with_the_same_resu
     fast = import_csv_bytes(data, "team.csv", opts)
     assert not fast.batches
     assert_same(fast, import_csv_rows(io.StringIO(data.decode(), newline=""), "team.csv", opts))
+
+
+@pytest.mark.parametrize("where", ["job name", "user"])
+def test_bytes_that_are_not_utf8_import_the_same_either_way(where: str) -> None:
+    lines = mixed_sacct(2).split(b"\n")
+    field = 25 if where == "job name" else 8
+    for k in range(3, len(lines) - 1, 40):
+        f = lines[k].split(b"|")
+        f[field] = f[field] + b"\xff\xfe"
+        lines[k] = b"|".join(f)
+    data = b"\n".join(lines)
+    opts = SlurmOptions(gpus_for_cpu_jobs=1)
+    fast = import_sacct_bytes(data, "bad.log", opts)
+    rows = import_sacct_rows(data.decode("utf-8", errors="replace").splitlines(keepends=True), "bad.log", opts)
+    assert_same(fast, rows)
+    assert bool(fast.batches) == (where == "job name")  # a field the rules read: the per-row reader takes the file
