@@ -123,14 +123,8 @@ def test_a_day_on_a_gpu_partition_with_requeues_steps_and_arrays_read_in_local_t
     )
     story = by_workload(res.events)
     # 5001 was preempted at 11:00 local, requeued, ran again on another node and completed
-    assert story["5001"] == [
-        "Submitted",
-        "Started",
-        "Preempted(fair_share)",
-        "Requeued",
-        "Started",
-        "Completed(succeeded)",
-    ]
+    assert story["5001"] == ["Submitted", "Started", "Preempted(fair_share)", "Requeued", "Started",
+                             "Completed(succeeded)"]
     # 5002 lost a node, came back and is still running
     assert story["5002"] == ["Submitted", "Started", "Preempted(host_failure)", "Requeued", "Started"]
     # an operator requeued 5009; it waits again
@@ -177,10 +171,8 @@ def test_a_header_line_and_the_trailing_bar_of_parsable_are_understood() -> None
     assert res.events[0].budget == "c1/a/u"  # type: ignore[attr-defined]
 
 
-GOOD = (
-    "10|10|c|p|q|acct|g|1|u|1|2026-03-02T10:00:00|2026-03-02T10:00:00|2026-03-02T10:01:00|"
-    "2026-03-02T11:00:00|00:59:00|0:0|COMPLETED|1|8|8|1G||gres/gpu=1|01:00:00|n1|job"
-)
+GOOD = ("10|10|c|p|q|acct|g|1|u|1|2026-03-02T10:00:00|2026-03-02T10:00:00|2026-03-02T10:01:00|"
+        "2026-03-02T11:00:00|00:59:00|0:0|COMPLETED|1|8|8|1G||gres/gpu=1|01:00:00|n1|job")
 
 
 def bad_file() -> list[str]:
@@ -197,7 +189,8 @@ def bad_file() -> list[str]:
 
 def test_malformed_lines_are_rejected_with_file_line_and_reason_and_the_rest_imported() -> None:
     res = import_sacct(bad_file(), "day.log", SlurmOptions())
-    assert [(r.file, r.line) for r in res.rejected] == [("day.log", 2), ("day.log", 3), ("day.log", 4), ("day.log", 5)]
+    assert [(r.file, r.line) for r in res.rejected] == [("day.log", 2), ("day.log", 3), ("day.log", 4),
+                                                        ("day.log", 5)]
     reasons = [r.reason for r in res.rejected]
     assert "expected 26" in reasons[0]
     assert "'yesterday'" in reasons[1]
