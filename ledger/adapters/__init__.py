@@ -6,6 +6,10 @@
 * ``kueue``: Kueue Workload objects, listed or watched (``import_kueue_file``);
 * ``sdk``: ``Ledger``, the calls a home-grown scheduler makes.
 
+sacct and CSV files go through a column-wise fast path (``slurm_fast``, ``csv_fast``, with
+``columns`` and ``batch``) that reads the common rows a column at a time and hands every other
+row to the per-row reader, which defines every rule; both give the same import.
+
 File adapters return an ``ImportResult``: the events as checked Avro records (time-ordered,
 times in integer microseconds, ids derived from the source record so a repeated import adds
 nothing), ready for ``EventLog.append_records``, and the summary of how the file was read.

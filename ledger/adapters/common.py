@@ -90,6 +90,11 @@ class ImportResult:
     notes: list[str] = field(default_factory=list)
     histories: list[tuple[Any, str, str]] = field(default_factory=list)
     """(History, cluster, source) in the order they were read; each already checked against the schema's bounds."""
+    batches: list[Any] = field(default_factory=list)
+    """``HistoryBatch`` objects: workloads the fast path read column-wise (see ``add_batches``)."""
+    places: list[tuple[int, int]] = field(default_factory=list)
+    """(line, sub) of each of ``histories`` when there are batches: where it sits among all workloads."""
+    _columns: tuple[list[int], list[str], list[str], list[bytes]] | None = field(default=None, repr=False)
     _added: list[Record] = field(default_factory=list, repr=False)
     _sorted: bool = field(default=False, repr=False)
     _records: list[Record] | None = field(default=None, repr=False)
@@ -104,7 +109,7 @@ class ImportResult:
 
             out: list[Record] = []
             with paused_gc():
-                for h, cluster, source in self.histories:
+                for h, cluster, source in self._ordered_histories():
                     history_records(h, cluster, source, out)
             out += self._added
             if self._sorted:
@@ -119,6 +124,10 @@ class ImportResult:
         takes. None when some record cannot be written directly (text UTF-8 cannot hold, or a
         schema the direct writer does not know): the log's encoder then gets ``records`` and says why.
         """
+        if not self._wire_made and self.batches:
+            columns = self.wire_columns()
+            self._wire = None if columns is None else list(zip(*columns, strict=True))
+            self._wire_made = True
         if not self._wire_made:
             from ledger.adapters.wire import wire_items
 
@@ -132,8 +141,56 @@ class ImportResult:
             self._wire, self._wire_made = items, True
         return self._wire
 
+    def wire_columns(self) -> tuple[list[int], list[str], list[str], list[bytes]] | None:
+        """Return ``wire`` as four lists (times, type names, ids, bytes); None if unavailable, as for ``wire``."""
+        if self._columns is None and self.batches:
+            from ledger.adapters.batch import added_columns, history_columns, merge, wire_columns
+
+            with paused_gc():
+                rows = history_columns(self.histories, self.places)
+                batches = [wire_columns(b) for b in self.batches]
+                extra = _encoded_records(self._added) if self._added else []
+                if rows is not None and extra is not None and all(b is not None for b in batches):
+                    parts = [rows, *(c for cols in batches if cols is not None for c in cols)]
+                    if extra:  # after every history's events, as ``wire`` orders them
+                        parts.append(added_columns(extra))
+                    self._columns = merge(parts, by_time=self._sorted)
+            return self._columns
+        if self._columns is None:
+            items = self.wire()
+            if items is None:
+                return None
+            self._columns = (
+                [t for t, _, _, _ in items],
+                [name for _, name, _, _ in items],
+                [eid for _, _, eid, _ in items],
+                [data for *_, data in items],
+            )
+        return self._columns
+
+    def _ordered_histories(self) -> list[tuple[Any, str, str]]:
+        """Return every history (with cluster and source) in the order the per-row reader makes them."""
+        if not self.batches:
+            return self.histories
+        placed = list(zip(self.places, self.histories, strict=True))
+        for b in self.batches:
+            for i in range(len(b)):
+                h, cluster = b.history(i)
+                placed.append(((int(b.line[i]), 0), (h, cluster, b.source)))
+        placed.sort(key=itemgetter(0))
+        return [entry for _, entry in placed]
+
+    def add_batches(
+        self, batches: list[Any], histories: list[tuple[Any, str, str]], places: list[tuple[int, int]]
+    ) -> None:
+        """Add workloads read column-wise and those read row by row, each row-read one at its (line, sub)."""
+        self.batches += batches
+        self.histories += histories
+        self.places += places
+        self._changed()
+
     def _changed(self) -> None:
-        self._records, self._wire, self._wire_made = None, None, False
+        self._records, self._wire, self._wire_made, self._columns = None, None, False, None
 
     def add_history(self, history: Any, cluster: str, source: str) -> None:
         """Add the events of a checked history (see ``ledger.adapters.history.add_history``, which checks it)."""
@@ -162,9 +219,9 @@ class ImportResult:
 
     def type_names(self) -> list[str]:
         """Return the type name of every event, in order."""
-        items = self.wire()
-        if items is not None:
-            return [name for _, name, _, _ in items]
+        columns = self.wire_columns()
+        if columns is not None:
+            return columns[1]
         return [name for name, _ in self.records]
 
     def events_by_type(self) -> Counter[str]:

@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 from ledger import events as ev
 from ledger.adapters.common import INT_MAX, LATEST_US, LONG_MAX, ImportResult, Record, RowError, paused_gc
 
-__all__ = ["History", "Run", "add_histories", "add_history", "check_history", "history_records"]
+__all__ = [
+    "History",
+    "Run",
+    "add_histories",
+    "add_history",
+    "check_history",
+    "history_records",
+    "keep_histories",
+]
 
 
 @dataclass(slots=True)
@@ -199,26 +207,36 @@ def add_histories(res: ImportResult, rows: Iterable[tuple[int, History | None]],
     The loop the CSV and Philly adapters share: ``rows`` parses lazily and reports its own
     malformed lines to ``res``; this adds the records of every good one, in time order.
     """
-    seen: dict[str, int] = {}
-    kept: list[tuple[History, str, str]] = []
-    zero_gpu = 0
     with paused_gc():
-        for line, h in rows:
-            if h is None:
-                zero_gpu += 1
-                continue
-            first = seen.setdefault(h.workload_id, line)
-            if first != line:
-                res.reject(line, f"workload_id {h.workload_id!r} already on line {first}")
-                continue
-            try:
-                check_history(h)
-            except RowError as exc:
-                res.reject(line, str(exc))
-                continue
-            kept.append((h, cluster, source))
-        if zero_gpu:
-            res.skipped["0 GPUs (not a GPU workload)"] += zero_gpu
+        kept, _ = keep_histories(res, rows, cluster, source)
         res.add_histories(kept)
         res.workloads += len(kept)
         res.sort_events()
+
+
+def keep_histories(
+    res: ImportResult, rows: Iterable[tuple[int, History | None]], cluster: str, source: str
+) -> tuple[list[tuple[History, str, str]], list[tuple[int, int]]]:
+    """Return the (history, cluster, source) of every good row and its place (line, 0); count and reject the rest."""
+    seen: dict[str, int] = {}
+    kept: list[tuple[History, str, str]] = []
+    places: list[tuple[int, int]] = []
+    zero_gpu = 0
+    for line, h in rows:
+        if h is None:
+            zero_gpu += 1
+            continue
+        first = seen.setdefault(h.workload_id, line)
+        if first != line:
+            res.reject(line, f"workload_id {h.workload_id!r} already on line {first}")
+            continue
+        try:
+            check_history(h)
+        except RowError as exc:
+            res.reject(line, str(exc))
+            continue
+        kept.append((h, cluster, source))
+        places.append((line, 0))
+    if zero_gpu:
+        res.skipped["0 GPUs (not a GPU workload)"] += zero_gpu
+    return kept, places

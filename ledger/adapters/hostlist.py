@@ -41,7 +41,7 @@ def expand_hostlist(text: str) -> tuple[str, ...]:
     while pos < len(text):
         m = _ITEM.match(text, pos)
         if m is None or m.end() == pos:
-            raise ValueError(f"node list {text!r} is malformed near {text[pos:pos + 20]!r}")
+            raise ValueError(f"node list {text!r} is malformed near {text[pos : pos + 20]!r}")
         prefix, ranges, suffix = m.group(1), m.group(2), m.group(3)
         if ranges is None:
             if prefix:

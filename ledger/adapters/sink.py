@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,11 +48,15 @@ def append_imports_to_log(out: str | Path, results: Sequence[ImportResult]) -> i
     from ledger.log import EventLog
 
     with paused_gc():
-        wires = [res.wire() for res in results]
+        wires = [res.wire_columns() for res in results]
         with EventLog(log_dir(out)) as log:
             if any(w is None for w in wires):
                 return log.append_records([r for res in results for r in res.records])
-            items = (wires[0] or []) if len(wires) == 1 else [item for w in wires if w is not None for item in w]
-            if not items:
+            if len(wires) == 1 and wires[0] is not None:
+                ids, data = wires[0][2], wires[0][3]
+            else:
+                ids = [eid for w in wires if w is not None for eid in w[2]]
+                data = [d for w in wires if w is not None for d in w[3]]
+            if not ids:
                 return 0
-            return log.append_encoded(list(map(itemgetter(2), items)), list(map(itemgetter(3), items)))
+            return log.append_encoded(ids, data)

@@ -26,7 +26,7 @@ from ledger.adapters.history import History
 from ledger.codec import union_schema
 from ledger.log.avro_encode import varint
 
-__all__ = ["HistoryWriter", "WireItem", "wire_items", "wire_writer"]
+__all__ = ["HistoryWriter", "WireItem", "wire_items", "wire_layout", "wire_writer"]
 
 WireItem = tuple[int, str, str, bytes]
 """(time in µs, event type name, event_id, the record's bytes as a branch of the log's union)."""
@@ -159,13 +159,17 @@ class HistoryWriter:
         )
         return data
 
+    @staticmethod
+    def hosts_bytes(hosts: tuple[str, ...]) -> bytes:
+        """Return the bytes of a node list's items, without the array's closing zero."""
+        return b"".join([varint(len(hosts) << 1), *map(_string, hosts)]) if hosts else b""
+
     def _hosts(self, key: tuple[tuple[str, ...], int, bool]) -> bytes:
         """Return the bytes of a start's nodes, gpus and allocated fields, given as a tuple."""
         if len(self._nodes) >= _CACHE_LIMIT:
             self._nodes.clear()
         hosts, gpus, allocated = key
-        parts = [varint(len(hosts) << 1), *map(_string, hosts)] if hosts else []
-        parts += [b"\x00", _zigzag(gpus), _TRUE if allocated else _FALSE]
+        parts = [self.hosts_bytes(hosts), b"\x00", _zigzag(gpus), _TRUE if allocated else _FALSE]
         data = self._nodes[key] = b"".join(parts)
         return data
 
@@ -297,6 +301,11 @@ class HistoryWriter:
         text = f"{what}{n}"
         found = self._attempts[what, n] = (text, text.encode() + self.cluster, _zigzag(n))
         return found
+
+
+def wire_layout() -> _Layout | None:
+    """Return what the writers read from the schema (union indexes, enum symbols); None if it is not what they write."""
+    return _layout()
 
 
 def wire_writer(cluster: str, source: str) -> HistoryWriter | None:
