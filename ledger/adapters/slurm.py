@@ -332,11 +332,18 @@ def _history(recs: list[_Record], gpus: int, opts: SlurmOptions) -> History:
         return _single_history(recs[0], gpus, opts)
     first, last = recs[0], recs[-1]
     runs: list[Run] = []
+    before: _Record | None = None  # the record of the run before this one
     for rec in recs:
         if rec.start is None:
             continue
+        if before is not None and before.end is not None and rec.start < before.end:
+            raise RowError(
+                f"JobID {rec.jobid}: record at line {rec.line} starts at {ev.from_us(rec.start).isoformat()}, "
+                f"before the run of line {before.line} ended at {ev.from_us(before.end).isoformat()}"
+            )
         run = Run(rec.start, rec.end, _hosts(rec.nodelist, rec.cluster))
         runs.append(run)
+        before = rec
         if rec is not last:
             # an earlier record of the same job: this run was interrupted and the job requeued
             if rec.end is None:
@@ -351,6 +358,14 @@ def _history(recs: list[_Record], gpus: int, opts: SlurmOptions) -> History:
     outcome: ev.Outcome | None = _FINAL.get(last.state)
     if outcome is not None and last.end is None:
         raise RowError(f"State {last.state} but End is Unknown")
+    if (
+        outcome is not None and before is not None and before is not last  # a record that never ran ends the job
+        and last.end is not None and before.end is not None and last.end < before.end
+    ):
+        raise RowError(  # the job ended before a run of it did: contradictory records
+            f"JobID {last.jobid}: record at line {last.line} ends the job ({last.state}, never started) at "
+            f"{ev.from_us(last.end).isoformat()}, before the run of line {before.line} ended"
+        )
     limit = last.timelimit_s
     min_rt = opts.min_runtime_s if limit is None else min(opts.min_runtime_s, limit)
     requeued = len(runs) > 1 or last.state in _REQUEUED

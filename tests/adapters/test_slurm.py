@@ -213,3 +213,34 @@ def test_a_malformed_array_task_list_is_rejected_not_fatal() -> None:
     res = import_sacct([GOOD.replace("10|10|", "15_[3-1]|15|"), GOOD], "arr.log")
     assert [r.line for r in res.rejected] == [1] and "array task list" in res.rejected[0].reason
     assert res.workloads == 1
+
+
+def _record(state: str, start: str, end: str) -> str:
+    """One record of job 21, submitted at midnight (``start`` "Unknown": it never ran)."""
+    ran = start != "Unknown"
+    return "|".join([
+        "21", "21", "c1", "gpu", "normal", "vision", "g", "1", "ada", "1", "2026-03-02T00:00:00",
+        "2026-03-02T00:00:00", start, end, "00:00:00", "0:0", state, "1", "8", "8", "1G", "cpu=8",
+        "cpu=8,gres/gpu=1" if ran else "", "1-00:00:00", "g000" if ran else "None assigned", "name",
+    ])  # fmt: skip
+
+
+def test_records_of_one_job_that_contradict_each_other_are_rejected_not_told_out_of_order() -> None:
+    # cancelled before it ever ran, at midnight, yet another record of it ran until 00:01
+    cancelled_early = [
+        _record("CANCELLED by 42", "Unknown", "2026-03-02T00:00:00"),
+        _record("COMPLETED", "2026-03-02T00:00:00", "2026-03-02T00:01:00"),
+    ]
+    # a requeued run that ended at 00:10, yet the next record of the job started at 00:05
+    overlapping = [
+        _record("REQUEUED", "2026-03-02T00:00:00", "2026-03-02T00:10:00"),
+        _record("COMPLETED", "2026-03-02T00:05:00", "2026-03-02T00:20:00"),
+    ]
+    for lines, line, why in (
+        (cancelled_early, 1, "line 1 ends the job (CANCELLED, never started) at 2026-03-02T00:00:00+00:00, before the "
+         "run of line 2 ended"),
+        (overlapping, 2, "line 2 starts at 2026-03-02T00:05:00+00:00, before the run of line 1 ended"),
+    ):
+        res = import_sacct(lines, "odd.log")
+        assert res.events == [] and res.workloads == 0
+        assert [r.line for r in res.rejected] == [line] and why in res.rejected[0].reason, res.rejected
