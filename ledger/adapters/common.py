@@ -341,12 +341,15 @@ def parse_local_time(text: str, zone: tzinfo, what: str) -> datetime:
         t = datetime.fromisoformat(text + "+00:00" if zone is UTC and len(text) == 19 else text)
     except ValueError:
         raise RowError(f"{what} {text!r} is not an ISO 8601 time") from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=zone)
-        if zone is not UTC:
+    try:
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=zone)
+            if zone is not UTC:
+                t = t.astimezone(UTC)
+        elif t.utcoffset():
             t = t.astimezone(UTC)
-    elif t.utcoffset():
-        t = t.astimezone(UTC)
+    except OverflowError:  # a wall time in year 1 or 9999 whose UTC instant falls outside datetime's range
+        raise RowError(f"{what} {text!r} lies outside {ev.EARLIEST:%Y}..{ev.LATEST:%Y}") from None
     return check_time(t, what)
 
 

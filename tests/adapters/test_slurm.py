@@ -244,3 +244,12 @@ def test_records_of_one_job_that_contradict_each_other_are_rejected_not_told_out
         res = import_sacct(lines, "odd.log")
         assert res.events == [] and res.workloads == 0
         assert [r.line for r in res.rejected] == [line] and why in res.rejected[0].reason, res.rejected
+
+
+def test_a_time_at_the_edge_of_the_calendar_in_a_local_zone_is_rejected_not_a_crash() -> None:
+    # read in New York, 9999-12-31 23:59 is past the last instant a datetime can hold in UTC
+    lines = [GOOD.replace("2026-03-02T11:00:00", "9999-12-31T23:59:59"), GOOD.replace("10|10|", "11|11|")]
+    res = import_sacct(lines, "edge.log", SlurmOptions(tz=parse_zone("America/New_York")))
+    assert [r.line for r in res.rejected] == [1]
+    assert "'9999-12-31T23:59:59' lies outside 2000..2100" in res.rejected[0].reason
+    assert res.workloads == 1
