@@ -22,7 +22,7 @@ import time as wallclock
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ledger.errors import LedgerError
 from ledger.events import (
@@ -94,17 +94,32 @@ class ReplayStats:
 
 
 Progress = Callable[[int, int, int], None]  # (first_us, now_us, last_input_us)
+Sink = Callable[[list[Event]], object]  # takes each batch of events, in order
+
+
+@runtime_checkable
+class BatchWriter(Protocol):
+    """A sink that is told which events of a batch came from outside (fed inputs) and which were made here."""
+
+    def write(self, events: list[Event], outside: list[int]) -> object:
+        """Take one batch in order; ``outside`` lists the positions of the fed inputs in it."""
+        ...
 
 
 class ReplayDriver:
     """Feed inputs and simulated execution facts to a decision core in time order; collect every event."""
 
-    def __init__(self, core: Core, cluster: str, sink: Callable[[list[Event]], object], *, batch: int = 20_000):
+    def __init__(self, core: Core, cluster: str, sink: Sink | BatchWriter, *, batch: int = 20_000):
         self.core = core
         self.cluster = cluster
-        self._sink = sink
+        # A BatchWriter (``ledger.replay.logwriter.LogWriter``) learns which events came from outside,
+        # so that only those are validated again; a plain sink just takes the events.
+        self._write: Callable[[list[Event], list[int]], object] = (
+            sink.write if isinstance(sink, BatchWriter) else (lambda events, _outside: sink(events))
+        )
         self._batch = batch
         self._out: list[Event] = []
+        self._outside: list[int] = []  # positions in _out of events fed from outside
         self._heap: list[tuple[int, int, int, int, str, int, Event | None]] = []
         self._seq = 0
         self._runs: dict[str, _Execution] = {}
@@ -165,6 +180,7 @@ class ReplayDriver:
                 if kind == _EVENT:
                     assert event is not None
                     self.stats.moments += 1
+                    self._outside.append(len(self._out))  # its position once emitted
                     self._emit(event)
                     outputs = core.handle(event)
                     if outputs:  # most simulated facts decide nothing: no call for an empty list
@@ -308,8 +324,9 @@ class ReplayDriver:
 
     def _flush(self) -> None:
         if self._out:
-            self._sink(self._out)
+            self._write(self._out, self._outside)
             self._out = []
+            self._outside = []
 
 
-__all__ = ["Core", "Progress", "ReplayDriver", "ReplayStats"]
+__all__ = ["BatchWriter", "Core", "Progress", "ReplayDriver", "ReplayStats", "Sink"]
