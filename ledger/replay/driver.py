@@ -22,7 +22,7 @@ import time as wallclock
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast
 
 from ledger.errors import LedgerError
 from ledger.events import (
@@ -97,7 +97,6 @@ Progress = Callable[[int, int, int], None]  # (first_us, now_us, last_input_us)
 Sink = Callable[[list[Event]], object]  # takes each batch of events, in order
 
 
-@runtime_checkable
 class BatchWriter(Protocol):
     """A sink that is told which events of a batch came from outside (fed inputs) and which were made here."""
 
@@ -114,9 +113,11 @@ class ReplayDriver:
         self.cluster = cluster
         # A BatchWriter (``ledger.replay.logwriter.LogWriter``) learns which events came from outside,
         # so that only those are validated again; a plain sink just takes the events.
-        self._write: Callable[[list[Event], list[int]], object] = (
-            sink.write if isinstance(sink, BatchWriter) else (lambda events, _outside: sink(events))
-        )
+        write: Callable[[list[Event], list[int]], object] | None = getattr(sink, "write", None)
+        if write is None:
+            plain = cast(Sink, sink)
+            write = lambda events, _outside: plain(events)  # noqa: E731
+        self._write = write
         self._batch = batch
         self._out: list[Event] = []
         self._outside: list[int] = []  # positions in _out of events fed from outside
