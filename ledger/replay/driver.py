@@ -120,6 +120,7 @@ class ReplayDriver:
         self._write = write
         self._batch = batch
         self._out: list[Event] = []
+        self._counts: dict[type[Event], int] = {}  # events emitted, by class
         self._outside: list[int] = []  # positions in _out of events fed from outside
         self._heap: list[tuple[int, int, int, int, str, int, Event | None]] = []
         self._seq = 0
@@ -204,6 +205,7 @@ class ReplayDriver:
                     next_report = elapsed + 0.2
                     progress(self.stats.first_us or now, now, self._last_input_us)
         self._flush()
+        self.stats.by_type = {cls.__name__: n for cls, n in self._counts.items()}
         self.stats.wall_s = wallclock.perf_counter() - started
         return self.stats
 
@@ -295,9 +297,9 @@ class ReplayDriver:
         # microseconds are converted once per instant (an identity check, not a conversion).
         stats = self.stats
         stats.events += 1
-        name = type(event).__name__
-        by_type = stats.by_type
-        by_type[name] = by_type.get(name, 0) + 1
+        cls = type(event)
+        counts = self._counts  # by class; stats.by_type gets the names when run() returns
+        counts[cls] = counts.get(cls, 0) + 1
         when = event.time
         if when is self._time_obj:
             t = self._time_us
@@ -311,9 +313,9 @@ class ReplayDriver:
             else:
                 stats.first_us = stats.first_us if stats.first_us is not None else t
             stats.last_us = t
-        if name == "WorkloadSubmitted":
+        if cls is WorkloadSubmitted:
             self._active_gpus += event.gpus  # type: ignore[attr-defined]
-        elif name == "WorkloadCompleted":
+        elif cls is WorkloadCompleted:
             run = self._runs.get(event.workload_id)  # type: ignore[attr-defined]
             if run is not None and not run.counted_done:
                 run.counted_done = True

@@ -6,6 +6,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ledger.core import DecisionCore
 from ledger.core.knobs import Knobs
@@ -17,6 +19,7 @@ from ledger.replay.driver import ReplayDriver
 from ledger.replay.logwriter import LogWriter
 from ledger.replay.run import inputs_from_budgets
 from tests.factories import at
+from tests.log.strategies import any_event
 from tests.replay.helpers import H, lab, segment_bytes, submit
 
 
@@ -91,3 +94,16 @@ def test_core_outputs_are_written_without_validation_but_outside_inputs_never_ar
     with pytest.raises(EventValidationError, match=r"batch item 1 \(event 'c/w/ckpt1'\).*workload_id"):
         writer.write([bad, bad], [1])
     assert writer.write([bad], []) == 1  # trusted code's output: written as it is, as the log's encoder would
+
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(any_event, min_size=1, max_size=12, unique_by=lambda e: e.event_id))
+def test_any_valid_events_are_written_as_the_bytes_of_a_validated_append(
+    tmp_path_factory: pytest.TempPathFactory, events: list[Event]
+) -> None:
+    root = tmp_path_factory.mktemp("logs")
+    direct, checked = EventLog(root / "direct"), EventLog(root / "checked")
+    LogWriter(direct).write(events, list(range(0, len(events), 2)))  # every other one from outside
+    checked.append(events)
+    assert segment_bytes(direct.path) == segment_bytes(checked.path)
