@@ -25,13 +25,14 @@ test: $(STAMP) lint
 bench: $(STAMP)
 	$(PY) -m bench
 
-# Opt-in: the decision core compiled with mypyc (the same decisions, faster; README "Decision core").
+# Opt-in: the decision core and the replay driver compiled with mypyc (the same decisions, faster;
+# README "Decision core", "Replay").
 fast: $(STAMP)
 	$(PY) -m pip install --quiet 'setuptools>=68' wheel
 	GPULEDGER_COMPILE=1 $(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
 
 pure:
-	rm -f ledger/core/*.so ledger/core/*.pyd
+	rm -f ledger/core/*.so ledger/core/*.pyd ledger/replay/*.so ledger/replay/*.pyd
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis build ledger/core/*.so ledger/core/*.pyd
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis build ledger/core/*.so ledger/core/*.pyd ledger/replay/*.so ledger/replay/*.pyd

@@ -1,8 +1,9 @@
-"""Load the decision core from its Python sources even where the compiled build is installed.
+"""Load the decision core and the replay driver from their Python sources even where they are compiled.
 
-``install()`` puts a finder first on ``sys.meta_path`` that resolves ``ledger.core.*`` modules to
-their ``.py`` files only, so one checkout can run both builds side by side (in two processes):
-the compiled-core benchmark and test compare their speed and their decisions that way.
+``install()`` puts a finder first on ``sys.meta_path`` that resolves ``ledger.core.*`` modules and
+the compiled ones of ``ledger.replay`` to their ``.py`` files only, so one checkout can run both
+builds side by side (in two processes): the compiled-core benchmark and test compare their speed
+and their decisions that way.
 """
 
 from __future__ import annotations
@@ -15,20 +16,22 @@ from types import ModuleType
 
 __all__ = ["install"]
 
+_COMPILED_REPLAY = {"ledger.replay.driver", "ledger.replay.logwriter"}  # setup.py's REPLAY
+
 
 class _PureCore(MetaPathFinder):
-    """A meta path finder: ``ledger.core`` submodules from source, everything else as usual."""
+    """A meta path finder: ``ledger.core`` submodules and the replay's compiled ones from source, the rest as usual."""
 
     def find_spec(
         self, name: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if not name.startswith("ledger.core.") or not path:
+        if not (name.startswith("ledger.core.") or name in _COMPILED_REPLAY) or not path:
             return None
         return FileFinder(path[0], (SourceFileLoader, SOURCE_SUFFIXES)).find_spec(name, target)
 
 
 def install() -> None:
-    """Make every later import of ``ledger.core.*`` load the Python sources (call before importing ledger.core)."""
-    if "ledger.core" in sys.modules:
-        raise RuntimeError("ledger.core is already imported: install the pure-core finder first")
+    """Make every later import of ``ledger.core.*`` (and the replay driver) load the Python sources; call first."""
+    if "ledger.core" in sys.modules or "ledger.replay" in sys.modules:
+        raise RuntimeError("ledger.core or ledger.replay is already imported: install the pure-core finder first")
     sys.meta_path.insert(0, _PureCore())

@@ -1,8 +1,8 @@
-"""The compiled core (``make fast``) against the pure one: same decisions, how much faster.
+"""The compiled core and replay driver (``make fast``) against the pure ones: same decisions, how much faster.
 
 Runs the `gpuledger demo` month under fair share (the replay speed target: > 250,000 simulated
 seconds per wall second) and the core benchmark's fair-share days once with the Python sources
-of ``ledger.core`` and once with the compiled modules, each in a fresh process of the same run,
+of ``ledger.core`` and the replay driver and once with the compiled modules, each in a fresh process of the same run,
 alternating. Each replay's event log is hashed (every record, in order): the two builds must
 write the same log. Skipped when the compiled modules are not built.
 """
@@ -31,7 +31,8 @@ from ledger.events import to_us
 from ledger.log import EventLog
 from ledger.replay.demo_month import FULL, generate
 from ledger.replay.run import inputs_from_budgets, replay
-assert ledger.core.COMPILED != pure
+import ledger.replay
+assert ledger.core.COMPILED != pure and ledger.replay.COMPILED != pure
 demo = generate(7)
 inputs = inputs_from_budgets(demo.budgets, list(demo.submissions), start=demo.start)
 with tempfile.TemporaryDirectory(prefix="bench-compiled-") as tmp:

@@ -40,9 +40,10 @@ def from_us(us: int) -> datetime:
 
 
 def _event_time(t: datetime) -> datetime:
-    if t.tzinfo is None or t.utcoffset() is None:
-        raise ValueError("must carry a time zone (UTC expected)")
-    t = t.astimezone(UTC)
+    if t.tzinfo is not UTC:  # already UTC (nearly every event): astimezone would return t itself
+        if t.tzinfo is None or t.utcoffset() is None:
+            raise ValueError("must carry a time zone (UTC expected)")
+        t = t.astimezone(UTC)
     if not EARLIEST <= t < LATEST:
         raise ValueError(f"must lie between {EARLIEST:%Y-%m-%d} and {LATEST:%Y-%m-%d}")
     return t

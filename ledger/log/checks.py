@@ -48,8 +48,10 @@ def _specs() -> dict[type, _Spec]:
     return {cls: (cls.__pydantic_validator__.validate_python, FULL_NAMES[name]) for name, cls in EVENT_TYPES.items()}
 
 
-def check_batch(events: Iterable[Event]) -> list[tuple[str, dict[str, Any]]]:
+def check_batch(events: Iterable[Event], *, start: int = 0) -> list[tuple[str, dict[str, Any]]]:
     """Validate every event; return (full record name, Avro-ready record) pairs or raise EventValidationError.
+
+    Errors name the batch item by its index, counted from ``start`` (a part of a larger batch).
 
     The records are the events' own ``__dict__``, which is what was validated. (pydantic's validated
     copy differs at most by normalisation that Avro encodes identically: a list for a tuple, an
@@ -62,14 +64,14 @@ def check_batch(events: Iterable[Event]) -> list[tuple[str, dict[str, Any]]]:
     for event in events:
         spec = specs.get(type(event))
         if spec is None:
-            raise _not_an_event(len(out), event)
+            raise _not_an_event(start + len(out), event)
         validate, full = spec
         data = event.__dict__
         try:
             validate(data)
         except ValidationError:
             # Again through parse_event, for its message naming field and value (len(out) is this item's index).
-            parse_event(type(event).__name__, data, where=_where(len(out), data))
+            parse_event(type(event).__name__, data, where=_where(start + len(out), data))
             raise
         append((full, data))
     return out

@@ -3,14 +3,41 @@
 ``load_inputs`` reads a workload trace (CSV / JSON Lines), an ITP raw trace or an event log;
 ``replay`` writes every event of the run into ``DIR/events``; ``ReplayDriver`` is the clock itself;
 ``demo_month.generate`` builds the seeded month ``gpuledger demo`` replays.
+
+``COMPILED`` says whether the driver and its log writer run compiled (``make fast`` builds them with
+the core; the same events, byte for byte). As for the core, compiled modules older than their
+sources are refused at import.
 """
 
-from ledger.replay.budgets import Budgets, load_budgets
-from ledger.replay.driver import ReplayDriver, ReplayStats
-from ledger.replay.run import ReplayInputs, inputs_from_budgets, load_inputs, load_trace, replay
-from ledger.replay.trace import RejectedRow, Trace, read_trace, write_trace
+import os
+from importlib.machinery import EXTENSION_SUFFIXES
+
+
+def _refuse_stale_compiled(here: str) -> None:
+    """Raise ImportError if a compiled module in directory ``here`` is older than its source."""
+    for name in os.listdir(here):
+        for suffix in EXTENSION_SUFFIXES:
+            source = os.path.join(here, name[: -len(suffix)] + ".py")
+            built = os.path.join(here, name)
+            if name.endswith(suffix) and os.path.exists(source) and os.path.getmtime(source) > os.path.getmtime(built):
+                raise ImportError(
+                    f"{built} is older than {source}: rebuild the compiled modules with `make fast`, "
+                    "or go back to pure Python with `make pure`"
+                )
+
+
+_refuse_stale_compiled(os.path.dirname(os.path.abspath(__file__)))
+
+from ledger.replay import driver as _driver  # noqa: E402 - after the check
+from ledger.replay.budgets import Budgets, load_budgets  # noqa: E402
+from ledger.replay.driver import ReplayDriver, ReplayStats  # noqa: E402
+from ledger.replay.run import ReplayInputs, inputs_from_budgets, load_inputs, load_trace, replay  # noqa: E402
+from ledger.replay.trace import RejectedRow, Trace, read_trace, write_trace  # noqa: E402
+
+COMPILED = not str(_driver.__file__).endswith(".py")
 
 __all__ = [
+    "COMPILED",
     "Budgets",
     "RejectedRow",
     "ReplayDriver",

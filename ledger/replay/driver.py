@@ -22,7 +22,7 @@ import time as wallclock
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Protocol, cast
 
 from ledger.errors import LedgerError
 from ledger.events import (
@@ -94,17 +94,34 @@ class ReplayStats:
 
 
 Progress = Callable[[int, int, int], None]  # (first_us, now_us, last_input_us)
+Sink = Callable[[list[Event]], object]  # takes each batch of events, in order
+
+
+class BatchWriter(Protocol):
+    """A sink that is told which events of a batch came from outside (fed inputs) and which were made here."""
+
+    def write(self, events: list[Event], outside: list[int]) -> object:
+        """Take one batch in order; ``outside`` lists the positions of the fed inputs in it."""
+        ...
 
 
 class ReplayDriver:
     """Feed inputs and simulated execution facts to a decision core in time order; collect every event."""
 
-    def __init__(self, core: Core, cluster: str, sink: Callable[[list[Event]], object], *, batch: int = 20_000):
+    def __init__(self, core: Core, cluster: str, sink: Sink | BatchWriter, *, batch: int = 20_000):
         self.core = core
         self.cluster = cluster
-        self._sink = sink
+        # A BatchWriter (``ledger.replay.logwriter.LogWriter``) learns which events came from outside,
+        # so that only those are validated again; a plain sink just takes the events.
+        write: Callable[[list[Event], list[int]], object] | None = getattr(sink, "write", None)
+        if write is None:
+            plain = cast(Sink, sink)
+            write = lambda events, _outside: plain(events)  # noqa: E731
+        self._write = write
         self._batch = batch
         self._out: list[Event] = []
+        self._counts: dict[type[Event], int] = {}  # events emitted, by class
+        self._outside: list[int] = []  # positions in _out of events fed from outside
         self._heap: list[tuple[int, int, int, int, str, int, Event | None]] = []
         self._seq = 0
         self._runs: dict[str, _Execution] = {}
@@ -165,6 +182,7 @@ class ReplayDriver:
                 if kind == _EVENT:
                     assert event is not None
                     self.stats.moments += 1
+                    self._outside.append(len(self._out))  # its position once emitted
                     self._emit(event)
                     outputs = core.handle(event)
                     if outputs:  # most simulated facts decide nothing: no call for an empty list
@@ -187,6 +205,7 @@ class ReplayDriver:
                     next_report = elapsed + 0.2
                     progress(self.stats.first_us or now, now, self._last_input_us)
         self._flush()
+        self.stats.by_type = {cls.__name__: n for cls, n in self._counts.items()}
         self.stats.wall_s = wallclock.perf_counter() - started
         return self.stats
 
@@ -278,9 +297,9 @@ class ReplayDriver:
         # microseconds are converted once per instant (an identity check, not a conversion).
         stats = self.stats
         stats.events += 1
-        name = type(event).__name__
-        by_type = stats.by_type
-        by_type[name] = by_type.get(name, 0) + 1
+        cls = type(event)
+        counts = self._counts  # by class; stats.by_type gets the names when run() returns
+        counts[cls] = counts.get(cls, 0) + 1
         when = event.time
         if when is self._time_obj:
             t = self._time_us
@@ -294,9 +313,9 @@ class ReplayDriver:
             else:
                 stats.first_us = stats.first_us if stats.first_us is not None else t
             stats.last_us = t
-        if name == "WorkloadSubmitted":
+        if cls is WorkloadSubmitted:
             self._active_gpus += event.gpus  # type: ignore[attr-defined]
-        elif name == "WorkloadCompleted":
+        elif cls is WorkloadCompleted:
             run = self._runs.get(event.workload_id)  # type: ignore[attr-defined]
             if run is not None and not run.counted_done:
                 run.counted_done = True
@@ -308,8 +327,9 @@ class ReplayDriver:
 
     def _flush(self) -> None:
         if self._out:
-            self._sink(self._out)
+            self._write(self._out, self._outside)
             self._out = []
+            self._outside = []
 
 
-__all__ = ["Core", "Progress", "ReplayDriver", "ReplayStats"]
+__all__ = ["BatchWriter", "Core", "Progress", "ReplayDriver", "ReplayStats", "Sink"]

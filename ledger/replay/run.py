@@ -88,6 +88,7 @@ def replay(
     """Replay ``inputs`` under ``knobs`` and write every event, in time order, to ``out_dir/events``."""
     from ledger.core import DecisionCore
     from ledger.log import EventLog
+    from ledger.replay.logwriter import LogWriter
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -96,7 +97,7 @@ def replay(
     shutil.rmtree(building, ignore_errors=True)
     log = EventLog(building)
     core = DecisionCore(knobs, inputs.cluster)
-    driver = ReplayDriver(core, inputs.cluster, log.append)
+    driver = ReplayDriver(core, inputs.cluster, LogWriter(log))
     driver.feed(inputs.setup)
     driver.feed(inputs.inputs)
     try:
