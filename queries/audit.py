@@ -58,6 +58,11 @@ def prepare(
     con: duckdb.DuckDBPyConnection, since_us: int | None = None, until_us: int | None = None, window_s: int = WEEK_S
 ) -> None:
     """Set the audit period and build the shared facts and every audit table in ``con``."""
+    # One thread: DuckDB sums floating-point shares in whatever order its threads finish, so on
+    # several threads the last bit of a team's hourly share could differ between two audits of
+    # one log, and a figure rounded at a tie could print differently. One thread sums in table
+    # order, the same every time, and is no slower here (the work is a few short scans).
+    con.execute("SET threads TO 1")
     union = " UNION ALL ".join(f'SELECT min("time") AS lo, max("time") AS hi FROM {t}' for t in _TIME_TABLES)
     lo, hi = con.execute(f"SELECT min(lo), max(hi) FROM ({union})").fetchone() or (None, None)
     t0 = since_us if since_us is not None else (lo if lo is not None else 0)
@@ -213,9 +218,9 @@ def workloads(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 def _settled(value: Any) -> Any:
     """Return ``value`` with every float rounded to 12 significant digits, recursively.
 
-    DuckDB sums floating-point values on several threads in whatever order they finish, so
-    the last bits of a sum can differ between two runs over the same log; 12 digits keep every
-    figure far beyond what a GPU-hour means while making the same log give the same report.
+    Sums of floating-point shares carry noise in their last bits (0.30000000000000004); 12
+    digits keep every figure far beyond what a GPU-hour means without printing that noise.
+    (That the same log gives the same bytes comes from ``prepare`` summing on one thread.)
     """
     if isinstance(value, float):
         return float(f"{value:.12g}") if math.isfinite(value) else value
