@@ -96,6 +96,9 @@ class Ledger:
         return None
 
 
+_WEEK_US = 7 * 86_400 * 1_000_000
+
+
 def drive(
     core: DecisionCore,
     inputs: list[ev.Event],
@@ -108,15 +111,23 @@ def drive(
 
     With ``cut``, the core is snapshotted and restored after that many inputs and driving
     continues with the restored core (the caller compares against an uncut run).
+
+    Driving stops a week after the last input. A run restarts its whole work after a preemption
+    here (no progress is kept), so under the literal swap rule two teams' long runs can take
+    turns forever, each preempted when its protected window ends and the other team ranks
+    ahead; nothing else in the streams takes longer than a few days.
     """
     queue: list[tuple[int, int, int, ev.Event]] = [(ev.to_us(e.time), 0, i, e) for i, e in enumerate(inputs)]
     heapq.heapify(queue)
+    horizon = max((t for t, *_ in queue), default=0) + _WEEK_US
     seq = len(inputs)
     out: list[bytes] = []
     attempts: dict[str, int] = {}
     fed = 0
     while queue or core.next_wakeup() is not None:
         nxt = core.next_wakeup()
+        if (nxt is None or nxt > horizon) and (not queue or queue[0][0] > horizon):
+            break
         if nxt is not None and (not queue or nxt <= queue[0][0]):
             produced = core.advance(nxt)
         else:
