@@ -10,8 +10,8 @@ was, not as it reads.
 """
 
 import os
-from importlib.machinery import EXTENSION_SUFFIXES
 
+from ledger.buildcheck import refuse_stale_compiled
 from ledger.core import scheduler as _scheduler
 from ledger.core.contract import Workload
 from ledger.core.fairshare import FairShareOrder
@@ -35,19 +35,5 @@ __all__ = [
 ]
 
 
-def _refuse_stale_compiled(here: str) -> None:
-    """Raise ImportError if a compiled module in directory ``here`` is older than its source."""
-    for name in os.listdir(here):
-        for suffix in EXTENSION_SUFFIXES:
-            if not name.endswith(suffix):
-                continue
-            built, source = os.path.join(here, name), os.path.join(here, name[: -len(suffix)] + ".py")
-            if os.path.exists(source) and os.path.getmtime(source) > os.path.getmtime(built):
-                raise ImportError(
-                    f"{built} is older than {source}: rebuild the compiled core with `make fast`, "
-                    "or go back to pure Python with `make pure`"
-                )
-
-
-_refuse_stale_compiled(os.path.dirname(os.path.abspath(__file__)))
+refuse_stale_compiled(os.path.dirname(os.path.abspath(__file__)))
 COMPILED = not str(_scheduler.__file__).endswith(".py")

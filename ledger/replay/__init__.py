@@ -10,23 +10,10 @@ sources are refused at import.
 """
 
 import os
-from importlib.machinery import EXTENSION_SUFFIXES
 
+from ledger.buildcheck import refuse_stale_compiled
 
-def _refuse_stale_compiled(here: str) -> None:
-    """Raise ImportError if a compiled module in directory ``here`` is older than its source."""
-    for name in os.listdir(here):
-        for suffix in EXTENSION_SUFFIXES:
-            source = os.path.join(here, name[: -len(suffix)] + ".py")
-            built = os.path.join(here, name)
-            if name.endswith(suffix) and os.path.exists(source) and os.path.getmtime(source) > os.path.getmtime(built):
-                raise ImportError(
-                    f"{built} is older than {source}: rebuild the compiled modules with `make fast`, "
-                    "or go back to pure Python with `make pure`"
-                )
-
-
-_refuse_stale_compiled(os.path.dirname(os.path.abspath(__file__)))
+refuse_stale_compiled(os.path.dirname(os.path.abspath(__file__)))
 
 from ledger.replay import driver as _driver  # noqa: E402 - after the check
 from ledger.replay.budgets import Budgets, load_budgets  # noqa: E402
