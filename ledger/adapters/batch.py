@@ -28,7 +28,7 @@ from ledger import events as ev
 from ledger.adapters.columns import Bools, Ints, avro_strings, bools, join, varints, zigzag
 from ledger.adapters.history import History, Run
 from ledger.adapters.wire import HistoryWriter, wire_layout
-from ledger.log.avro_encode import varint
+from ledger.log.avro_encode import string_bytes, zigzag_bytes
 
 __all__ = [
     "KINDS",
@@ -152,7 +152,7 @@ class _Pieces:
         self.base_bytes = pc.cast(self.base, pa.binary())
         clusters = pc.unique(b.cluster).to_pylist()
         # One cluster (the common file): its bytes are a constant, written with each event id's last word.
-        self.cluster: bytes | None = avro_string(clusters[0]) if len(clusters) == 1 else None
+        self.cluster: bytes | None = string_bytes(clusters[0]) if len(clusters) == 1 else None
         self.cluster_col = avro_strings(b.cluster) if self.cluster is None else None
         self.ws = avro_strings(b.workload_id)
 
@@ -181,12 +181,6 @@ class _Pieces:
             cluster = self.cluster_col if all_rows else self.cluster_col.filter(sel)
             parts = [id_len, base_bytes, word, cluster, varints(zigzag(t), suffix=version), ws]
         return cols, parts
-
-
-def avro_string(text: str) -> bytes:
-    """Return the Avro bytes of one string."""
-    data = text.encode()
-    return varint(len(data) << 1) + data
 
 
 def _codes(values: pa.Array | Ints) -> tuple[Ints, list[Any]]:
@@ -239,8 +233,8 @@ def wire_columns(b: HistoryBatch) -> list[WireColumns] | None:
     ) -> bytes:
         return b"".join(
             (
-                avro_string(budget), avro_string(user), _zigzag(gpus), _zigzag(nodes), _zigzag(min_rt),
-                b"\x01" if resumable else b"\x00", _zigzag(prio), kinds[KINDS[kind]],
+                string_bytes(budget), string_bytes(user), zigzag_bytes(gpus), zigzag_bytes(nodes), zigzag_bytes(min_rt),
+                b"\x01" if resumable else b"\x00", zigzag_bytes(prio), kinds[KINDS[kind]],
             )
         )  # fmt: skip
 
@@ -256,7 +250,7 @@ def wire_columns(b: HistoryBatch) -> list[WireColumns] | None:
 
         def where(hosts: int, gpus: int, allocated: bool) -> bytes:
             data = HistoryWriter.hosts_bytes(b.host_lists[hosts])
-            return data + b"\x00" + _zigzag(gpus) + (b"\x01" if allocated else b"\x00")
+            return data + b"\x00" + zigzag_bytes(gpus) + (b"\x01" if allocated else b"\x00")
 
         nodes = by_combination((b.hosts[ran], b.gpus[ran], b.min_runtime_s[ran] > 0), where)
         protected = varints(zigzag(b.start[ran] + b.min_runtime_s[ran] * 1_000_000), suffix=b"\x02")  # attempt 1
@@ -280,10 +274,6 @@ def wire_columns(b: HistoryBatch) -> list[WireColumns] | None:
         cols.data = join(*parts, _take(outcomes, b.outcome[ended]))
         out.append(cols)
     return out
-
-
-def _zigzag(n: int) -> bytes:
-    return varint((n << 1) ^ (n >> 63))
 
 
 def history_columns(

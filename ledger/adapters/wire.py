@@ -24,7 +24,7 @@ from typing import Any
 
 from ledger.adapters.history import History
 from ledger.codec import union_schema
-from ledger.log.avro_encode import varint
+from ledger.log.avro_encode import string_bytes, varint, zigzag_bytes
 
 __all__ = ["HistoryWriter", "WireItem", "wire_items", "wire_layout", "wire_writer"]
 
@@ -60,17 +60,6 @@ _LEN = _Lengths((n, varint(n << 1)) for n in range(1024))
 _CACHE_LIMIT = 1 << 16
 
 
-def _zigzag(n: int) -> bytes:
-    """Return the Avro bytes of an int or long."""
-    return varint((n << 1) ^ (n >> 63))
-
-
-def _string(text: str) -> bytes:
-    """Return the Avro bytes of a string (length, then UTF-8)."""
-    data = text.encode()
-    return _LEN[len(data)] + data
-
-
 class _Layout:
     """What the writer reads from the schema: each record's union index, and its enums' symbol bytes."""
 
@@ -103,16 +92,16 @@ class HistoryWriter:
 
     def __init__(self, cluster: str, source: str, layout: _Layout) -> None:
         self.prefix = f"{cluster}/{source}/"
-        self.cluster = _string(cluster)
+        self.cluster = string_bytes(cluster)
         heads = layout.heads
-        v1 = _zigzag(1)
+        v1 = zigzag_bytes(1)
         # each record's union index: what comes before its event_id
         self.h_sub = heads["WorkloadSubmitted"]
         self.h_start = heads["WorkloadStarted"]
         self.h_pre = heads["WorkloadPreempted"]
         self.h_req = heads["WorkloadRequeued"]
         self.h_end = heads["WorkloadCompleted"]
-        self.v2 = _zigzag(2)
+        self.v2 = zigzag_bytes(2)
         self.v1 = v1
         self.kinds = layout.enums["WorkloadSubmitted", "kind"]
         self.reasons = {k: v + b"\x00" for k, v in layout.enums["WorkloadPreempted", "reason"].items()}  # + by: null
@@ -137,7 +126,7 @@ class HistoryWriter:
         """Return the bytes of a non-null work_s (union branch 1, then the long)."""
         if len(self._works) >= _CACHE_LIMIT:
             self._works.clear()
-        data = self._works[work_s] = b"\x02" + _zigzag(work_s)
+        data = self._works[work_s] = b"\x02" + zigzag_bytes(work_s)
         return data
 
     def _middle(self, key: tuple[Any, ...]) -> bytes:
@@ -147,13 +136,13 @@ class HistoryWriter:
         budget, user, gpus, nodes, min_runtime_s, resumable, priority, kind = key
         data = self._middles[key] = b"".join(
             (
-                _string(budget),
-                _string(user),
-                _zigzag(gpus),
-                _zigzag(nodes),
-                _zigzag(min_runtime_s),
+                string_bytes(budget),
+                string_bytes(user),
+                zigzag_bytes(gpus),
+                zigzag_bytes(nodes),
+                zigzag_bytes(min_runtime_s),
                 _TRUE if resumable else _FALSE,
-                _zigzag(priority),
+                zigzag_bytes(priority),
                 self.kinds[kind],
             )
         )
@@ -162,14 +151,14 @@ class HistoryWriter:
     @staticmethod
     def hosts_bytes(hosts: tuple[str, ...]) -> bytes:
         """Return the bytes of a node list's items, without the array's closing zero."""
-        return b"".join([varint(len(hosts) << 1), *map(_string, hosts)]) if hosts else b""
+        return b"".join([varint(len(hosts) << 1), *map(string_bytes, hosts)]) if hosts else b""
 
     def _hosts(self, key: tuple[tuple[str, ...], int, bool]) -> bytes:
         """Return the bytes of a start's nodes, gpus and allocated fields, given as a tuple."""
         if len(self._nodes) >= _CACHE_LIMIT:
             self._nodes.clear()
         hosts, gpus, allocated = key
-        parts = [self.hosts_bytes(hosts), b"\x00", _zigzag(gpus), _TRUE if allocated else _FALSE]
+        parts = [self.hosts_bytes(hosts), b"\x00", zigzag_bytes(gpus), _TRUE if allocated else _FALSE]
         data = self._nodes[key] = b"".join(parts)
         return data
 
@@ -299,7 +288,7 @@ class HistoryWriter:
     def _attempt(self, what: str, n: int) -> tuple[str, bytes, bytes]:
         """Return ``what`` numbered (``start2``), its bytes followed by the cluster's, and the bytes of ``n``."""
         text = f"{what}{n}"
-        found = self._attempts[what, n] = (text, text.encode() + self.cluster, _zigzag(n))
+        found = self._attempts[what, n] = (text, text.encode() + self.cluster, zigzag_bytes(n))
         return found
 
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, NamedTuple
 
-__all__ = ["UnencodableValue", "UnionEncoder", "union_encoder", "varint"]
+__all__ = ["UnencodableValue", "UnionEncoder", "string_bytes", "union_encoder", "varint", "zigzag_bytes"]
 
 Record = dict[str, Any]
 Encode = Callable[[Any, bytearray], None]
@@ -102,6 +102,17 @@ def varint(n: int) -> bytes:
         tail = _HIGH[high] = _spread(high)
     return _MID[n & 0x3FFF] + _MID[(n >> 14) & 0x3FFF] + tail
 
+
+
+def zigzag_bytes(n: int) -> bytes:
+    """Return the Avro bytes of an int or long (zig-zag, then varint)."""
+    return varint((n << 1) ^ (n >> 63))
+
+
+def string_bytes(text: str) -> bytes:
+    """Return the Avro bytes of a string (its UTF-8 length, then the UTF-8)."""
+    data = text.encode()
+    return varint(len(data) << 1) + data
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)  # noqa: UP017 - the name fastavro's arithmetic uses
 

@@ -25,7 +25,7 @@ from typing import Any
 from ledger.codec import union_schema
 from ledger.events import EVENT_TYPES, CheckpointWritten, Event, to_us
 from ledger.log import EventLog
-from ledger.log.avro_encode import union_encoder, varint
+from ledger.log.avro_encode import string_bytes, union_encoder, varint, zigzag_bytes
 from ledger.log.checks import FULL_NAMES, check_batch, explain_unencodable
 
 __all__ = ["LogWriter"]
@@ -35,25 +35,12 @@ _CHECKPOINT_FIELDS = ("event_id", "cluster", "time", "schema_version", "workload
 _ID_LIMIT = 1 << 17  # remembered workload ids (bounded; a month holds ~10,000-100,000 workloads)
 
 
-def _string(text: str) -> bytes:
-    """Return the Avro bytes of a string (length, then UTF-8)."""
-    data = text.encode()
-    return varint(len(data) << 1) + data
-
-
 def _put_varint(out: bytearray, n: int) -> None:
     """Append the varint bytes of an already zig-zagged, non-negative n (a plain loop: compiled, it is the fastest)."""
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
         n >>= 7
     out.append(n)
-
-
-def _zigzag(n: int) -> bytes:
-    """Return the Avro bytes of an int or long (zig-zag varint)."""
-    out = bytearray()
-    _put_varint(out, (n << 1) ^ (n >> 63))
-    return bytes(out)
 
 
 def _checkpoint_head() -> bytes | None:
@@ -85,7 +72,7 @@ class LogWriter:
         self._head = head or b""
         self._direct = head is not None
         self._ids: dict[str, bytes] = {}  # workload id -> its bytes
-        self._cluster: tuple[str, bytes] = ("", _string(""))
+        self._cluster: tuple[str, bytes] = ("", string_bytes(""))
         self._time: tuple[object, bytes] = (None, b"")
         self.written = 0
 
@@ -125,16 +112,16 @@ class LogWriter:
             if when.__class__ is not datetime or when.tzinfo is None:
                 return None  # not what the driver makes: the log's encoder handles (or refuses) it
             us = to_us(when)
-            self._time = (when, _zigzag(us))
+            self._time = (when, zigzag_bytes(us))
         cluster: str = record["cluster"]
         if cluster != self._cluster[0]:
-            self._cluster = (cluster, _string(cluster))
+            self._cluster = (cluster, string_bytes(cluster))
         wid: str = record["workload_id"]
         wid_bytes = self._ids.get(wid)
         if wid_bytes is None:
             if len(self._ids) >= _ID_LIMIT:
                 self._ids.clear()
-            wid_bytes = self._ids[wid] = _string(wid)
+            wid_bytes = self._ids[wid] = string_bytes(wid)
         event_id: bytes = record["event_id"].encode()
         out = bytearray(self._head)
         _put_varint(out, len(event_id) << 1)
