@@ -77,8 +77,14 @@ def audit_records_with_tree(source: Any, budgets_file: str) -> list[Record]:
     if not records:
         raise InputError(f"{source}: the log holds no events")
     charged, summary = charge_records(records, Charger(budgets))
+    from datetime import datetime
+
+    from ledger import events as ev
+
     start = min(r["time"] for _, r in records)
-    tree = [event_record(e) for e in tree_events(budgets, start)]
+    as_datetimes = isinstance(start, datetime)  # the log's reader gives times as datetimes, records as µs
+    events = tree_events(budgets, ev.to_us(start) if as_datetimes else start)
+    tree = [(e.type_name, dict(e.__dict__)) if as_datetimes else event_record(e) for e in events]
     if "ClusterCapacityChanged" in kinds:
         tree = [t for t in tree if t[0] != "ClusterCapacityChanged"]
     sources = sorted({source_of(r["event_id"]) for n, r in records if n.rsplit(".", 1)[-1] == "WorkloadSubmitted"})
