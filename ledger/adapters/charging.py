@@ -149,7 +149,7 @@ def _names(source: str, budget: str, hint: str | None) -> tuple[tuple[str, ...],
 def _reason(source: str, names: tuple[str, ...], reason: str) -> str:
     if source == "kueue" and not names:
         return "no admitted workload of it names its ClusterQueue"
-    return reason
+    return reason or "the records name no account"
 
 
 def kueue_queues(records: Iterable[Record]) -> dict[str, str]:
