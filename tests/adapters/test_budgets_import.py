@@ -310,3 +310,60 @@ def test_html_report_headline_boxes_are_filled_for_an_import(
     boxes = text[text.index('<div class="kpis">'):].split("</div></div>")[0]
     values = [part.split("</b>")[0] for part in boxes.split("<b>")[1:]]
     assert len(values) == 6 and "-" not in values and "0 of 0" not in values
+
+
+def test_audit_with_budgets_refuses_a_log_that_has_a_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "events"
+    assert main(["import", "slurm", str(SLICE), "--gpus-for-cpu-jobs", "1", "--budgets", str(SEVEN),
+                 "--out", str(log)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert main(["audit", str(log), "--budgets", str(SEVEN)]) == 2
+    assert "already holds a budget tree; audit it without --budgets" in capsys.readouterr().err
+
+
+def test_changed_budgets_add_a_new_version_that_the_audit_takes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = tmp_path / "events"
+    base = ["import", "slurm", str(SLICE), "--gpus-for-cpu-jobs", "1", "--out", str(log)]
+    assert main([*base, "--budgets", str(SEVEN)]) == 0
+    first = _audit_json(log, capsys)
+    changed = yaml.safe_load(SEVEN.read_text())
+    for node in changed["nodes"]:
+        if node["path"] == "ccr/chem":
+            node["share"] = 1  # chem and bio now equal
+    path = tmp_path / "equal.yaml"
+    path.write_text(yaml.safe_dump(changed))
+    assert main([*base, "--budgets", str(path)]) == 0
+    assert "appended 11 new events" in capsys.readouterr().out  # the tree and capacity again, nothing else
+    second = _audit_json(log, capsys)
+    jobs = sacct_jobs(SLICE.read_text().splitlines())
+    team_of = {a: f"ccr/{'chem' if a in CHEM else 'bio'}/{a}" for a in {j["account"] for j in jobs}}
+    equal = {t: (1 / 2 * 1 / 2 if "/chem/" in t else 1 / 2 * 1 / 5) for t in SEVEN_FRACTIONS}
+    _check_owed(second, owed_reference(jobs, team_of, equal, 128))
+    assert second["owed_hours"]["owed_gpu_hours"] != first["owed_hours"]["owed_gpu_hours"]
+
+
+def test_a_local_queue_never_admitted_is_listed_as_unmatched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = [j for j in sacct_jobs(SLICE.read_text().splitlines()) if j["account"] in CHEM][:20]
+    waiting = {**jobs[0], "id": "never", "account": "newteam", "start": None}
+    workloads = tmp_path / "workloads.json"
+    workloads.write_text(json.dumps(kueue_workloads([*jobs, waiting], {a: "cq-chem" for a in (*CHEM, "newteam")})))
+    budgets = tmp_path / "budgets.yaml"
+    assert main(["budgets", "from-kueue", str(QUEUES), "--out", str(budgets)]) == 0
+    assert main(["import", "kueue", str(workloads), "--budgets", str(budgets)]) == 0
+    out = capsys.readouterr().out
+    assert "unmatched:   1 workloads of 1 accounts" in out
+    assert "LocalQueue newteam/lq-newteam: 1 workloads, e.g. newteam/job-never " in out
+    assert "(no admitted workload of it names its ClusterQueue)" in out
+
+
+def test_from_kueue_names_the_object_and_field_of_a_bad_weight(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "queues.yaml"
+    bad.write_text(QUEUES.read_text().replace('weight: "3"', "weight: lots"))
+    assert main(["budgets", "from-kueue", str(bad)]) == 2
+    assert f"{bad}: ClusterQueue cq-chem: spec.fairSharing.weight = 'lots'" in capsys.readouterr().err
