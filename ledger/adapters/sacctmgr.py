@@ -239,6 +239,11 @@ def slurm_budgets(tree: SlurmTree, gpus: int, gpus_per_node: int) -> tuple[Budge
         raise InputError("the association tree has no account below root")
     if parent_accounts:
         notes.append(f"Share=parent accounts (share = their children's sum): {', '.join(parent_accounts)}")
+    mixed = sorted(a.name for a in accts.values()
+                   if any(v is None for v in a.users.values()) and any(v is not None for v in a.users.values()))
+    if mixed:
+        notes.append(f"accounts with users of both kinds (the Share=parent ones charge the account itself, "
+                     f"counted as a team beside its users' nodes): {', '.join(mixed)}")
     if parent_users:
         notes.append(f"{parent_users} Share=parent user association(s): no node, their records charge the account")
     if gpus % gpus_per_node:
