@@ -67,6 +67,14 @@ class ChargeSummary:
         if len(u.examples) < EXAMPLES:
             u.examples.append(workload_id)
 
+    def merge(self, other: ChargeSummary) -> None:
+        """Add the counts of another summary (of another file of the same import)."""
+        self.charged.update(other.charged)
+        for key, u in other.unmatched.items():
+            mine = self.unmatched.setdefault(key, _Unmatched(u.reason))
+            mine.workloads += u.workloads
+            mine.examples += u.examples[: max(0, EXAMPLES - len(mine.examples))]
+
     def render(self) -> str:
         """Return the summary lines printed after an import or audit with a budgets file."""
         lines = [f"  charged:     {sum(self.charged.values())} workloads to {len(self.charged)} budget nodes"]

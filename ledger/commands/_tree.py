@@ -42,12 +42,7 @@ def charge_imports(results: list[ImportResult], budgets_file: str) -> ImportResu
     charger = Charger(budgets)
     total = ChargeSummary()
     for res in results:
-        s = charge_result(res, charger)
-        total.charged.update(s.charged)
-        for key, u in s.unmatched.items():
-            mine = total.unmatched.setdefault(key, u.__class__(u.reason))
-            mine.workloads += u.workloads
-            mine.examples += u.examples[: max(0, 3 - len(mine.examples))]
+        total.merge(charge_result(res, charger))
     start = _first_time(results)
     print(f"budgets from {budgets_file}: cluster {budgets.cluster}, {budgets.gpus} GPUs, {len(budgets.nodes)} nodes")
     print(total.render())
