@@ -367,3 +367,16 @@ def test_from_kueue_names_the_object_and_field_of_a_bad_weight(
     bad.write_text(QUEUES.read_text().replace('weight: "3"', "weight: lots"))
     assert main(["budgets", "from-kueue", str(bad)]) == 2
     assert f"{bad}: ClusterQueue cq-chem: spec.fairSharing.weight = 'lots'" in capsys.readouterr().err
+
+
+def test_the_budgets_file_in_the_docs_loads_and_charges_the_accounts_it_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "audit-your-cluster.md").read_text()
+    block = doc.split("## A budgets file by hand")[1].split("```yaml\n")[1].split("```")[0]
+    assert len(block.splitlines()) == 10
+    path = tmp_path / "budgets.yaml"
+    path.write_text(block)
+    assert main(["import", "slurm", str(SLICE), "--gpus-for-cpu-jobs", "1", "--budgets", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "ccr/chem/calla" in out and "account ibech:" in out and "account savwa:" in out
