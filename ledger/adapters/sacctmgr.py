@@ -17,8 +17,8 @@ the 20 default columns, or the 19 of releases without ``Priority``). ``--parsabl
   ``Share`` = ``parent`` has its children reparented, for fair share, to the first ancestor that has a
   share of its own. It stays a node (its records must still find it) with the sum of its children's
   shares, which gives each child exactly the fraction the reparenting gives it.
-* **Capacity**: ``--gpus N``, or the GPUs ``sinfo -N -o '%n %G'`` output lists (each host counted once),
-  or else ``gres/gpu`` in the ``root`` association's GrpTRES.
+* **Capacity**: ``--gpus N``, or the GPUs ``sinfo -o '%n %G'`` output lists (host lists expanded,
+  each host counted once), or else ``gres/gpu`` in the ``root`` association's GrpTRES.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.adapters.common import budget_path
+from ledger.adapters.hostlist import expand_hostlist
 from ledger.errors import InputError
 from ledger.replay.budgets import BudgetNode, Budgets
 
@@ -182,17 +183,22 @@ def parse_sacctmgr(text: str, file: str, cluster: str | None = None) -> SlurmTre
 
 
 def parse_sinfo(text: str, file: str) -> tuple[int, int]:
-    """Return (GPUs, GPUs per host) from ``sinfo -N -o '%n %G'`` output (each host once); InputError if none."""
+    """Return (GPUs, GPUs per host) from ``sinfo -o '%n %G'`` output (host lists expanded, each host once)."""
     per_host: dict[str, int] = {}
     for n, line in enumerate(text.splitlines(), 1):
         parts = line.split()
         if not parts or (n == 1 and parts[0].upper() in ("HOSTNAMES", "NODELIST")):
             continue
         if len(parts) != 2:
-            raise InputError(f"{file}:{n}: expected 'HOSTNAME GRES' (sinfo -N -o '%n %G'), found {line.strip()!r}")
-        host, gres = parts
+            raise InputError(f"{file}:{n}: expected 'HOSTNAMES GRES' (sinfo -o '%n %G'), found {line.strip()!r}")
+        hostlist, gres = parts
+        try:
+            hosts = expand_hostlist(hostlist)  # without -N, sinfo prints each group of alike hosts as a host list
+        except ValueError as exc:
+            raise InputError(f"{file}:{n}: host list {hostlist!r}: {exc}") from None
         gpus = sum(int(m.group(1)) for m in _GRES_GPU.finditer(gres)) if gres != "(null)" else 0
-        per_host[host] = max(per_host.get(host, 0), gpus)
+        for host in hosts:
+            per_host[host] = max(per_host.get(host, 0), gpus)
     counts = [g for g in per_host.values() if g > 0]
     if not counts:
         raise InputError(f"{file}: no host with GPUs (gres gpu:...) found")

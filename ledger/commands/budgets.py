@@ -4,7 +4,7 @@
   gpuledger budgets from-kueue FILE [--gpus N] [--cluster NAME] [--gpu-resource nvidia.com/gpu] [--out FILE]
 
 ASSOC_FILE: ``sacctmgr --parsable2 show assoc format=Cluster,Account,ParentName,User,Fairshare,GrpTRES``
-(or the default columns). SINFO_FILE: ``sinfo -N -o '%n %G'``. FILE: Kueue Cohort and ClusterQueue
+(or the default columns). SINFO_FILE: ``sinfo -o '%n %G'``. FILE: Kueue Cohort and ClusterQueue
 objects, YAML or JSON. The budgets file goes to standard output (or --out), with what was read
 as comments at its top; give it to ``gpuledger import ... --budgets`` or ``gpuledger audit --budgets``.
 """
@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", help="sacctmgr show assoc output, or Kueue objects")
     p.add_argument("--gpus", type=int, metavar="N", help="cluster capacity in GPUs")
     p.add_argument("--gpus-per-node", type=int, default=8, metavar="N", help="GPUs per host (default 8)")
-    p.add_argument("--sinfo", metavar="FILE", help="from-slurm: sinfo -N -o '%%n %%G' output giving the capacity")
+    p.add_argument("--sinfo", metavar="FILE", help="from-slurm: sinfo -o '%%n %%G' output giving the capacity")
     p.add_argument("--cluster", help="cluster name (from-slurm: the one to read when the file has several; "
                    "from-kueue: default kueue)")
     p.add_argument("--gpu-resource", default="nvidia.com/gpu", help="from-kueue: resource counted as GPUs")
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         elif gpus is None and tree.root_gpus:
             gpus, where = tree.root_gpus, "the root association's GrpTRES"
         if gpus is None:
-            raise ConfigError(f"{args.file}: no capacity: give --gpus N or --sinfo FILE (sinfo -N -o '%n %G')")
+            raise ConfigError(f"{args.file}: no capacity: give --gpus N or --sinfo FILE (sinfo -o '%n %G')")
         budgets, notes = slurm_budgets(tree, gpus, per_node)
         head = [f"from sacctmgr associations in {Path(args.file).name} (cluster {tree.cluster}); "
                 f"capacity from {where}"]
