@@ -10,6 +10,8 @@ an operator applies) or JSON (a ``List`` with ``items``, or a plain list). Objec
   Kueue. Queues without a cohort, and cohorts without a parent, are the top nodes.
 * **Shares**: ``spec.fairSharing.weight`` (default 1; 0 gives no share), a number or a Kubernetes
   quantity (``"2"``, ``"0.5"``, ``"500m"``).
+* **Since**: each node's ``metadata.creationTimestamp`` when the object has one: an import times the
+  node's definition then if that is later than the start of the imported period.
 * **Capacity**: the sum of the ``nominalQuota`` of the GPU resource (default ``nvidia.com/gpu``) over
   every flavor of every resource group of the queues and cohorts; ``--gpus`` overrides it.
 
@@ -22,11 +24,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import yaml
 
-from ledger.adapters.common import budget_path
+from ledger.adapters.common import RowError, budget_path, parse_local_time
 from ledger.errors import InputError
 from ledger.replay.budgets import BudgetNode, Budgets
 
@@ -43,6 +46,7 @@ class _Queue:
     parent: str | None
     weight: float
     gpus: int
+    created: datetime | None = None
 
 
 @dataclass
@@ -127,7 +131,14 @@ def parse_kueue_objects(text: str, file: str, gpu_resource: str = "nvidia.com/gp
         key = f"{kind}/{name}"
         if key in queues:
             raise InputError(f"{where}: defined twice")
-        queues[key] = _Queue(name, kind, parent or None, weight, _gpus(spec, gpu_resource, where))
+        stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+        created = None
+        if stamp is not None:
+            try:
+                created = parse_local_time(str(stamp), UTC, "metadata.creationTimestamp")
+            except RowError as exc:
+                raise InputError(f"{where}: {exc}") from None
+        queues[key] = _Queue(name, kind, parent or None, weight, _gpus(spec, gpu_resource, where), created)
     return KueueTree(queues, other)
 
 
@@ -157,7 +168,7 @@ def kueue_budgets(
             raise InputError(f"cohort {q.parent!r} is its own ancestor ({' -> '.join((*seen, q.parent))})")
         return f"{path_of(cohorts[q.parent], (*seen, q.name))}/{budget_path(q.name)}"
 
-    nodes = {path_of(q): BudgetNode(path_of(q), q.weight, ()) for q in [*cohorts.values(), *cqs]}
+    nodes = {path_of(q): BudgetNode(path_of(q), q.weight, (), q.created) for q in [*cohorts.values(), *cqs]}
     ordered = tuple(sorted(nodes.values(), key=lambda n: n.path.count("/")))
     quota = sum(q.gpus for q in tree.queues.values())
     if gpus is None:

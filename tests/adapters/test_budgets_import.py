@@ -55,9 +55,13 @@ def _overlap(lo: int, hi: int, a: int, b: int) -> int:
 
 
 def owed_reference(
-    jobs: list[dict[str, Any]], team_of: dict[str, str], fraction: dict[str, float], capacity: int
+    jobs: list[dict[str, Any]], team_of: dict[str, str], fraction: dict[str, float], capacity: int,
+    later: tuple[int, dict[str, float]] | None = None,
 ) -> dict[str, dict[str, float]]:
-    """Return per team owed, delivered and received GPU-hours over the span of the jobs (1 GPU each)."""
+    """Return per team owed, delivered and received GPU-hours over the span of the jobs (1 GPU each).
+
+    ``later`` = (time, fractions): the teams' fractions from that time on (a tree that changed).
+    """
     t0 = min(j["submit"] for j in jobs)
     t1 = max(j["end"] for j in jobs)
     demand: dict[tuple[str, int], int] = defaultdict(int)
@@ -73,6 +77,10 @@ def owed_reference(
         owed = delivered = received = 0.0
         for h in range(t0 // HOUR, (t1 - 1) // HOUR + 1):
             share = frac * capacity * _overlap(h * HOUR, h * HOUR + HOUR, t0, t1)
+            if later is not None:
+                cut, fracs = later
+                share = capacity * (frac * _overlap(h * HOUR, h * HOUR + HOUR, t0, min(cut, t1))
+                                    + fracs.get(team, 0.0) * _overlap(h * HOUR, h * HOUR + HOUR, max(cut, t0), t1))
             o = min(share, demand[team, h])
             owed += o
             delivered += ran[team, h]
@@ -380,3 +388,30 @@ def test_the_budgets_file_in_the_docs_loads_and_charges_the_accounts_it_names(
     assert main(["import", "slurm", str(SLICE), "--gpus-for-cpu-jobs", "1", "--budgets", str(path)]) == 0
     out = capsys.readouterr().out
     assert "ccr/chem/calla" in out and "account ibech:" in out and "account savwa:" in out
+
+
+def test_a_cluster_queue_created_during_the_period_is_owed_from_its_creation_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs = sacct_jobs(SLICE.read_text().splitlines())
+    queue_of = {a: "cq-chem" if a in CHEM else "cq-bio" for a in {j["account"] for j in jobs}}
+    workloads = tmp_path / "workloads.json"
+    workloads.write_text(json.dumps(kueue_workloads(jobs, queue_of)))
+    t0, t1 = min(j["submit"] for j in jobs), max(j["end"] for j in jobs)
+    created = t0 + (t1 - t0) // 2 + 1234  # inside an hour, not at its start
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created))
+    queues = tmp_path / "queues.yaml"
+    dated = f"  name: cq-bio\n  creationTimestamp: '{stamp}'\n"
+    queues.write_text(QUEUES.read_text().replace("  name: cq-bio\n", dated))
+    budgets = tmp_path / "budgets.yaml"
+    assert main(["budgets", "from-kueue", str(queues), "--cluster", "pozidriv", "--out", str(budgets)]) == 0
+    assert f"since: '{stamp}'" in budgets.read_text()
+    log = tmp_path / "events"
+    assert main(["import", "kueue", str(workloads), "--cluster", "pozidriv", "--budgets", str(budgets),
+                 "--out", str(log)]) == 0  # fmt: skip
+    audit = _audit_json(log, capsys)
+    team_of = {a: f"ccr/{q}" for a, q in queue_of.items()}
+    # before cq-bio exists, cq-chem is the cohort's only queue; from then on 3:1
+    ref = owed_reference(jobs, team_of, {"ccr/cq-chem": 1.0, "ccr/cq-bio": 0.0}, 128,
+                         later=(created, {"ccr/cq-chem": 3 / 4, "ccr/cq-bio": 1 / 4}))  # fmt: skip
+    _check_owed(audit, ref)
