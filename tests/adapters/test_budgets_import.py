@@ -415,3 +415,10 @@ def test_a_cluster_queue_created_during_the_period_is_owed_from_its_creation_on(
     ref = owed_reference(jobs, team_of, {"ccr/cq-chem": 1.0, "ccr/cq-bio": 0.0}, 128,
                          later=(created, {"ccr/cq-chem": 3 / 4, "ccr/cq-bio": 1 / 4}))  # fmt: skip
     _check_owed(audit, ref)
+
+
+def test_a_bad_since_names_the_entry(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "b.yaml"
+    bad.write_text(SEVEN.read_text().replace("{path: ccr/bio, share: 1}", "{path: ccr/bio, share: 1, since: soon}"))
+    assert main(["import", "slurm", str(SLICE), "--gpus-for-cpu-jobs", "1", "--budgets", str(bad)]) == 2
+    assert f"{bad}: nodes[4] (ccr/bio): since = 'soon': expected an ISO 8601 time" in capsys.readouterr().err
