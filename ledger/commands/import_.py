@@ -10,6 +10,10 @@ reason, and rejected records (file:line: reason). Malformed records are skipped 
 with --strict any malformed record refuses the whole import and nothing is written.
 Importing a file twice adds nothing: event ids are derived from the source records.
 Without --out nothing is written (a dry run that prints the summary).
+
+With --budgets FILE each workload is charged to the deepest node of the file's tree it belongs to
+(``ledger.adapters.charging``), the summary lists those that match none by account, and the tree
+and capacity go into the log as events at the start of the imported period.
 """
 
 from __future__ import annotations
