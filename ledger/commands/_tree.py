@@ -32,6 +32,17 @@ def _first_time(results: Sequence[ImportResult]) -> int | None:
     return min(times) if times else None
 
 
+def _clusters(results: Sequence[ImportResult]) -> set[str]:
+    import pyarrow.compute as pc
+
+    out = {cluster for res in results for _, cluster, _ in res.histories}
+    out |= {str(r["cluster"]) for res in results for _, r in res._added}
+    for res in results:
+        for b in res.batches:
+            out |= {str(v) for v in pc.unique(b.cluster).to_pylist()}
+    return out
+
+
 def charge_imports(results: list[ImportResult], budgets_file: str) -> ImportResult | None:
     """Charge each result's workloads to the tree of ``budgets_file``; print the summary; return the tree's events.
 
@@ -46,6 +57,10 @@ def charge_imports(results: list[ImportResult], budgets_file: str) -> ImportResu
     start = _first_time(results)
     print(f"budgets from {budgets_file}: cluster {budgets.cluster}, {budgets.gpus} GPUs, {len(budgets.nodes)} nodes")
     print(total.render())
+    others = sorted(_clusters(results) - {budgets.cluster})
+    if others:
+        print(f"  note: the records are of cluster(s) {', '.join(others)}, the budgets file of {budgets.cluster}: "
+              "its tree and capacity are applied to them all")
     if start is None:
         return None
     tree = ImportResult("budgets", budgets_file)

@@ -422,3 +422,21 @@ def test_a_bad_since_names_the_entry(tmp_path: Path, capsys: pytest.CaptureFixtu
     bad.write_text(SEVEN.read_text().replace("{path: ccr/bio, share: 1}", "{path: ccr/bio, share: 1, since: soon}"))
     assert main(["import", "slurm", str(SLICE), "--gpus-for-cpu-jobs", "1", "--budgets", str(bad)]) == 2
     assert f"{bad}: nodes[4] (ccr/bio): since = 'soon': expected an ISO 8601 time" in capsys.readouterr().err
+
+
+def test_a_csv_import_charges_its_budget_paths_and_notes_another_cluster_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    budgets = tmp_path / "lab.yaml"
+    budgets.write_text("cluster: {name: lab, gpus: 16}\nnodes:\n  - {path: lab}\n  - {path: lab/vision, share: 2}\n")
+    log = tmp_path / "events"
+    assert main(["import", "csv", str(DATA / "csv" / "team-export.csv"), "--map",
+                 "workload_id=id,submit=submitted,start=started,end=finished,gpus=gpus,budget=team",
+                 "--budgets", str(budgets), "--out", str(log)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "lab/vision                               3" in out
+    assert "budget lab/speech: 2 workloads, e.g. j2, j4 (no node of the tree is named 'lab')" not in out
+    assert "note: the records are of cluster(s) csv, the budgets file of lab" in out
+    with EventLog(log, readonly=True) as lg:
+        charged = {r["workload_id"]: r["budget"] for name, r in lg.records() if name == "WorkloadSubmitted"}
+    assert charged["j1"] == "lab/vision" and charged["j2"] == "lab"  # lab/speech has no node: its parent
