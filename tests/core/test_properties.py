@@ -73,7 +73,7 @@ KNOBS = st.sampled_from(
         Knobs(),
         Knobs(charge="accrued"),
         Knobs(max_min_runtime_s=1800, preempt_cycle_s=60),
-        Knobs(swap_margin=True),
+        Knobs(preemption_strategy="instant"),
         Knobs(window_s=3 * 3600),
         Knobs(half_life_s=7200, grace_s=0),
         Knobs(policy="priority"),
