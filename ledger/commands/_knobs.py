@@ -65,7 +65,9 @@ def _rule_knobs(args: argparse.Namespace) -> dict[str, object]:
 def _strategy(args: argparse.Namespace) -> str:
     chosen = getattr(args, "preemption_strategy", None)
     if chosen == "instant" and getattr(args, "swap_margin", False):
-        raise ConfigError("--swap-margin is the final-share strategy: it cannot be combined with --preemption-strategy instant")
+        raise ConfigError(
+            "--swap-margin is the final-share strategy: it cannot be combined with --preemption-strategy instant"
+        )
     return str(chosen or "final-share")
 
 

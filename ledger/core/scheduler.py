@@ -160,7 +160,7 @@ class DecisionCore:
         return out
 
     def _instant(self, t: int, out: list[Event]) -> None:
-        """Process the wake-ups due by ``t`` (after every fact of ``t``), then one scheduling pass if anything changed."""
+        """Process the wake-ups due by ``t`` (after every fact of ``t``), then one pass if anything changed."""
         heap = self.wakeups
         changed = self.pending
         while heap and heap[0][0] <= t:
@@ -492,7 +492,9 @@ class DecisionCore:
         knobs = self.knobs
         p = min(w.preemptions, 30)
         if w.wants_allocation:
-            base = w.min_runtime_s if knobs.policy != "fairshare" else min(knobs.max_min_runtime_s, w.min_runtime_s << p)
+            base = w.min_runtime_s
+            if knobs.policy == "fairshare":
+                base = min(knobs.max_min_runtime_s, w.min_runtime_s << p)
             return base + (w.restart_s if w.attempt > 0 else 0)
         return min(knobs.fill_protect_cap_s, knobs.fill_protect_s << p)
 

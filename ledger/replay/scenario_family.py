@@ -62,7 +62,8 @@ def month(params: Params, seed: int) -> tuple[list[WorkloadSubmitted], Budgets]:
     shares = [1.0] * p.teams if p.close_budgets else [SPREAD[i % len(SPREAD)] for i in range(p.teams)]
     teams = [f"lab/t{i}" for i in range(p.teams)]
     nodes = [BudgetNode("lab", 1.0, ("director",))]
-    nodes += [BudgetNode(team, share, (f"lead-t{i}",)) for i, (team, share) in enumerate(zip(teams, shares, strict=True))]
+    pairs = enumerate(zip(teams, shares, strict=True))
+    nodes += [BudgetNode(team, share, (f"lead-t{i}",)) for i, (team, share) in pairs]
     budgets = Budgets(cluster, p.gpus, p.gpus_per_node, tuple(nodes))
     span = p.days * 86_400
     target = p.demand * p.gpus * span  # GPU-seconds of productive work to submit
