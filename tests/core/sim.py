@@ -158,7 +158,9 @@ def drive(
     end by ``liveness_bound_us``; a preemption at the very instant the victim's run completes
     fails the drive.
     """
-    queue: list[tuple[int, int, int, ev.Event]] = [(ev.to_us(e.time), 0, i, e) for i, e in enumerate(inputs)]
+    # at one instant simulated completions come before inputs (as in the replay driver): a host
+    # failing at the instant a run completes finds it completed
+    queue: list[tuple[int, int, int, ev.Event]] = [(ev.to_us(e.time), 1, i, e) for i, e in enumerate(inputs)]
     heapq.heapify(queue)
     bound = liveness_bound_us(core, inputs, work_min)
     seq = len(inputs)
@@ -205,7 +207,7 @@ def drive(
                     event_id=f"done:{o.workload_id}:{o.attempt}", cluster=core.cluster, time=done,
                     workload_id=o.workload_id, outcome="succeeded",
                 )
-                heapq.heappush(queue, (ev.to_us(done), 1, seq, c))
+                heapq.heappush(queue, (ev.to_us(done), 0, seq, c))
             elif isinstance(o, ev.WorkloadPreempted):
                 assert due.get(o.workload_id) != ev.to_us(o.time), f"{o.workload_id} preempted as it completes"
                 attempts[o.workload_id] = -1
