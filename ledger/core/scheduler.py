@@ -267,6 +267,9 @@ class DecisionCore:
             if w is not None and w.state in (RUNNING, EXITING):
                 w.last_ckpt_us = t
                 self.pool_version += 1  # a victim's cost changed
+                fair = self.knobs.policy == "fairshare"
+                if fair and w.exposed and w.state == RUNNING and w.wid not in self.preemptible:
+                    self._pool_add(w)  # settled, past protection, and now holding saved progress: preemptible again
             return False
         if isinstance(e, BudgetNodeDefined):
             self.tree.define(e.path, e.parent, e.share, e.managers, t, e.event_id)
@@ -499,8 +502,17 @@ class DecisionCore:
         return min(knobs.fill_protect_cap_s, knobs.fill_protect_s << p)
 
     def settled(self, w: Workload) -> bool:
-        """Return whether ``w`` was preempted for waiters as often as the rules allow (fair share, allocated)."""
-        return w.allocated and self.knobs.policy == "fairshare" and w.preemptions >= self.knobs.max_preemptions
+        """Return whether ``w``'s run may not be preempted for a waiter: preempted as often as the rules allow.
+
+        A workload preempted ``max_preemptions`` times (fair share, allocated) is not preempted for a
+        waiter again in a run until that run has written a checkpoint: every later preemption keeps
+        saved progress, so its runs are finite (at most its work ÷ checkpoint interval more), and a
+        run that never checkpoints keeps its GPUs until it ends.
+        """
+        return (
+            w.allocated and self.knobs.policy == "fairshare" and w.preemptions >= self.knobs.max_preemptions
+            and not (w.resumable and w.last_ckpt_us > w.start_us)
+        )
 
     def _protection_ends(self, w: Workload) -> None:
         if not w.allocated:

@@ -96,6 +96,15 @@ class Ledger:
         return None
 
 
+def allowed_preemptions(knobs: object, checkpoints: int) -> int:
+    """Return how often one allocated workload may be preempted for waiters: the cap, plus once per checkpoint.
+
+    Past ``max_preemptions`` a run is preempted again only once it has written a checkpoint (it
+    keeps saved progress); here checkpoints are inputs, so each allows at most one more.
+    """
+    return int(knobs.max_preemptions) + checkpoints  # type: ignore[attr-defined]
+
+
 def liveness_bound_us(core: DecisionCore, inputs: list[ev.Event], work_min: dict[str, float]) -> int | None:
     """Return the latest time every workload must have finished by under fair share (docs/rules.md), else None.
 
@@ -112,14 +121,21 @@ def liveness_bound_us(core: DecisionCore, inputs: list[ev.Event], work_min: dict
     subs = [e for e in inputs if isinstance(e, ev.WorkloadSubmitted)]
     hosts = sum(1 for e in inputs if isinstance(e, ev.HostHealthChanged))
     us = 60 * 1_000_000
-    attempts = knobs.max_preemptions + 1 + hosts
+    ckpts: dict[str, int] = {}
+    for e in inputs:
+        if isinstance(e, ev.CheckpointWritten):
+            ckpts[e.workload_id] = ckpts.get(e.workload_id, 0) + 1
+
+    def attempts(wid: str) -> int:
+        return allowed_preemptions(knobs, ckpts.get(wid, 0)) + 1 + hosts
+
     alloc = [e for e in subs if e.min_runtime_s > 0]
     fill = [e for e in subs if e.min_runtime_s == 0]
     longest_fill = max((work_min.get(e.workload_id, 60) for e in fill), default=0)
     grace = knobs.grace_s * 1_000_000
-    tail = sum(attempts * (work_min.get(e.workload_id, 60) * us + grace) for e in alloc)
+    tail = sum(attempts(e.workload_id) * (work_min.get(e.workload_id, 60) * us + grace) for e in alloc)
     tail += sum((1 + hosts) * work_min.get(e.workload_id, 60) * us for e in fill)
-    tail += len(alloc) * attempts * (longest_fill * us + grace)
+    tail += sum(attempts(e.workload_id) for e in alloc) * (longest_fill * us + grace)
     return max(ev.to_us(e.time) for e in inputs) + int(tail)
 
 
@@ -142,7 +158,9 @@ def drive(
     end by ``liveness_bound_us``; a preemption at the very instant the victim's run completes
     fails the drive.
     """
-    queue: list[tuple[int, int, int, ev.Event]] = [(ev.to_us(e.time), 0, i, e) for i, e in enumerate(inputs)]
+    # at one instant simulated completions come before inputs (as in the replay driver): a host
+    # failing at the instant a run completes finds it completed
+    queue: list[tuple[int, int, int, ev.Event]] = [(ev.to_us(e.time), 1, i, e) for i, e in enumerate(inputs)]
     heapq.heapify(queue)
     bound = liveness_bound_us(core, inputs, work_min)
     seq = len(inputs)
@@ -189,7 +207,7 @@ def drive(
                     event_id=f"done:{o.workload_id}:{o.attempt}", cluster=core.cluster, time=done,
                     workload_id=o.workload_id, outcome="succeeded",
                 )
-                heapq.heappush(queue, (ev.to_us(done), 1, seq, c))
+                heapq.heappush(queue, (ev.to_us(done), 0, seq, c))
             elif isinstance(o, ev.WorkloadPreempted):
                 assert due.get(o.workload_id) != ev.to_us(o.time), f"{o.workload_id} preempted as it completes"
                 attempts[o.workload_id] = -1

@@ -186,3 +186,30 @@ def test_the_public_surface_contract_holds() -> None:
         pytest.skip("the audit and explain commands the contract also checks are not merged here yet")
     r = subprocess.run([sys.executable, str(CONTRACT / "check.py")], cwd=ROOT, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_preemption_strategy_is_a_knob_and_swap_margin_is_its_final_share_spelling(
+    lab_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert replay(*lab_trace, tmp_path / "final") == 0
+    assert replay(*lab_trace, tmp_path / "margin", "--swap-margin") == 0
+    assert replay(*lab_trace, tmp_path / "instant", "--preemption-strategy", "instant") == 0
+    assert segment_bytes(tmp_path / "final" / "events") == segment_bytes(tmp_path / "margin" / "events")
+    knobs = json.loads((tmp_path / "instant" / "replay.json").read_text())["knobs"]
+    assert knobs.endswith(" instant")
+    assert replay(*lab_trace, tmp_path / "both", "--swap-margin", "--preemption-strategy", "instant") != 0
+    assert "--swap-margin is the final-share strategy" in capsys.readouterr().err
+
+
+def test_a_replay_stopped_at_a_limit_with_work_left_says_so_and_names_the_workloads(
+    lab_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert replay(*lab_trace, tmp_path / "all") == 0
+    assert json.loads((tmp_path / "all" / "replay.json").read_text())["ended"] == "all work done"
+    assert replay(*lab_trace, tmp_path / "cut", "--until", "1h") == 0
+    info = json.loads((tmp_path / "cut" / "replay.json").read_text())
+    assert info["ended"] == "stopped at a limit with work left"
+    left = info["unfinished"]
+    assert left["workloads"] == len(left["preemptions_by_workload"]) > 0
+    assert all(n >= 0 for n in left["preemptions_by_workload"].values())
+    assert "stopped at a limit" in capsys.readouterr().err
