@@ -17,10 +17,9 @@ from ledger.core import Knobs
 from ledger.events import Event
 from streams.deadletter import parse_headers
 from streams.service import DecisionService
-from streams.trace import check_trace
 from tests.streams.harness import decoded, produce, produce_events, read_topic, running_worker, wait_for
-from tests.streams.scenarios import checkpoint_heavy, lab_month
-from tests.streams.test_worker import FAST_GROUP, table
+from tests.streams.scenarios import _replay, checkpoint_heavy, lab_month
+from tests.streams.test_worker import FAST_GROUP, occupancy_of, table
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
@@ -39,14 +38,20 @@ def reference(events: list[Event]) -> tuple[list[Event], dict[str, dict[str, int
     return outputs, view
 
 
+@pytest.mark.parametrize("rate", ["0", "1e9"], ids=["live-clock-off", "history-replay"])
 def test_a_worker_killed_twenty_times_ends_exactly_like_an_uninterrupted_run(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, rate: str
 ) -> None:
-    inputs = checkpoint_heavy().inputs[:50_000]
-    assert len(inputs) == 50_000
-    expected_outputs, expected_view = reference(inputs)
+    inputs = checkpoint_heavy().inputs[:30_000]
+    assert len(inputs) == 30_000
+    if rate == "0":  # no timer: exactly the outputs the inputs cause
+        expected_outputs, expected_view = reference(inputs)
+    else:  # once the stream is drained the timer plays every remaining wake-up, as the replay does at the end
+        ledger = _replay(inputs)
+        expected_outputs = ledger.outputs
+        expected_view = occupancy_of(ledger.events)
     rng = random.Random(2026)
-    extra = [*FAST_GROUP, "--idle-clock-rate", "0", "--checkpoint-every", "500", "--trace-offsets"]
+    extra = [*FAST_GROUP, "--idle-clock-rate", rate, "--idle-after", "1", "--checkpoint-every", "500"]
     with running_worker(kafka_bootstrap, tmp_path, extra=extra) as worker:
         produce_events(kafka_bootstrap, worker.topics.events, inputs)
         for _ in range(20):
@@ -60,15 +65,9 @@ def test_a_worker_killed_twenty_times_ends_exactly_like_an_uninterrupted_run(
             wait_for(lambda: table(worker) == expected_view, timeout_s=400, every_s=0.5)
         finally:
             got_view = table(worker)
-            print("records processed since the last start:", worker.metric("gpuledger_worker_records_total"))
             differ = {k: (v, got_view.get(k)) for k, v in expected_view.items() if got_view.get(k) != v}
-            print("nodes that differ:", differ)
-            # what the offset trace shows: inputs applied never or twice, offsets committed past a checkpoint
-            assert worker.log_path is not None
-            trace = worker.log_path.read_text(errors="replace").splitlines()
-            print("offset trace:", "\n".join(check_trace(trace)) or "consistent")
-        problems = check_trace(trace, commits=False)
-        assert problems == [], problems
+            print("nodes that differ:", len(differ), list(differ.items())[:3])
+        assert worker.metric("gpuledger_worker_late_events_total") == 0
         records = read_topic(kafka_bootstrap, worker.topics.decisions, want=len(expected_outputs), idle_s=2)
         got = decoded(records)
         assert len({e.event_id for e in got}) == len(got), "an output was emitted twice"
