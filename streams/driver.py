@@ -148,12 +148,13 @@ class Worker:
     async def _shutdown(self) -> None:
         """Checkpoint what was processed, leave the group and disconnect, each step bounded (the broker may be gone)."""
         budget = self.cfg.shutdown_timeout_s
+        # aiokafka's own retries end in CancelledError when a bounded step is cut short: not a reason to stop here
         if self.producer is not None and self.halted is None and not self.assigning:
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._final_checkpoint(), budget)
         for client in (self.consumer, self.reader, self.producer):
             if client is not None:
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(Exception, asyncio.CancelledError):
                     await asyncio.wait_for(client.stop(), budget / 2)
 
     async def _final_checkpoint(self) -> None:
@@ -163,7 +164,7 @@ class Worker:
                 await self._checkpoint(wait=True)
 
     async def _loop(self) -> None:
-        from aiokafka.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
+        from aiokafka.errors import KafkaError, NoOffsetForPartitionError, OffsetOutOfRangeError
 
         timer = self.cfg.timer_interval_s
         last_tick = time.monotonic()
@@ -175,6 +176,10 @@ class Worker:
                 continue
             except OffsetOutOfRangeError as exc:
                 self._halt(f"{self.topics.events}: offsets out of range on the broker ({exc}): its log was lost")
+                continue
+            except KafkaError as exc:  # the broker is away: aiokafka reconnects by itself
+                log.warning("fetch failed: %s: %s", type(exc).__name__, exc)
+                await asyncio.sleep(0.2)
                 continue
             async with self.lock:
                 if batch and self.halted is None and not self.assigning:
@@ -210,8 +215,9 @@ class Worker:
             for p in gone:
                 self.last.pop(p, None)
                 self.marks.pop(p, None)
-                with contextlib.suppress(KeyError):
-                    self.metrics.lag.remove(str(p))
+                for gauge in (self.metrics.lag, self.metrics.checkpointed):
+                    with contextlib.suppress(KeyError):
+                        gauge.remove(str(p))
             self.view = {k: v for k, v in self.view.items() if k.split("|", 1)[0] in self.service.states}
             kept = self.assigned & partitions
             self.assigned = set(partitions)
@@ -261,6 +267,7 @@ class Worker:
             if mark:
                 self.marks[p] = mark
                 self.last[p] = (mark.offset, None)
+                self.metrics.checkpointed.labels(str(p)).set(mark.offset)
             for cluster in [c for c, b in self.blobs.items() if ClusterState.partition_of(b) == p]:
                 st = self.service.state(cluster, p)
                 st.suppress = await self._emitted_since(cluster, p, st.decisions_next)
@@ -457,6 +464,8 @@ class Worker:
         if self.halted is not None:
             return
         self.marks.update(marks)
+        for p, m in marks.items():
+            self.metrics.checkpointed.labels(str(p)).set(m.offset)
         for st in states:
             self.gauges.update(st)
         offsets = {

@@ -59,6 +59,10 @@ class WorkerMetrics:
             "gpuledger_worker_halted", "1 once the worker stopped deciding (the broker lost its log; see its log)",
             registry=r,
         )
+        self.checkpointed = Gauge(
+            "gpuledger_worker_checkpointed_offset", "Last input offset the durable checkpoints reflect",
+            ["partition"], registry=r,
+        )
         self.restore_seconds = Histogram(
             "gpuledger_worker_restore_seconds", "Time to read checkpoints and check the broker at an assignment",
             registry=r, buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
