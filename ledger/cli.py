@@ -19,6 +19,7 @@ COMMANDS = {
     "import": "import_",
     "publish": "publish",
     "worker": "worker",
+    "stream-check": "stream_check",
 }
 
 

@@ -191,6 +191,7 @@ class Worker:
     # -- rebalances --------------------------------------------------------------------------
     async def on_revoked(self, partitions: set[int]) -> None:
         """Make what was processed durable before the partitions move (the next owner resumes here)."""
+        log.warning("revoked %s", sorted(partitions))
         async with self.lock:
             self.assigning = True
             if self.halted is not None:
@@ -236,6 +237,8 @@ class Worker:
                 self.consumer.seek(tp, self.next_offset[p])
             self.assigning = False
             self.metrics.restore_seconds.observe(time.monotonic() - t0)
+            log.warning("assigned %s: resuming at %s (restored in %.2f s)", sorted(partitions),
+                        {p: self.next_offset[p] for p in sorted(partitions)}, time.monotonic() - t0)
 
     async def _restore(self, partitions: set[int], kept: set[int]) -> None:
         assert self.reader is not None
