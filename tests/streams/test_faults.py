@@ -18,16 +18,22 @@ from ledger.events import Event
 from streams.deadletter import parse_headers
 from streams.service import DecisionService
 from tests.streams.harness import decoded, produce, produce_events, read_topic, running_worker, wait_for
-from tests.streams.scenarios import _replay, checkpoint_heavy, lab_month
-from tests.streams.test_worker import FAST_GROUP, occupancy_of, table
+from tests.streams.scenarios import checkpoint_heavy, lab_month
+from tests.streams.test_worker import FAST_GROUP, table
 
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
-def reference(events: list[Event]) -> tuple[list[Event], dict[str, dict[str, int]]]:
-    """Return the outputs and the occupancy view of one uninterrupted pass (no broker, no timer)."""
+def reference(events: list[Event], *, drain: bool = False) -> tuple[list[Event], dict[str, dict[str, int]]]:
+    """Return the outputs and the occupancy view of one uninterrupted pass (no broker).
+
+    ``drain``: then every remaining wake-up, as the history-replay timer plays them once the stream is
+    drained (and the replay at the end of its input).
+    """
     svc = DecisionService(Knobs())
     outputs = [o for i, e in enumerate(events) for o in svc.process(encode(e), e.cluster.encode(), 0, i).emit]
+    if drain:
+        outputs += [o for tick in svc.due(now=float("inf")) for o in tick.emit]
     (st,) = svc.states.values()
     now = st.occupancy.now_us
     view = {
@@ -44,12 +50,8 @@ def test_a_worker_killed_twenty_times_ends_exactly_like_an_uninterrupted_run(
 ) -> None:
     inputs = checkpoint_heavy().inputs[:50_000]
     assert len(inputs) == 50_000
-    if rate == "0":  # no timer: exactly the outputs the inputs cause
-        expected_outputs, expected_view = reference(inputs)
-    else:  # once the stream is drained the timer plays every remaining wake-up, as the replay does at the end
-        ledger = _replay(inputs)
-        expected_outputs = ledger.outputs
-        expected_view = occupancy_of(ledger.events)
+    # at rate 0 exactly the outputs the inputs cause; at the history-replay rate also every wake-up after them
+    expected_outputs, expected_view = reference(inputs, drain=rate != "0")
     rng = random.Random(2026)
     extra = [*FAST_GROUP, "--idle-clock-rate", rate, "--idle-after", "1", "--checkpoint-every", "500"]
     with running_worker(kafka_bootstrap, tmp_path, extra=extra) as worker:
