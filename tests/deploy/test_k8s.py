@@ -98,7 +98,8 @@ def test_credentials_come_from_the_secret_and_the_rest_from_the_configmap(object
     secret = objects[("Secret", "gpuledger-kafka")]["stringData"]
     for env in worker["env"]:
         if "fieldRef" in env["valueFrom"]:  # the pod's own name: the worker's static group member id
-            assert (env["name"], env["valueFrom"]["fieldRef"]["fieldPath"]) == ("GPULEDGER_INSTANCE_ID", "metadata.name")
+            field = env["valueFrom"]["fieldRef"]["fieldPath"]
+            assert (env["name"], field) == ("GPULEDGER_INSTANCE_ID", "metadata.name")
             continue
         ref = env["valueFrom"]["secretKeyRef"]
         assert ("Secret", ref["name"]) in objects and ref["key"] in secret
