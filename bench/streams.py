@@ -247,7 +247,10 @@ def restart(bootstrap: str, tmp: Path, signal_name: str) -> dict[str, float]:
         worker.start()
         wait_for(lambda: worker.metric("gpuledger_worker_records_total") > 0, timeout_s=120, every_s=0.01)
         seconds = time.perf_counter() - t0
-        wait_for(lambda: worker.metric("gpuledger_worker_checkpointed_offset") >= N_THROUGHPUT - 1, timeout_s=300)
+        # drained: nothing left on the broker (the lag gauge), and the count settled
+        wait_for(lambda: worker.metric("gpuledger_worker_consumer_lag") == 0 and worker.metric(applied) > 0,
+                 timeout_s=300, every_s=0.2)
+        time.sleep(1.0)
         after = worker.metric(applied)
     return {"seconds": seconds, "redone": before + after - N_THROUGHPUT}
 
