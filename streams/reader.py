@@ -39,8 +39,7 @@ class PartitionReader:
         """Return the records from ``offset`` up to ``end`` (excluded) or the partition's end; [] if out of range.
 
         The end is the high watermark fetch responses carry, not ``end_offsets()``: some Kafka-protocol
-        brokers (tansu) answer ListOffsets with the last *batch's* base offset + 1. A partition with no
-        high watermark yet is read until it stays quiet for 300 ms.
+        brokers (tansu) answer ListOffsets with the last *batch's* base offset + 1.
         """
         from aiokafka import TopicPartition
         from aiokafka.errors import OffsetOutOfRangeError
@@ -50,20 +49,16 @@ class PartitionReader:
         c.assign([tp])
         c.seek(tp, offset)
         out: list[Any] = []
-        quiet_since = started = time.monotonic()
+        started = time.monotonic()
         while True:
             try:
                 batch = await c.getmany(tp, timeout_ms=50)
             except OffsetOutOfRangeError:
                 return out
             out.extend(m for m in batch.get(tp, []) if end is None or m.offset < end)
+            # only a high watermark says where the partition ends: a slow fetch is not an empty partition
             high = c.highwater(tp)
-            goal = high if end is None or high is None else min(end, high)
-            if goal is not None and await c.position(tp) >= goal:
+            if high is not None and await c.position(tp) >= (high if end is None else min(end, high)):
                 return out
-            if batch:
-                quiet_since = time.monotonic()
-            elif time.monotonic() - quiet_since >= 0.3 and (end is None or high is not None):
-                return out
-            elif time.monotonic() - started >= 30:
+            if time.monotonic() - started >= 30:
                 raise BrokerError(f"{topic}/{partition}: offsets from {offset} not readable in 30 s")
