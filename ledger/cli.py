@@ -20,6 +20,7 @@ COMMANDS = {
     "budgets": "budgets",
     "publish": "publish",
     "worker": "worker",
+    "stream-check": "stream_check",
 }
 
 

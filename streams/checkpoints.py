@@ -1,139 +1,94 @@
-"""Durable checkpoints: outputs acknowledged, then the changed clusters' checkpoints, then the inputs acked.
+"""Per-cluster checkpoints and per-partition marks in the compacted ``<app-id>-clusters-changelog`` topic.
 
-Every ``checkpoint_every`` records (or ``checkpoint_interval_s``), the worker waits until every
-output sent so far is acknowledged, writes each changed cluster's checkpoint to the ``clusters``
-changelog and waits for *that* acknowledgement, and only then acks the inputs the checkpoint covers.
-The committed input offset therefore never passes a durable checkpoint. A checkpoint records the last
-input offset it reflects; after a restart records at or before it are skipped.
+Partition ``p`` of the checkpoint topic holds the checkpoints of the clusters read from partition ``p``
+of the events topic (key = cluster, value = ``ClusterState`` bytes) and, written after them in the same
+partition, the partition's mark (key ``\\x00mark/<p>``): the last input offset the checkpoints before it
+reflect, a digest and the event id of the record at that offset, and the dead-letter offset from which
+the partition's letters not yet covered may be found. A worker that is assigned ``p`` reads the partition
+to its end, keeps the last value of each key, resumes at the mark's offset + 1, and first checks that
+the record at the mark's offset is still the one the mark names (the resume check): a broker that lost
+its log (restarted empty, topics re-created, offsets gone backwards) fails it.
 """
 
 from __future__ import annotations
 
-import asyncio
+import hashlib
 import json
-import time
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from streams.deadletter import mark_key
-from streams.runtime_state import RuntimeState
-from streams.snapshot import Serialisation
 from streams.state import ClusterState
-from streams.trace import ranges
 
-__all__ = ["Checkpoints"]
+__all__ = ["MARK_PREFIX", "Mark", "digest", "latest_values", "mark_key", "occupancy_records"]
+
+MARK_PREFIX = "\x00mark/"
 
 
-class Checkpoints(RuntimeState):
-    """Freeze, write and acknowledge checkpoints (and the occupancy view), one at a time."""
+def mark_key(partition: int) -> str:
+    """Return the checkpoint-topic key of an input partition's mark."""
+    return f"{MARK_PREFIX}{partition}"
 
-    async def _checkpoint(self, *, wait: bool = True) -> None:
-        """Make outputs durable, then the changed checkpoints, then ack the inputs they cover (caller holds the lock).
 
-        The states are frozen here (a forked child serialises them, see ``streams.snapshot``); writing
-        them and acking the inputs they cover finishes in the background unless ``wait``. Checkpoints
-        never overlap: the next one first waits for this one, so the changelog holds them in order.
-        """
-        await self._settle()
-        t0 = time.perf_counter()
-        await self._await_sent()
-        states = self.service.take_dirty()
-        covered, self.unacked = self.unacked, []
-        filled, self.filled = self.filled, []
-        marks = {}
-        for p in sorted(self.assigned):
-            # never lower: a restarted worker may redo records from well before its last mark
-            marked_dl, marked_offset = self.dl_marked.get(p, (0, -1))
-            mark = (max(self.dl_end, marked_dl), max(self.last_offset.get(p, -1), marked_offset))
-            if self.dl_marked.get(p) != mark:
-                marks[p] = mark
-        frozen = [(st.cluster, st.partition, st.offset) for st in states]  # what the serialised states reflect
-        job = Serialisation.start(states, in_process=not self.cfg.checkpoint_fork)
-        self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
-        self.inflight = asyncio.ensure_future(self._finish_checkpoint(states, job, covered, filled, marks, frozen))
-        if wait:
-            await self._settle()
+def digest(value: bytes | None) -> str:
+    """Return a short digest of an input record's bytes (what the resume check compares)."""
+    return hashlib.blake2b(value or b"", digest_size=8).hexdigest()
 
-    @property
-    def checkpointing(self) -> bool:
-        """Return whether a checkpoint is still being written."""
-        return self.inflight is not None and not self.inflight.done()
 
-    async def _settle(self) -> None:
-        """Wait for the checkpoint in flight, if any; raise what it raised."""
-        task, self.inflight = self.inflight, None
-        if task is not None:
-            await task
+@dataclass(frozen=True)
+class Mark:
+    """How far the durable checkpoints of one input partition reach, and the record they end on."""
 
-    async def _finish_checkpoint(
-        self,
-        states: list[ClusterState],
-        job: Serialisation,
-        covered: list[Any],
-        filled: list[Any],
-        marks: dict[int, tuple[int, int]],
-        frozen: list[tuple[str, int, int]],
-    ) -> None:
-        try:
-            blobs = await job.result()
-            views = []
-            for st, blob in zip(states, blobs, strict=True):
-                # one checkpoint at a time, each acknowledged before the next: a batch of one record is also
-                # immune to brokers that report a batch's base offset as the partition's end (faust would
-                # stop restoring before the rest of that batch)
-                await self._drain([await self._changelog(self.clusters, st.partition, st.cluster, blob)])
-                self.clusters.data[st.cluster] = blob  # the local view; the changelog write is the durable copy
-                views.extend(await self._publish_occupancy(st))
-                self.gauges.update(st)
-            # after the states: a mark never claims more than the checkpoints before it hold (see dl_marked)
-            for partition, mark in marks.items():
-                value = b"%d %d" % mark
-                await self._drain([await self._changelog(self.clusters, partition, mark_key(partition), value)])
-                self.clusters.data[mark_key(partition)] = value
-                self.dl_marked[partition] = mark
-            await self._drain(views)
-        except BaseException:
-            # nothing covered is acked: mark the states changed again so the next checkpoint covers them
-            self.service.dirty.update(st.cluster for st in states if st.cluster in self.service.states)
-            self.unacked[:0] = covered
-            self.filled[:0] = filled
-            raise
-        for cluster, partition, offset in frozen:
-            acked = ranges(
-                [ev.message.offset for ev in covered if ev.message.partition == partition]
-                + [r.offset for r in filled if r.partition == partition]
+    offset: int  # last input offset the partition's checkpoints reflect
+    digest: str  # digest of that record's bytes
+    event_id: str  # its event id ("" if it did not decode), for the operator's error message
+    deadletters: int  # dead-letter offset from which this partition's later letters may be found
+
+    def to_bytes(self) -> bytes:
+        """Return the mark as JSON bytes."""
+        return json.dumps(asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Mark:
+        """Read a mark written by ``to_bytes``."""
+        raw = json.loads(data)
+        return cls(int(raw["offset"]), str(raw["digest"]), str(raw["event_id"]), int(raw["deadletters"]))
+
+    def check(self, found: Any, partition: int, topic: str) -> str | None:
+        """Return why the record found at the mark's offset contradicts the mark, or None if it is the same."""
+        if found is None:
+            return (
+                f"{topic}/{partition}: offset {self.offset}, the last input the checkpoints reflect "
+                f"(event {self.event_id or '?'}), is no longer on the broker: its log was lost or truncated"
             )
-            self.trace.emit("checkpoint", cluster=cluster, partition=partition, state=offset, acked=acked)
-        for event in covered:
-            await self.stream.ack(event)
-        self._ack_filled(filled)
-        self.last_checkpoint = time.monotonic()
-        self.metrics.checkpoints.inc()
+        if digest(found.value) != self.digest:
+            return (
+                f"{topic}/{partition}: offset {self.offset} holds another record than the checkpoints reflect "
+                f"(expected event {self.event_id or '?'}): the topic was re-created or its offsets went backwards"
+            )
+        return None
 
-    async def _drain(self, writes: list[Any]) -> None:
-        # faust's producer buffer drains by itself only inside a stream's iteration: drain it here too
-        while not all(fut.done() for fut in writes):
-            await self.app.producer.flush()
-            await asyncio.sleep(0)
-        for fut in writes:
-            fut.result()
 
-    async def _changelog(self, table: Any, partition: int, key: str, value: bytes) -> Any:
-        """Queue one table entry for its changelog; return the future of its acknowledgement."""
-        return table.send_changelog(partition, key, value)
+def latest_values(records: list[Any]) -> tuple[dict[str, bytes], dict[int, Mark]]:
+    """Return the last checkpoint of each cluster and the last mark of each partition in checkpoint records."""
+    states: dict[str, bytes] = {}
+    marks: dict[int, Mark] = {}
+    for r in records:
+        key = (r.key or b"").decode("utf-8", "replace")
+        if r.value is None:
+            continue
+        if key.startswith(MARK_PREFIX):
+            marks[int(key[len(MARK_PREFIX) :])] = Mark.from_bytes(r.value)
+        else:
+            states[key] = bytes(r.value)
+    return states, marks
 
-    async def _publish_occupancy(self, st: ClusterState) -> list[Any]:
-        writes = []
-        as_of = st.occupancy.now_us
-        for path, occ in st.occupancy.totals(as_of).items():
-            key = f"{st.cluster}|{path}"
-            value = json.dumps(
-                {"allocated_gpu_s": occ.allocated_gpu_s, "unallocated_gpu_s": occ.unallocated_gpu_s, "as_of_us": as_of}
-            ).encode()
-            if self.occupancy.data.get(key) != value:
-                self.occupancy.data[key] = value
-                writes.append(await self._changelog(self.occupancy, st.partition, key, value))
-        return writes
 
-    def occupancy_view(self) -> dict[str, dict[str, Any]]:
-        """Return the occupancy table as {cluster|path: values}."""
-        return {str(k): json.loads(bytes(v)) for k, v in sorted(self.occupancy.data.items())}
+def occupancy_records(st: ClusterState) -> dict[str, bytes]:
+    """Return the occupancy view of one cluster: ``cluster|path`` -> JSON of its window totals."""
+    as_of = st.occupancy.now_us
+    return {
+        f"{st.cluster}|{path}": json.dumps(
+            {"allocated_gpu_s": occ.allocated_gpu_s, "unallocated_gpu_s": occ.unallocated_gpu_s, "as_of_us": as_of}
+        ).encode()
+        for path, occ in st.occupancy.totals(as_of).items()
+    }

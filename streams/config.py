@@ -29,14 +29,14 @@ class WorkerConfig:
     timer_interval_s: float = 0.25
     idle_clock_rate: float = 1.0
     idle_after_s: float = 1.0
-    data_dir: Path | None = None
+    data_dir: Path | None = None  # accepted for compatibility: the worker keeps no local state
+    instance_id: str | None = None  # static group membership: a restarted member takes its partitions back at once
+    shutdown_timeout_s: float = 4.0  # what a stop may spend on its last checkpoint and on leaving the group
     session_timeout_s: float = 6.0
     rebalance_timeout_s: float = 3.0
     fetch_max_wait_ms: int = 20
-    tail_fill_after_s: float = 2.0  # a partition idle this long below its high watermark has its tail read directly
     batch_max: int = 1000
     batch_within_s: float = 0.005
     loglevel: str = "WARNING"
-    trace_offsets: bool = False  # log offsets applied, checkpointed, acked, committed (streams.trace)
     replication_factor: int = 1
     security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)

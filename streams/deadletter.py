@@ -2,16 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["MARK_PREFIX", "deadletter_headers", "mark_key", "parse_headers", "source_of"]
-
-# key prefix, in the worker's ``clusters`` table, of each input partition's dead-letter mark: the
-# dead-letter offset from which that partition's letters not yet covered by a checkpoint can be found
-MARK_PREFIX = "\x00deadletters/"
-
-
-def mark_key(partition: int) -> str:
-    """Return the table key of an input partition's dead-letter mark."""
-    return f"{MARK_PREFIX}{partition}"
+__all__ = ["deadletter_headers", "parse_headers", "source_of"]
 
 
 def source_of(topic: str, partition: int, offset: int) -> str:

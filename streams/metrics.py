@@ -55,6 +55,18 @@ class WorkerMetrics:
         self.core_seconds = Counter(
             "gpuledger_worker_core_seconds", "Seconds of that spent inside the decision core", registry=r
         )
+        self.halted = Gauge(
+            "gpuledger_worker_halted", "1 once the worker stopped deciding (the broker lost its log; see its log)",
+            registry=r,
+        )
+        self.checkpointed = Gauge(
+            "gpuledger_worker_checkpointed_offset", "Last input offset the durable checkpoints reflect",
+            ["partition"], registry=r,
+        )
+        self.restore_seconds = Histogram(
+            "gpuledger_worker_restore_seconds", "Time to read checkpoints and check the broker at an assignment",
+            registry=r, buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+        )
         self._events_rate = _Rate()
         self._decisions_rate = _Rate()
         self.events_seen = 0

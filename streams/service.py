@@ -89,6 +89,13 @@ class DecisionService:
             self._arrival[cluster] = self.clock()
         return st
 
+    def hold(self, partitions: set[int]) -> None:
+        """Restart the idle wait of clusters whose partitions still have inputs waiting on the broker."""
+        now = self.clock()
+        for cluster, st in self.states.items():
+            if st.partition in partitions:
+                self._arrival[cluster] = now
+
     def forget_partitions(self, partitions: set[int]) -> None:
         """Drop in-memory states of partitions this worker no longer owns (they live on in the table)."""
         for cluster in [c for c, s in self.states.items() if s.partition in partitions]:
@@ -119,10 +126,11 @@ class DecisionService:
                 "deadletter", cluster,
                 reason=f"cluster {cluster!r} is processed from partition {st.partition}, not {partition}",
             )
+        # a record arrived, even one the checkpoint holds: while inputs still arrive the cluster is not idle
+        self._arrival[cluster] = self.clock()
         if offset <= st.offset:
             return Outcome("replayed", cluster)  # already reflected by the restored checkpoint
         st.offset = offset
-        self._arrival[cluster] = self.clock()
         self.dirty.add(cluster)
         if event.event_id in st.seen:
             return Outcome("duplicate", cluster)
@@ -161,7 +169,7 @@ class DecisionService:
         """Return how far event time may be taken for a cluster that received no input for a while."""
         st = self.states[cluster]
         idle = (self.clock() if now is None else now) - self._arrival.get(cluster, 0.0)
-        extra = max(0.0, idle - self.idle_after_s) * self.idle_clock_rate
+        extra = max(0.0, idle - self.idle_after_s) * self.idle_clock_rate if self.idle_clock_rate else 0.0
         return st.last_event_us + int(min(extra, 3e9) * 1_000_000)  # capped: ~95 years is "forever"
 
     def due(self, now: float | None = None) -> list[Tick]:

@@ -16,8 +16,10 @@ __all__ = [
     "WORKER_APP_ID",
     "TopicNames",
     "changelog_topics",
+    "checkpoint_topic",
     "ensure_topics",
     "ensure_topics_sync",
+    "occupancy_topic",
     "worker_topics",
 ]
 
@@ -25,7 +27,7 @@ EVENTS = "gpuledger.events"  # input facts, keyed by cluster (one cluster's even
 DECISIONS = "gpuledger.decisions"  # the decision core's outputs, keyed by cluster
 DEADLETTER = "gpuledger.deadletter"  # records that failed to decode or validate, with the reason in headers
 WORKER_APP_ID = "gpuledger-worker"
-TABLES = ("clusters", "occupancy")  # faust tables of the worker; each has a changelog topic
+TABLES = ("clusters", "occupancy")  # the worker's compacted topics: checkpoints per cluster, occupancy per node
 
 
 @dataclass(frozen=True)
@@ -51,15 +53,25 @@ class TopicNames:
 
 
 def changelog_topics(app_id: str = WORKER_APP_ID) -> list[str]:
-    """Return the changelog topic names faust derives for the worker's tables."""
+    """Return the worker's compacted topics: its checkpoints and its occupancy view."""
     return [f"{app_id}-{table}-changelog" for table in TABLES]
+
+
+def checkpoint_topic(app_id: str = WORKER_APP_ID) -> str:
+    """Return the compacted topic of the worker's per-cluster checkpoints and per-partition marks."""
+    return f"{app_id}-clusters-changelog"
+
+
+def occupancy_topic(app_id: str = WORKER_APP_ID) -> str:
+    """Return the compacted topic of rolling occupancy per budget node (key ``cluster|path``)."""
+    return f"{app_id}-occupancy-changelog"
 
 
 def worker_topics(partitions: int, app_id: str = WORKER_APP_ID, prefix: str = "") -> dict[str, int]:
     """Return every topic the worker reads or writes with the partition count it must have.
 
-    faust co-partitions tables with their source topic, so changelogs get the events topic's count;
-    the decisions topic has it too (an output goes to its input's partition).
+    The checkpoint and occupancy topics have the events topic's count (partition p holds what was
+    read from events partition p); the decisions topic has it too (an output goes to its input's partition).
     """
     names = TopicNames(prefix)
     topics = {names.events: partitions, names.decisions: partitions, names.deadletter: 1}
@@ -86,7 +98,10 @@ async def ensure_topics(
     try:
         await asyncio.wait_for(admin.start(), timeout_s)
         existing = set(await admin.list_topics())
-        missing = [NewTopic(name, n, replication_factor) for name, n in topics.items() if name not in existing]
+        missing = [
+            NewTopic(name, n, replication_factor, topic_configs=_configs(name)) for name, n in topics.items()
+            if name not in existing
+        ]
         if missing:
             with contextlib.suppress(TopicAlreadyExistsError):  # a concurrent creator won the race
                 await admin.create_topics(missing)
@@ -113,3 +128,8 @@ def ensure_topics_sync(
 ) -> None:
     """Run ``ensure_topics`` from synchronous code."""
     asyncio.run(ensure_topics(bootstrap, topics, timeout_s, replication_factor=replication_factor, security=security))
+
+
+def _configs(name: str) -> dict[str, str]:
+    """Return the settings a topic is created with: the worker's checkpoints and views are compacted."""
+    return {"cleanup.policy": "compact"} if name.endswith("-changelog") else {}

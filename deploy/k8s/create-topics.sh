@@ -1,7 +1,7 @@
 #!/bin/bash
 # Create the topics gpuledger needs, explicitly, with the partition counts and cleanup policies it
-# expects (never rely on broker auto-creation: faust co-partitions its tables with the events topic,
-# so a changelog with another partition count breaks recovery). Idempotent: existing topics are
+# expects (never rely on broker auto-creation: partition p of the checkpoint topic holds what the
+# worker read from partition p of the events topic, so another partition count breaks every resume). Idempotent: existing topics are
 # kept, and a topic that exists with the wrong partition count stops the script with an error.
 #
 # Runs in the apache/kafka image (compose service `topics`, Kubernetes Job `gpuledger-topics`).
@@ -67,7 +67,7 @@ create gpuledger.events "$PARTITIONS" --config cleanup.policy=delete --config "r
 create gpuledger.decisions "$PARTITIONS" --config cleanup.policy=delete --config retention.ms=2592000000
 # Records that failed to decode or validate, with the reason in their headers: kept 30 days for inspection.
 create gpuledger.deadletter 1 --config cleanup.policy=delete --config retention.ms=2592000000
-# faust table changelogs, co-partitioned with the events topic; compacted, kept forever:
+# the worker's checkpoints and occupancy view, co-partitioned with the events topic; compacted, kept forever:
 # one checkpoint of the decision core per cluster, and rolling occupancy per budget node.
 create "${APP_ID}-clusters-changelog" "$PARTITIONS" --config cleanup.policy=compact --config retention.ms=-1
 create "${APP_ID}-occupancy-changelog" "$PARTITIONS" --config cleanup.policy=compact --config retention.ms=-1

@@ -1,9 +1,10 @@
 """Run the streaming processors and the decision service against Kafka.
 
-Consumes ``gpuledger.events``, feeds each cluster's decision core, emits its outputs to
-``gpuledger.decisions`` and bad records to ``gpuledger.deadletter``; keeps rolling occupancy per
-budget node in changelog-backed tables. Serves ``/healthz``, ``/readyz``, ``/metrics`` (Prometheus)
-and ``/occupancy`` over HTTP. Stop it with SIGTERM or Ctrl-C; it is also safe to kill.
+Consumes ``gpuledger.events`` as a consumer group, feeds each cluster's decision core, emits its
+outputs to ``gpuledger.decisions`` and bad records to ``gpuledger.deadletter``; checkpoints every
+cluster and its rolling occupancy per budget node in compacted topics. Serves ``/healthz``,
+``/readyz``, ``/metrics`` (Prometheus) and ``/occupancy`` over HTTP. Stop it with SIGTERM or
+Ctrl-C; it is also safe to kill.
 """
 
 from __future__ import annotations
@@ -55,12 +56,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--batch-within", type=float, default=0.005, metavar="S",
         help="seconds a batch waits to fill before it is processed (default 0.005)",
     )
-    p.add_argument("--data-dir", type=Path, default=None, help="faust's local directory (default: a temp dir)")
-    p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
     p.add_argument(
-        "--trace-offsets", action="store_true",
-        help="log the input offsets applied, checkpointed, acked and committed (to diagnose a lost or doubled input)",
+        "--data-dir", type=Path, default=None, help="accepted for compatibility; the worker keeps no local state"
     )
+    p.add_argument(
+        "--instance-id", default=env("GPULEDGER_INSTANCE_ID"),
+        help="static group member id (e.g. the pod name): a restarted worker takes its partitions back at once",
+    )
+    p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
     add_knob_arguments(p)
 
 
@@ -68,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._knobs import knobs_from_args
     from ledger.errors import ConfigError
-    from streams.app import run_worker
     from streams.config import WorkerConfig
+    from streams.run import run_worker
     from streams.security import KafkaSecurity
 
     if not args.bootstrap:
@@ -103,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         batch_within_s=args.batch_within,
         rebalance_timeout_s=args.rebalance_timeout,
         loglevel=args.log_level,
-        trace_offsets=args.trace_offsets,
+        instance_id=args.instance_id or None,
         replication_factor=args.replication_factor,
         security=KafkaSecurity.from_env(),
     )

@@ -97,6 +97,10 @@ def test_credentials_come_from_the_secret_and_the_rest_from_the_configmap(object
     worker = _worker(objects)
     secret = objects[("Secret", "gpuledger-kafka")]["stringData"]
     for env in worker["env"]:
+        if "fieldRef" in env["valueFrom"]:  # the pod's own name: the worker's static group member id
+            field = env["valueFrom"]["fieldRef"]["fieldPath"]
+            assert (env["name"], field) == ("GPULEDGER_INSTANCE_ID", "metadata.name")
+            continue
         ref = env["valueFrom"]["secretKeyRef"]
         assert ("Secret", ref["name"]) in objects and ref["key"] in secret
     for source in worker["envFrom"]:
@@ -172,7 +176,7 @@ def test_the_workers_write_only_to_mounted_volumes(objects: dict[tuple[str, str]
     assert set(mounts.values()) <= volumes
     args = expand_k8s(worker["args"], _config(objects))
     data_dir = Path(args[args.index("--data-dir") + 1])
-    assert any(data_dir.is_relative_to(m) for m in mounts), "faust's data dir must be on a writable volume"
+    assert any(data_dir.is_relative_to(m) for m in mounts), "the data dir must be on a writable volume"
     assert "/tmp" in mounts
 
 

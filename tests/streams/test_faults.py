@@ -17,7 +17,6 @@ from ledger.core import Knobs
 from ledger.events import Event
 from streams.deadletter import parse_headers
 from streams.service import DecisionService
-from streams.trace import check_trace
 from tests.streams.harness import decoded, produce, produce_events, read_topic, running_worker, wait_for
 from tests.streams.scenarios import checkpoint_heavy, lab_month
 from tests.streams.test_worker import FAST_GROUP, table
@@ -25,10 +24,16 @@ from tests.streams.test_worker import FAST_GROUP, table
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 
-def reference(events: list[Event]) -> tuple[list[Event], dict[str, dict[str, int]]]:
-    """Return the outputs and the occupancy view of one uninterrupted pass (no broker, no timer)."""
+def reference(events: list[Event], *, drain: bool = False) -> tuple[list[Event], dict[str, dict[str, int]]]:
+    """Return the outputs and the occupancy view of one uninterrupted pass (no broker).
+
+    ``drain``: then every remaining wake-up, as the history-replay timer plays them once the stream is
+    drained (and the replay at the end of its input).
+    """
     svc = DecisionService(Knobs())
     outputs = [o for i, e in enumerate(events) for o in svc.process(encode(e), e.cluster.encode(), 0, i).emit]
+    if drain:
+        outputs += [o for tick in svc.due(now=float("inf")) for o in tick.emit]
     (st,) = svc.states.values()
     now = st.occupancy.now_us
     view = {
@@ -39,36 +44,39 @@ def reference(events: list[Event]) -> tuple[list[Event], dict[str, dict[str, int
     return outputs, view
 
 
+@pytest.mark.parametrize("rate", ["0", "1e9"], ids=["live-clock-off", "history-replay"])
 def test_a_worker_killed_twenty_times_ends_exactly_like_an_uninterrupted_run(
-    kafka_bootstrap: str, tmp_path: Path
+    kafka_bootstrap: str, tmp_path: Path, rate: str
 ) -> None:
     inputs = checkpoint_heavy().inputs[:50_000]
     assert len(inputs) == 50_000
-    expected_outputs, expected_view = reference(inputs)
+    # at rate 0 exactly the outputs the inputs cause; at the history-replay rate also every wake-up after them
+    expected_outputs, expected_view = reference(inputs, drain=rate != "0")
     rng = random.Random(2026)
-    extra = [*FAST_GROUP, "--idle-clock-rate", "0", "--checkpoint-every", "500", "--trace-offsets"]
+    extra = [*FAST_GROUP, "--idle-clock-rate", rate, "--idle-after", "1", "--checkpoint-every", "500"]
     with running_worker(kafka_bootstrap, tmp_path, extra=extra) as worker:
         produce_events(kafka_bootstrap, worker.topics.events, inputs)
-        for _ in range(20):
+        kills = 0
+        while kills < 20:
             worker.start()
             worker.wait_ready()
+            if worker.metric("gpuledger_worker_checkpointed_offset") >= len(inputs) - 1:
+                break  # every input is checkpointed: nothing left to interrupt
             wait_for(lambda: worker.metric("gpuledger_worker_records_total") > 0, timeout_s=30, every_s=0.05)
-            worker.kill_after(rng.uniform(0.0, 1.5))  # SIGKILL: mid-batch, mid-checkpoint, anywhere
+            worker.kill_after(rng.uniform(0.0, 0.8))  # SIGKILL: mid-batch, mid-checkpoint, anywhere
+            kills += 1
+        print("kills:", kills)
+        assert kills >= 5
+        worker.kill()
         worker.start()
         worker.wait_ready()
         try:
             wait_for(lambda: table(worker) == expected_view, timeout_s=400, every_s=0.5)
         finally:
             got_view = table(worker)
-            print("records processed since the last start:", worker.metric("gpuledger_worker_records_total"))
             differ = {k: (v, got_view.get(k)) for k, v in expected_view.items() if got_view.get(k) != v}
-            print("nodes that differ:", differ)
-            # what the offset trace shows: inputs applied never or twice, offsets committed past a checkpoint
-            assert worker.log_path is not None
-            trace = worker.log_path.read_text(errors="replace").splitlines()
-            print("offset trace:", "\n".join(check_trace(trace)) or "consistent")
-        problems = check_trace(trace, commits=False)
-        assert problems == [], problems
+            print("nodes that differ:", len(differ), list(differ.items())[:3])
+        assert worker.metric("gpuledger_worker_late_events_total") == 0
         records = read_topic(kafka_bootstrap, worker.topics.decisions, want=len(expected_outputs), idle_s=2)
         got = decoded(records)
         assert len({e.event_id for e in got}) == len(got), "an output was emitted twice"

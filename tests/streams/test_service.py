@@ -12,7 +12,7 @@ from streams.service import DecisionService
 from streams.snapshot import Serialisation
 from streams.state import ClusterState
 from tests.factories import Events
-from tests.streams.scenarios import lab_month, same_state
+from tests.streams.scenarios import checkpoint_heavy, lab_month, same_state
 
 
 def feed(svc: DecisionService, events: list[Event], first_offset: int = 0) -> list[Event]:
@@ -173,3 +173,34 @@ def test_a_checkpoint_serialised_in_a_forked_child_restores_the_state_frozen_at_
     (forked,) = asyncio.run(job.result())
     assert same_state(ClusterState.from_bytes(forked), ClusterState.from_bytes(in_place))
     assert not same_state(ClusterState.from_bytes(forked), st)
+
+
+def test_records_redelivered_after_a_restore_keep_the_history_replay_timer_from_judging_the_cluster_idle() -> None:
+    # history replay: once idle, event time runs a billion times faster than the wall clock; a worker restored
+    # from a checkpoint at input k is re-delivered inputs before k, two wall seconds apart, then the rest
+    inputs = checkpoint_heavy().inputs[:12_000]
+    reference = DecisionService(Knobs(), idle_clock_rate=1e9, clock=lambda: 0.0)
+    expected = feed(reference, inputs) + [e for tick in reference.due(now=float("inf")) for e in tick.emit]
+    wall = [0.0]
+    first = DecisionService(Knobs(), idle_clock_rate=1e9, idle_after_s=1.0, clock=lambda: wall[0])
+    k = len(inputs) // 2
+    emitted = feed(first, inputs[: k + 1])
+    (st,) = first.states.values()
+    while st.core.next_wakeup() is None:  # restore where a wake-up is pending: an idle timer would play it
+        k += 1
+        emitted += feed(first, inputs[k : k + 1], k)
+    pending = st.core.next_wakeup()
+    blob = st.to_bytes()
+    restored = DecisionService(
+        Knobs(), loader=lambda _c: blob, idle_clock_rate=1e9, idle_after_s=1.0, clock=lambda: wall[0]
+    )
+    for offset in range(k - 5, k + 1):  # re-delivered: the checkpoint already reflects them
+        wall[0] += 2.0
+        assert restored.process(encode(inputs[offset]), b"busy", 0, offset).kind == "replayed"
+        restored.due()
+        assert restored.states["busy"].core.next_wakeup() == pending  # still arriving: not idle, nothing played
+    emitted += feed(restored, inputs[k + 1 :], k + 1)
+    emitted += [e for tick in restored.due(now=float("inf")) for e in tick.emit]
+    assert emitted == expected
+    got, want = restored.states["busy"], reference.states["busy"]
+    assert (got.core.now, got.occupancy.to_dict()) == (want.core.now, want.occupancy.to_dict())

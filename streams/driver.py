@@ -1,0 +1,510 @@
+"""The worker: a thin aiokafka consumer-group driver around the decision service (``streams.service``).
+
+One consumer in the group ``--app-id`` reads ``gpuledger.events`` in batches (``getmany``); each batch
+goes through the service, its outputs to ``gpuledger.decisions`` (same partition, key = cluster) and
+bad records to ``gpuledger.deadletter``, sent and awaited once per batch. Every ``checkpoint_every``
+inputs or ``checkpoint_interval_s`` the changed clusters' states and each partition's mark are written
+to the compacted checkpoint topic (``streams.checkpoints``), then the offsets they cover are committed.
+
+Assignment (the rebalance listener): the worker reads its partitions' checkpoints, runs the resume
+check, seeks each partition to its mark + 1 (no input before the last checkpoint is delivered again)
+and remembers the outputs and dead letters already on their topics after the checkpoint, so a
+restart sends none of them twice. Revocation: a checkpoint first, so the next owner resumes exactly
+here. A failed resume check, an offset out of range or an acknowledgement offset that went backwards
+halts the worker: it stops deciding, logs why, sets ``gpuledger_worker_halted`` and answers 503 on
+``/readyz`` until it is restarted by an operator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from typing import Any
+
+from ledger.codec import decode
+from ledger.errors import LedgerError
+from ledger.events import Event
+from streams.budget_metrics import BudgetGauges
+from streams.checkpoints import Mark, digest, latest_values, mark_key, occupancy_records
+from streams.config import WorkerConfig
+from streams.deadletter import deadletter_headers, parse_headers, source_of
+from streams.metrics import WorkerMetrics
+from streams.outbox import Outbox
+from streams.reader import PartitionReader
+from streams.service import DecisionService, Outcome
+from streams.snapshot import Serialisation
+from streams.state import ClusterState
+from streams.topics import TopicNames, checkpoint_topic, occupancy_topic
+from streams.wire import decode_record, encode_record
+
+__all__ = ["Worker"]
+
+log = logging.getLogger("gpuledger.worker")
+
+
+class Worker:
+    """The consumer, the producer, the checkpoints and the timer of one worker process."""
+
+    def __init__(self, cfg: WorkerConfig):
+        self.cfg = cfg
+        self.topics = TopicNames(cfg.topic_prefix)
+        self.ckpt_topic = checkpoint_topic(cfg.app_id)
+        self.occ_topic = occupancy_topic(cfg.app_id)
+        self.metrics = WorkerMetrics()
+        self.gauges = BudgetGauges(self.metrics.registry)
+        self.blobs: dict[str, bytes] = {}  # cluster -> checkpoint read at assignment (the service's loader)
+        self.service = DecisionService(
+            cfg.knobs, loader=self.blobs.get, idle_clock_rate=cfg.idle_clock_rate, idle_after_s=cfg.idle_after_s
+        )
+        self.lock = asyncio.Lock()
+        self.stopping = asyncio.Event()
+        self.consumer: Any = None
+        self.producer: Any = None
+        self.outbox: Outbox | None = None
+        self.reader: PartitionReader | None = None
+        self.assigned: set[int] = set()
+        self.assigning = True  # until the first assignment is restored, and during a rebalance
+        self.halted: str | None = None
+        self.marks: dict[int, Mark] = {}  # partition -> its last durable mark
+        self.last: dict[int, tuple[int, bytes | None]] = {}  # partition -> (offset, value) of its last input processed
+        self.next_offset: dict[int, int] = {}  # partition -> next input offset to read
+        self.unacked = 0  # inputs processed since the last checkpoint
+        self.inflight: asyncio.Future[None] | None = None
+        self.last_checkpoint = time.monotonic()
+        self.ckpt_end: dict[int, int] = {}  # checkpoint-topic partition -> offset after our last write
+        self.dl_end = 0  # dead-letter offset after the last letter known sent
+        self.dl_suppress: set[str] = set()  # sources already dead-lettered before a restart
+        self.view: dict[str, bytes] = {}  # the occupancy view: cluster|path -> JSON
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    async def run(self) -> int:
+        """Serve until SIGTERM/SIGINT; return the exit code."""
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+        from streams.web import serve
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+        web = await serve(self, self.cfg.http_host, self.cfg.http_port)
+        sec = self.cfg.security.aiokafka_kwargs()
+        logging.getLogger("aiokafka").setLevel(max(logging.getLevelName(self.cfg.loglevel.upper()), logging.INFO))
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=self.cfg.bootstrap, acks="all", enable_idempotence=False, linger_ms=0,
+            max_batch_size=512 * 1024, max_request_size=16 * 1024 * 1024, **sec,
+        )
+        self.reader = PartitionReader(self.cfg.bootstrap, self.cfg.security, self.cfg.fetch_max_wait_ms)
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.cfg.bootstrap, group_id=self.cfg.app_id, group_instance_id=self.cfg.instance_id,
+            enable_auto_commit=False, auto_offset_reset="none", fetch_max_wait_ms=self.cfg.fetch_max_wait_ms,
+            session_timeout_ms=int(self.cfg.session_timeout_s * 1000),
+            heartbeat_interval_ms=int(min(1.0, self.cfg.session_timeout_s / 3) * 1000),
+            rebalance_timeout_ms=int(self.cfg.rebalance_timeout_s * 1000), **sec,
+        )
+        try:
+            await self._until_stopped(self._start())
+            if not self.stopping.is_set():
+                await self._loop()
+        finally:
+            await self._shutdown()
+            await web.cleanup()
+        return 0
+
+    async def _until_stopped(self, work: Any) -> None:
+        """Run ``work`` unless a stop is asked for first (a broker that never answers must not hold a stop)."""
+        task = asyncio.ensure_future(work)
+        stop = asyncio.ensure_future(self.stopping.wait())
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await task
+        else:
+            task.result()
+
+    async def _start(self) -> None:
+        from aiokafka import ConsumerRebalanceListener
+
+        worker = self
+
+        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+            async def on_partitions_revoked(self, revoked: Any) -> None:
+                await worker.on_revoked({tp.partition for tp in revoked})
+
+            async def on_partitions_assigned(self, assigned: Any) -> None:
+                await worker.on_assigned({tp.partition for tp in assigned})
+
+        assert self.producer is not None and self.reader is not None
+        await self.producer.start()
+        self.outbox = Outbox(self.producer)
+        await self.reader.start()
+        await self.consumer.start()
+        self.consumer.subscribe([self.topics.events], listener=Listener())
+
+    async def _shutdown(self) -> None:
+        """Checkpoint what was processed, leave the group and disconnect, each step bounded (the broker may be gone)."""
+        budget = self.cfg.shutdown_timeout_s
+        # aiokafka's own retries end in CancelledError when a bounded step is cut short: not a reason to stop here
+        if self.producer is not None and self.halted is None and not self.assigning:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._final_checkpoint(), budget)
+        for client in (self.consumer, self.reader, self.producer):
+            if client is not None:
+                with contextlib.suppress(Exception, asyncio.CancelledError):
+                    await asyncio.wait_for(client.stop(), budget / 2)
+
+    async def _final_checkpoint(self) -> None:
+        async with self.lock:
+            await self._settle()
+            if self.unacked or self.service.dirty:
+                await self._checkpoint(wait=True)
+
+    async def _loop(self) -> None:
+        from aiokafka.errors import KafkaError, NoOffsetForPartitionError, OffsetOutOfRangeError
+
+        timer = self.cfg.timer_interval_s
+        last_tick = time.monotonic()
+        while not self.stopping.is_set():
+            try:
+                batch = await self.consumer.getmany(timeout_ms=int(timer * 1000), max_records=self.cfg.batch_max)
+            except NoOffsetForPartitionError:
+                await asyncio.sleep(0.01)  # an assignment being restored: its partitions are sought when it ends
+                continue
+            except OffsetOutOfRangeError as exc:
+                self._halt(f"{self.topics.events}: offsets out of range on the broker ({exc}): its log was lost")
+                continue
+            except KafkaError as exc:  # the broker is away: aiokafka reconnects by itself
+                log.warning("fetch failed: %s: %s", type(exc).__name__, exc)
+                await asyncio.sleep(0.2)
+                continue
+            async with self.lock:
+                if batch and self.halted is None and not self.assigning:
+                    await self._on_batch([m for part in batch.values() for m in part])
+                if time.monotonic() - last_tick >= timer:
+                    last_tick = time.monotonic()
+                    await self._tick()
+
+    # -- rebalances --------------------------------------------------------------------------
+    async def on_revoked(self, partitions: set[int]) -> None:
+        """Make what was processed durable before the partitions move (the next owner resumes here)."""
+        log.warning("revoked %s", sorted(partitions))
+        async with self.lock:
+            self.assigning = True
+            if self.halted is not None:
+                return
+            try:
+                await self._settle()
+                if self.unacked or self.service.dirty:
+                    await self._checkpoint(wait=True)
+            except Exception as exc:  # the next owner resumes from the last durable checkpoint
+                log.warning("checkpoint on revocation failed: %s: %s", type(exc).__name__, exc)
+
+    async def on_assigned(self, partitions: set[int]) -> None:
+        """Take partitions: read their checkpoints, check the broker still holds what they end on, seek past them."""
+        from aiokafka import TopicPartition
+
+        async with self.lock:
+            t0 = time.monotonic()
+            await self._settle_quietly()
+            gone = self.assigned - partitions
+            self.service.forget_partitions(gone)
+            self.gauges.forget_partitions(gone)
+            for p in gone:
+                self.last.pop(p, None)
+                self.marks.pop(p, None)
+                for gauge in (self.metrics.lag, self.metrics.checkpointed):
+                    with contextlib.suppress(KeyError):
+                        gauge.remove(str(p))
+            self.view = {k: v for k, v in self.view.items() if k.split("|", 1)[0] in self.service.states}
+            kept = self.assigned & partitions
+            self.assigned = set(partitions)
+            tps = {p: TopicPartition(self.topics.events, p) for p in partitions}
+            if self.halted is not None:
+                self.consumer.pause(*tps.values())
+                return
+            try:
+                await self._restore(partitions, kept)
+            except Exception as exc:
+                self._halt(f"cannot restore partitions {sorted(partitions)}: {type(exc).__name__}: {exc}")
+            if self.halted is not None:
+                self.consumer.pause(*tps.values())
+                return
+            for p, tp in tps.items():
+                self.consumer.seek(tp, self.next_offset[p])
+            self.assigning = False
+            self.metrics.restore_seconds.observe(time.monotonic() - t0)
+            log.warning("assigned %s: resuming at %s (restored in %.2f s)", sorted(partitions),
+                        {p: self.next_offset[p] for p in sorted(partitions)}, time.monotonic() - t0)
+
+    async def _restore(self, partitions: set[int], kept: set[int]) -> None:
+        assert self.reader is not None
+        marks: dict[int, Mark] = {}
+        for p in sorted(partitions):
+            states, found = latest_values(await self.reader.read(self.ckpt_topic, p, 0))
+            mark = found.get(p)
+            held = self.marks.get(p)
+            if held is not None and (mark is None or mark.offset < held.offset):
+                self._halt(
+                    f"{self.ckpt_topic}/{p}: the checkpoints end before the one this worker wrote last "
+                    f"(input offset {held.offset}): the broker lost its log"
+                )
+                return
+            if mark is not None:
+                records = await self.reader.read(self.topics.events, p, mark.offset, mark.offset + 1)
+                problem = mark.check(records[0] if records else None, p, self.topics.events)
+                if problem:
+                    self._halt(problem)
+                    return
+                marks[p] = mark
+            if p not in kept:
+                for cluster, blob in states.items():
+                    if ClusterState.partition_of(blob) == p:
+                        self.blobs[cluster] = blob
+        for p in sorted(partitions - kept):
+            mark = marks.get(p)
+            self.next_offset[p] = mark.offset + 1 if mark else 0
+            if mark:
+                self.marks[p] = mark
+                self.last[p] = (mark.offset, None)
+                self.metrics.checkpointed.labels(str(p)).set(mark.offset)
+            for cluster in [c for c, b in self.blobs.items() if ClusterState.partition_of(b) == p]:
+                st = self.service.state(cluster, p)
+                st.suppress = await self._emitted_since(cluster, p, st.decisions_next)
+                if st.suppress:
+                    log.warning("cluster %s: %d output(s) already emitted, not sent again", cluster, len(st.suppress))
+                self.view.update(occupancy_records(st))
+                self.gauges.update(st)
+                del self.blobs[cluster]
+        for p in kept:
+            self.next_offset[p] = self.last[p][0] + 1 if p in self.last else 0
+        await self._recall_deadletters(partitions - kept, marks)
+
+    async def _emitted_since(self, cluster: str, partition: int, offset: int) -> set[str]:
+        assert self.reader is not None
+        key = cluster.encode()
+        found: set[str] = set()
+        for msg in await self.reader.read(self.topics.decisions, partition, offset):
+            if msg.key == key and msg.value:
+                with contextlib.suppress(LedgerError):
+                    found.add(decode(msg.value).event_id)
+        return found
+
+    async def _recall_deadletters(self, partitions: set[int], marks: dict[int, Mark]) -> None:
+        """Remember the letters of these partitions already sent after their marks (not sent again)."""
+        if not partitions:
+            return
+        assert self.reader is not None
+        start = min(marks[p].deadletters if p in marks else 0 for p in partitions)
+        letters = await self.reader.read(self.topics.deadletter, 0, start)
+        self.dl_end = max(self.dl_end, start, *(m.offset + 1 for m in letters[-1:]))
+        prefix = f"{self.topics.events}/"
+        for msg in letters:
+            source = parse_headers(msg.headers or ()).get("source", "")
+            if source.startswith(prefix) and int(source.split("/")[-2]) in partitions:
+                self.dl_suppress.add(source)
+
+    # -- inputs ------------------------------------------------------------------------------
+    async def _on_batch(self, messages: list[Any]) -> None:
+        t0 = time.perf_counter()
+        core0 = self.service.core_s
+        outcomes = self.service.process_batch([(m.value, m.key, m.partition, m.offset) for m in messages])
+        kinds: dict[str, int] = {}
+        late = 0
+        for msg, outcome in zip(messages, outcomes, strict=True):
+            kinds[outcome.kind] = kinds.get(outcome.kind, 0) + 1
+            late += outcome.late
+            if outcome.kind == "deadletter" or outcome.emit:
+                await self._deliver(outcome, msg)
+            self.last[msg.partition] = (msg.offset, msg.value)
+            self.next_offset[msg.partition] = msg.offset + 1
+        await self._await_sent()
+        for kind, n in kinds.items():
+            self.metrics.records.labels(kind).inc(n)
+        if late:
+            self.metrics.late.inc(late)
+        self.metrics.events_seen += len(messages)
+        self.unacked += len(messages)
+        if self.unacked >= self.cfg.checkpoint_every and not self.checkpointing and self.halted is None:
+            await self._checkpoint(wait=False)
+        busy = time.perf_counter() - t0
+        self.metrics.latency.observe(busy)
+        self.metrics.busy_seconds.inc(busy)
+        self.metrics.core_seconds.inc(self.service.core_s - core0)
+
+    async def _deliver(self, outcome: Outcome, msg: Any) -> None:
+        assert self.outbox is not None
+        if outcome.kind == "deadletter":
+            mark = self.marks.get(msg.partition)
+            source = source_of(msg.topic, msg.partition, msg.offset)
+            if (mark is not None and msg.offset <= mark.offset) or source in self.dl_suppress:
+                return  # dead-lettered before the restart
+            headers = deadletter_headers(outcome.reason or "unknown", msg.topic, msg.partition, msg.offset)
+            await self.outbox.add(self.topics.deadletter, 0, "", msg.key, msg.value or b"", headers)
+            self.metrics.deadletters.inc()
+        elif outcome.cluster is not None:
+            await self._emit(outcome.cluster, msg.partition, outcome.emit)
+
+    async def _emit(self, cluster: str, partition: int, events: list[Event]) -> None:
+        assert self.outbox is not None
+        key = cluster.encode()
+        for e in events:
+            await self.outbox.add(self.topics.decisions, partition, cluster, key, encode_record(e))
+        self.metrics.decisions.inc(len(events))
+        self.metrics.outputs_sent += len(events)
+
+    async def _await_sent(self) -> None:
+        """Send what is queued and wait for its acknowledgement; halt if an output landed before an earlier one."""
+        if self.outbox is None:
+            return
+        await self.outbox.send()
+        for tag, end in (await self.outbox.acked()).items():
+            if not tag:
+                self.dl_end = max(self.dl_end, end)
+                continue
+            st = self.service.states.get(tag)
+            if st is None:
+                continue
+            if end <= st.decisions_next:
+                self._halt(
+                    f"{self.topics.decisions}/{st.partition}: an output of {tag} landed at offset {end - 1}, before "
+                    f"the {st.decisions_next} already there: the broker lost its log"
+                )
+            st.decisions_next = max(st.decisions_next, end)
+
+    # -- the timer ---------------------------------------------------------------------------
+    async def _tick(self) -> None:
+        from aiokafka import TopicPartition
+
+        if self.halted is None and not self.assigning:
+            # a partition with inputs still waiting on the broker is not idle, however long they take to arrive
+            waiting = set()
+            for p in self.assigned:
+                high = self.consumer.highwater(TopicPartition(self.topics.events, p))
+                nxt = self.next_offset.get(p, 0)
+                if high is None or nxt < high:
+                    waiting.add(p)
+                if high is not None:
+                    self.metrics.lag.labels(str(p)).set(max(0, high - nxt))
+            self.service.hold(waiting)
+            for tick in self.service.due():
+                await self._emit(tick.cluster, tick.partition, tick.emit)
+            await self._await_sent()
+            due = time.monotonic() - self.last_checkpoint >= self.cfg.checkpoint_interval_s
+            if (self.unacked or self.service.dirty) and due and not self.checkpointing and self.halted is None:
+                await self._checkpoint(wait=False)
+        self.metrics.sample_rates()
+
+    # -- checkpoints -------------------------------------------------------------------------
+    @property
+    def checkpointing(self) -> bool:
+        """Return whether a checkpoint is still being written."""
+        return self.inflight is not None and not self.inflight.done()
+
+    async def _settle(self) -> None:
+        task, self.inflight = self.inflight, None
+        if task is not None:
+            await task
+
+    async def _settle_quietly(self) -> None:
+        try:
+            await self._settle()
+        except Exception as exc:  # its inputs stay uncommitted: the next checkpoint covers them
+            log.warning("checkpoint failed: %s: %s", type(exc).__name__, exc)
+
+    async def _checkpoint(self, *, wait: bool) -> None:
+        """Freeze the changed states and the marks now; write them, then commit, in the background unless ``wait``."""
+        await self._settle()
+        t0 = time.perf_counter()
+        await self._await_sent()
+        states = self.service.take_dirty()
+        marks = {}
+        for p, (offset, value) in self.last.items():
+            held = self.marks.get(p)
+            if p in self.assigned and (held is None or held.offset != offset) and value is not None:
+                marks[p] = Mark(offset, digest(value), _event_id(value), self.dl_end)
+        job = Serialisation.start(states, in_process=not self.cfg.checkpoint_fork)
+        self.unacked = 0
+        self.metrics.checkpoint_seconds.observe(time.perf_counter() - t0)
+        self.inflight = asyncio.ensure_future(self._write_checkpoint(states, job, marks))
+        if wait:
+            await self._settle()
+
+    async def _write_checkpoint(self, states: list[ClusterState], job: Serialisation, marks: dict[int, Mark]) -> None:
+        from aiokafka import TopicPartition
+        from aiokafka.structs import OffsetAndMetadata
+
+        try:
+            blobs = await job.result()
+            writes = []
+            for st, blob in zip(states, blobs, strict=True):
+                writes.append((st.partition, await self.producer.send(self.ckpt_topic, blob, key=st.cluster.encode(),
+                                                                      partition=st.partition)))
+            for p, mark in marks.items():  # after the states: a mark never claims more than they hold
+                writes.append((p, await self.producer.send(self.ckpt_topic, mark.to_bytes(),
+                                                           key=mark_key(p).encode(), partition=p)))
+            views = []
+            for st in states:
+                for key, value in occupancy_records(st).items():
+                    if self.view.get(key) != value:
+                        self.view[key] = value
+                        views.append(await self.producer.send(self.occ_topic, value, key=key.encode(),
+                                                              partition=st.partition))
+            for p, fut in writes:
+                md = await fut
+                if md.offset < self.ckpt_end.get(p, 0):
+                    self._halt(f"{self.ckpt_topic}/{p}: a checkpoint landed at offset {md.offset}, before the "
+                               f"{self.ckpt_end[p]} written earlier: the broker lost its log")
+                self.ckpt_end[p] = max(self.ckpt_end.get(p, 0), md.offset + 1)
+            await asyncio.gather(*views)
+        except BaseException:
+            self.service.dirty.update(st.cluster for st in states if st.cluster in self.service.states)
+            self.unacked += 1
+            raise
+        if self.halted is not None:
+            return
+        self.marks.update(marks)
+        for p, m in marks.items():
+            self.metrics.checkpointed.labels(str(p)).set(m.offset)
+        for st in states:
+            self.gauges.update(st)
+        offsets = {
+            TopicPartition(self.topics.events, p): OffsetAndMetadata(m.offset + 1, "")
+            for p, m in marks.items() if p in self.assigned
+        }
+        if offsets:
+            with contextlib.suppress(Exception):  # informational (lag tools): the marks say where to resume
+                await self.consumer.commit(offsets)
+        self.last_checkpoint = time.monotonic()
+        self.metrics.checkpoints.inc()
+
+    # -- halting -----------------------------------------------------------------------------
+    def _halt(self, reason: str) -> None:
+        """Stop deciding for good: log why, raise the metric, pause every partition."""
+        if self.halted is None:
+            log.error("worker halted, no further decisions: %s", reason)
+            self.halted = reason
+            self.metrics.halted.set(1)
+            with contextlib.suppress(Exception):
+                self.consumer.pause(*self.consumer.assignment())
+
+    @property
+    def ready(self) -> bool:
+        """Return whether the worker owns restored partitions and decides."""
+        return self.halted is None and not self.assigning and self.producer is not None
+
+    def occupancy_view(self) -> dict[str, Any]:
+        """Return the occupancy view as {cluster|path: values}."""
+        import json
+
+        return {k: json.loads(v) for k, v in sorted(self.view.items())}
+
+
+def _event_id(value: bytes) -> str:
+    try:
+        return decode_record(value).event_id
+    except LedgerError:
+        return ""

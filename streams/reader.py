@@ -1,0 +1,64 @@
+"""Read records of one topic partition directly (checkpoints at assignment, the resume check, outputs already sent)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ledger.errors import BrokerError
+from streams.security import KafkaSecurity
+
+__all__ = ["PartitionReader"]
+
+
+class PartitionReader:
+    """One group-less consumer, assigned to one partition per read."""
+
+    def __init__(self, bootstrap: str, security: KafkaSecurity, fetch_max_wait_ms: int):
+        self.bootstrap = bootstrap
+        self.security = security
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.consumer: Any = None
+
+    async def start(self) -> None:
+        """Connect."""
+        from aiokafka import AIOKafkaConsumer
+
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="none",
+            fetch_max_wait_ms=self.fetch_max_wait_ms, **self.security.aiokafka_kwargs(),
+        )
+        await self.consumer.start()
+
+    async def stop(self) -> None:
+        """Disconnect."""
+        if self.consumer is not None:
+            await self.consumer.stop()
+
+    async def read(self, topic: str, partition: int, offset: int, end: int | None = None) -> list[Any]:
+        """Return the records from ``offset`` up to ``end`` (excluded) or the partition's end; [] if out of range.
+
+        The end is the high watermark fetch responses carry, not ``end_offsets()``: some Kafka-protocol
+        brokers (tansu) answer ListOffsets with the last *batch's* base offset + 1.
+        """
+        from aiokafka import TopicPartition
+        from aiokafka.errors import OffsetOutOfRangeError
+
+        tp = TopicPartition(topic, partition)
+        c = self.consumer
+        c.assign([tp])
+        c.seek(tp, offset)
+        out: list[Any] = []
+        started = time.monotonic()
+        while True:
+            try:
+                batch = await c.getmany(tp, timeout_ms=50)
+            except OffsetOutOfRangeError:
+                return out
+            out.extend(m for m in batch.get(tp, []) if end is None or m.offset < end)
+            # only a high watermark says where the partition ends: a slow fetch is not an empty partition
+            high = c.highwater(tp)
+            if high is not None and await c.position(tp) >= (high if end is None else min(end, high)):
+                return out
+            if time.monotonic() - started >= 30:
+                raise BrokerError(f"{topic}/{partition}: offsets from {offset} not readable in 30 s")
