@@ -65,6 +65,11 @@ def prepare(
     con.execute("SET threads TO 1")
     union = " UNION ALL ".join(f'SELECT min("time") AS lo, max("time") AS hi FROM {t}' for t in _TIME_TABLES)
     lo, hi = con.execute(f"SELECT min(lo), max(hi) FROM ({union})").fetchone() or (None, None)
+    # A period outside the log would print an audit of zeros as if nothing had been owed: refuse it.
+    if since_us is not None and hi is not None and since_us > hi:
+        raise InputError(f"--since {iso(since_us)} is after the log's last event ({iso(hi)})")
+    if until_us is not None and lo is not None and until_us <= lo:
+        raise InputError(f"--until {iso(until_us)} is not after the log's first event ({iso(lo)})")
     t0 = since_us if since_us is not None else (lo if lo is not None else 0)
     t1 = until_us if until_us is not None else (hi if hi is not None else t0)
     t1 = max(t1, t0)

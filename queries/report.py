@@ -245,6 +245,19 @@ def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool
     )
 
 
+def compare_html(labels: list[str], runs: list[dict[str, Any]], title: str = "gpuledger compare") -> str:
+    """Return one self-contained page with every run's audit side by side, one column per run."""
+    from ledger.replay.sidebyside import table
+
+    cols = "".join(f"<section class='col'><h2>{escape(label)}</h2>{html(run['audit'], label, fragment=True)}</section>"
+                   for label, run in zip(labels, runs, strict=True))
+    return (
+        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"<style>{_CSS}</style></head><body><h1>{escape(title)}</h1><pre>{escape(table(labels, runs))}</pre>"
+        f"<div class='cols'>{cols}</div></body></html>\n"
+    )
+
+
 @overload
 def render_html(source: dict[str, Any] | duckdb.DuckDBPyConnection, path: None = None, title: str = ...) -> str: ...
 
@@ -278,4 +291,4 @@ def render_html(
     return path
 
 
-__all__ = ["html", "render_html"]
+__all__ = ["compare_html", "html", "render_html"]

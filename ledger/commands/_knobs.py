@@ -37,7 +37,13 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
         p.add_argument("--charge", default="upfront", help="entry charge(s): upfront, accrued, or upfront,accrued")
         p.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per host (default: the budgets file)")
         p.add_argument("--grace", default="0s", help="grace period(s) before a preempted workload exits")
-        _add_rule_flags(p)
+        p.add_argument(
+            "--swap-margin", nargs="?", const="on", default="off", metavar="on|off|off,on",
+            help="anti-thrash swap margin: off (default), on (the flag alone), or off,on to compare both",
+        )
+        p.add_argument(
+            "--preempt-cycle", default="0s", help="preemption walk cycle(s), e.g. 0s,60s (default 0s: at every event)"
+        )
         return
     else:
         p.add_argument("--policy", choices=POLICIES, default="fairshare", help="scheduling policy (default fairshare)")
@@ -71,6 +77,19 @@ def knobs_from_args(args: argparse.Namespace, policy: Policy | None = None, gpus
     )
 
 
+_SWITCH = {"on": True, "yes": True, "true": True, "1": True, "off": False, "no": False, "false": False, "0": False}
+
+
+def _switches(text: str, flag: str) -> list[bool]:
+    """Return the on/off values of a boolean knob given as a comma list (``off,on`` compares both)."""
+    values = []
+    for part in _split(text):
+        if part is None or part.lower() not in _SWITCH:
+            raise ConfigError(f"{flag} {text!r}: expected on, off, or a comma list of them such as off,on")
+        values.append(_SWITCH[part.lower()])
+    return values
+
+
 def _split(text: str | None) -> list[str | None]:
     if text is None:
         return [None]
@@ -81,30 +100,32 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
     """Return every combination the flags list: each knob may be a comma list (``--max-min-runtime 2h,4h,8h``).
 
     Policies come from repeated ``--policy`` flags (or comma lists); the order is policies, then windows,
-    half-lives, caps, charges and graces, each in the order given.
+    half-lives, caps, charges, graces, swap margins (``off,on``) and preemption cycles, each in the order given.
     """
+    import itertools
     policies: list[str] = []
     for p in getattr(args, "policy", None) or ["fairshare"]:
         policies.extend(x for x in _split(p) if x)
-    grid: list[Knobs] = []
     for policy in policies:
         if policy not in POLICIES:
             raise ConfigError(f"policy {policy!r}: expected one of {', '.join(POLICIES)}")
-        for window in _split(args.window):
-            for half_life in _split(args.half_life):
-                for cap in _split(args.max_min_runtime):
-                    for charge in _split(args.charge):
-                        for grace in _split(args.grace):
-                            grid.append(
-                                Knobs(
-                                    policy=policy,
-                                    window_s=parse_duration(window or "7d"),
-                                    half_life_s=parse_duration(half_life) if half_life else None,
-                                    max_min_runtime_s=parse_duration(cap or "8h"),
-                                    charge=charge or "upfront",  # type: ignore[arg-type]
-                                    gpus_per_node=args.gpus_per_node or gpus_per_node,
-                                    grace_s=parse_duration(grace or "0s"),
-                                    **_rule_knobs(args),  # type: ignore[arg-type]
-                                )
-                            )
-    return grid
+    swap = args.swap_margin
+    swaps = [swap] if isinstance(swap, bool) else _switches(str(swap), "--swap-margin")
+    combos = itertools.product(
+        policies, _split(args.window), _split(args.half_life), _split(args.max_min_runtime), _split(args.charge),
+        _split(args.grace), swaps, _split(getattr(args, "preempt_cycle", None) or "0s"),
+    )
+    return [
+        Knobs(
+            policy=policy,  # type: ignore[arg-type]
+            window_s=parse_duration(window or "7d"),
+            half_life_s=parse_duration(half_life) if half_life else None,
+            max_min_runtime_s=parse_duration(cap or "8h"),
+            charge=charge or "upfront",  # type: ignore[arg-type]
+            gpus_per_node=args.gpus_per_node or gpus_per_node,
+            grace_s=parse_duration(grace or "0s"),
+            swap_margin=swap_on,
+            preempt_cycle_s=parse_duration(cycle or "0s"),
+        )
+        for policy, window, half_life, cap, charge, grace, swap_on, cycle in combos
+    ]

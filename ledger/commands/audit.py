@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from ledger.errors import InputError
 
@@ -21,14 +20,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--until", metavar="ISO", help="end of the audit period (default: last event)")
     p.add_argument("--format", choices=("table", "json", "csv", "html"), default="table")
     p.add_argument("--window", default="7d", help="lookback window of the fairness series (default 7d)")
-    p.add_argument("--out", metavar="FILE", help="write here instead of standard output (html needs it or writes "
-                   "report.html)")
+    p.add_argument("--out", metavar="FILE", help="write here instead of standard output (every format, html too)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.core.knobs import parse_duration
     from queries.audit import audit
+    from queries.report import html as page_html
     from queries.report import render_html
     from queries.tables import as_csv, as_text, tables
     from queries.timefmt import parse_iso
@@ -44,13 +43,21 @@ def run(args: argparse.Namespace) -> int:
     since, until = when(args.since, "--since"), when(args.until, "--until")
     if since is not None and until is not None and until <= since:
         raise InputError(f"--until {args.until} is not after --since {args.since}")
+    from ledger.commands._paths import input_source, output_file
+
+    input_source(args.source, "run directory or event log")
+    out = output_file(args.out) if args.out else None
     window_s = int(parse_duration(args.window))
     data = audit(args.source, since=since, until=until, window_s=window_s)
     report: str | None = args.report
     if args.format == "html":
-        out = Path(args.out or "report.html")
-        render_html(data, out)
-        print(f"wrote {out}")
+        if report:
+            raise InputError("--report: the HTML report is the whole audit; leave --report out for --format html")
+        if out is None:
+            sys.stdout.write(page_html(data, f"gpuledger audit: {args.source}"))
+        else:
+            render_html(data, out, title=f"gpuledger audit: {args.source}")
+            print(f"wrote {out}", file=sys.stderr)
         return 0
     if args.format == "json":
         text = json.dumps({report: data[report]} if report else data, indent=1) + "\n"
@@ -58,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
         text = as_csv(tables(data, report))
     else:
         text = as_text(tables(data, report))
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
     return 0

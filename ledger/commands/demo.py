@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger.core.knobs import Policy
+from ledger.errors import ConfigError
 
 POLICIES: tuple[Policy, ...] = ("fairshare", "priority")
 
@@ -33,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--scale", type=float, default=1.0, help="multiply the number of workloads (default 1.0)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--force", action="store_true", help="replace an earlier demo in --out (its files only)")
 
 
 INTRO = """\
@@ -140,6 +142,7 @@ def _report_html(out: Path, intro: str, text_table: str, results: list[dict[str,
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    from ledger.commands._paths import DEMO_OUTPUTS, output_dir
     from ledger.commands._runs import run_one
     from ledger.core.knobs import Knobs
     from ledger.replay.demo_month import DEMO, FULL, generate
@@ -147,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
     from ledger.replay.sidebyside import table
     from ledger.replay.trace import write_trace
 
-    out = Path(args.out)
+    if args.scale <= 0:
+        raise ConfigError(f"--scale {args.scale}: must be more than 0")
+    out = output_dir(args.out, force=args.force, ours=DEMO_OUTPUTS)
     out.mkdir(parents=True, exist_ok=True)
     month = generate(args.seed, scale=args.scale, mix=FULL if args.month == "full" else DEMO)
     write_trace(out / "trace.csv", month.submissions)
@@ -163,5 +168,5 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.write(intro + "\n" + text_table + "\n" + _headline(results) + "\n" + GUIDE)
     report = _report_html(out, intro, text_table, results)
     walls = ", ".join(f"{p} {r['replay']['wall_s']:.1f} s" for p, r in zip(POLICIES, results, strict=True))
-    print(f"\nwrote {report}, the runs in {out}/fairshare and {out}/priority (replays took {walls})")
+    print(f"wrote {report}, the runs in {out}/fairshare and {out}/priority (replays took {walls})", file=sys.stderr)
     return 0
