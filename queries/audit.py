@@ -220,6 +220,46 @@ def workloads(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     )
 
 
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Return the ``q`` quantile by linear interpolation (DuckDB's quantile_cont)."""
+    pos = (len(sorted_values) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def wait_by_team(work: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return each team's first waits (submission to first start), worst p90 first.
+
+    A workload still waiting at the end of the period counts as ``waiting`` (its wait so far is not
+    in the figures, which would otherwise depend on where the period was cut).
+    """
+    from queries.timefmt import parse_iso
+
+    by: dict[str, list[float]] = {}
+    waiting: dict[str, int] = {}
+    for w in work:
+        team = w["budget"]
+        by.setdefault(team, [])
+        if w["first_start_time"] is None:
+            waiting[team] = waiting.get(team, 0) + 1
+            continue
+        by[team].append((parse_iso(w["first_start_time"]) - parse_iso(w["submit_time"])) / 1e6)
+    out = []
+    for team, waits in by.items():
+        waits.sort()
+        row: dict[str, Any] = {"budget": team, "workloads": len(waits) + waiting.get(team, 0), "started": len(waits),
+                               "waiting": waiting.get(team, 0)}
+        if waits:
+            row |= {"mean_s": sum(waits) / len(waits), "p50_s": _quantile(waits, 0.5),
+                    "p90_s": _quantile(waits, 0.9), "max_s": waits[-1]}
+        else:
+            row |= dict.fromkeys(("mean_s", "p50_s", "p90_s", "max_s"))
+        out.append(row)
+    out.sort(key=lambda r: (-(r["p90_s"] if r["p90_s"] is not None else -1), r["budget"]))
+    return out
+
+
 def _settled(value: Any) -> Any:
     """Return ``value`` with every float rounded to 12 significant digits, recursively.
 
@@ -240,6 +280,7 @@ def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """Return the whole audit dictionary from a prepared connection."""
     period = con.execute("SELECT t0, t1, window_us FROM params").fetchone()
     assert period is not None
+    work = workloads(con)
     settled: dict[str, Any] = _settled({
         "period": {"start": iso(period[0]), "end": iso(period[1])},
         "owed_hours": owed_hours(con),
@@ -248,7 +289,8 @@ def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "occupancy": occupancy(con),
         "fairness": fairness(con),
         "anomalies": anomalies(con),
-        "workloads": workloads(con),
+        "wait_by_team": wait_by_team(work),
+        "workloads": work,
     })
     return settled
 
@@ -304,6 +346,7 @@ __all__ = [
     "prepare",
     "rows",
     "wait_by_size",
+    "wait_by_team",
     "workloads",
     "write_json",
 ]

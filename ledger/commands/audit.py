@@ -8,7 +8,8 @@ import sys
 
 from ledger.errors import InputError
 
-REPORTS = ("owed_hours", "discarded_work", "wait_by_size", "occupancy", "fairness", "anomalies", "workloads")
+REPORTS = ("owed_hours", "wait_by_team", "discarded_work", "wait_by_size", "occupancy", "fairness", "anomalies",
+           "workloads")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from queries.audit import audit
     from queries.report import html as page_html
     from queries.report import render_html
-    from queries.tables import as_csv, as_text, tables
+    from queries.tables import as_csv, as_text, headline, tables
     from queries.timefmt import parse_iso
 
     def when(text: str | None, flag: str) -> int | None:
@@ -63,8 +64,10 @@ def run(args: argparse.Namespace) -> int:
         text = json.dumps({report: data[report]} if report else data, indent=1) + "\n"
     elif args.format == "csv":
         text = as_csv(tables(data, report))
-    else:
+    elif report:
         text = as_text(tables(data, report))
+    else:  # the whole audit: its headline first, then every table
+        text = "\n".join(headline(data)) + "\n\n" + as_text(tables(data, report))
     if out is not None:
         out.write_text(text, encoding="utf-8")
     else:
