@@ -119,6 +119,14 @@ def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "teams_owed": len(rated),
         "worst_team": None if worst is None else {"budget": worst["budget"], "ratio": worst["ratio"]},
         "teams": teams,
+        "by_team_daily": rows(
+            con,
+            "SELECT budget, iso(day_us) AS day, owed / 3.6e9 AS owed_gpu_hours, "
+            "received / 3.6e9 AS received_gpu_hours, delivered / 3.6e9 AS delivered_gpu_hours FROM ("
+            "SELECT budget, hour_us // 86400000000 * 86400000000 AS day_us, sum(owed_gpu_us) AS owed, "
+            "sum(received_gpu_us) AS received, sum(delivered_gpu_us) AS delivered "
+            "FROM owed_team_hours GROUP BY ALL) ORDER BY budget, day_us",
+        ),
     }
 
 
