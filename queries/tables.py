@@ -50,10 +50,11 @@ def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
     ratio = owed["overall_ratio"]
     import textwrap
 
+    figures = (f"{owed['received_gpu_hours']:,.0f} of {owed['owed_gpu_hours']:,.0f} owed; "
+               f"{owed['delivered_gpu_hours']:,.0f} delivered in all" if ratio is not None else
+               "nothing was owed: the log holds no budget shares, or no allocated demand in the period")
     lines = [
-        "GPU-hours received / owed: " + ("-" if ratio is None else f"{ratio:.1%}")
-        + f" ({owed['received_gpu_hours']:,.0f} of {owed['owed_gpu_hours']:,.0f} owed; "
-        f"{owed['delivered_gpu_hours']:,.0f} delivered in all)",
+        "GPU-hours received / owed: " + ("-" if ratio is None else f"{ratio:.1%}") + f" ({figures})",
         *textwrap.wrap(OWED_DEFINITION, 100, initial_indent="  ", subsequent_indent="  "),
     ]
     short = short_teams(audit)
