@@ -294,15 +294,15 @@ def compare_html(labels: list[str], runs: list[dict[str, Any]], title: str = "gp
         f"<h1>{escape(title)}</h1>",
         f'<p class="sub">{len(runs)} runs of the same inputs, one column each; period {escape(period["start"] or "-")}'
         f' to {escape(period["end"] or "-")} (UTC). Charts in a row share their scale.</p>',
-        f"<p>{escape(intro)}</p>" if intro else "",
-        "<h2>Side by side</h2>",
-        f"<pre>{escape(table(labels, runs))}</pre>",
         row("Headline", [headline(a) for a in audits]),
         row("Owed against delivered", [owed_section(a, teams, scales) for a in audits]),
         row("Cluster occupancy", [cluster_chart(a, cluster_top, width=560 if len(audits) > 1 else 1000)
                                   for a in audits]),
         row("Queue waits", [wait_chart(a, wait_range) for a in audits]),
         row("Discarded work", [discard_chart(a, scale=discard_top) for a in audits]),
+        "<h2>Every measure side by side</h2>",
+        f"<pre>{escape(table(labels, runs))}</pre>",
+        "".join(f"<p>{escape(part)}</p>" for part in intro.split("\n\n") if part.strip()),
         '<p class="note">Every run\'s full tables are in its own audit.json (and <code>gpuledger audit RUN_DIR '
         "--format html</code>).</p>",
     ]

@@ -26,11 +26,11 @@ def _fmt(x: float) -> str:
 
 
 def nice_max(x: float) -> float:
-    """Return a round axis maximum at or just above ``x`` (1,024 -> 1,200, not 2,000)."""
+    """Return a round axis maximum at or just above ``x`` (1,024 -> 1,200, not 2,000; quarters stay round)."""
     if x <= 0:
         return 1.0
     step = 10.0 ** math.floor(math.log10(x))
-    for m in (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0):
+    for m in (1.0, 1.2, 1.6, 2.0, 2.4, 3.0, 4.0, 6.0, 8.0, 10.0):  # each splits into round quarters
         if m * step >= x * (1 - 1e-9):
             return m * step
     return 10.0 * step
