@@ -55,9 +55,14 @@ def rows(con: duckdb.DuckDBPyConnection, query: str) -> list[dict[str, Any]]:
 
 
 def prepare(
-    con: duckdb.DuckDBPyConnection, since_us: int | None = None, until_us: int | None = None, window_s: int = WEEK_S
+    con: duckdb.DuckDBPyConnection, since_us: int | None = None, until_us: int | None = None, window_s: int = WEEK_S,
+    *, within_log: bool = False,
 ) -> None:
-    """Set the audit period and build the shared facts and every audit table in ``con``."""
+    """Set the audit period and build the shared facts and every audit table in ``con``.
+
+    ``within_log`` refuses a period that starts after the log's last event or ends before its first
+    (what a person asking for one almost always mistyped; the audits themselves are defined there too).
+    """
     # One thread: DuckDB sums floating-point shares in whatever order its threads finish, so on
     # several threads the last bit of a team's hourly share could differ between two audits of
     # one log, and a figure rounded at a tie could print differently. One thread sums in table
@@ -66,9 +71,9 @@ def prepare(
     union = " UNION ALL ".join(f'SELECT min("time") AS lo, max("time") AS hi FROM {t}' for t in _TIME_TABLES)
     lo, hi = con.execute(f"SELECT min(lo), max(hi) FROM ({union})").fetchone() or (None, None)
     # A period outside the log would print an audit of zeros as if nothing had been owed: refuse it.
-    if since_us is not None and hi is not None and since_us > hi:
+    if within_log and since_us is not None and hi is not None and since_us > hi:
         raise InputError(f"--since {iso(since_us)} is after the log's last event ({iso(hi)})")
-    if until_us is not None and lo is not None and until_us <= lo:
+    if within_log and until_us is not None and lo is not None and until_us <= lo:
         raise InputError(f"--until {iso(until_us)} is not after the log's first event ({iso(lo)})")
     t0 = since_us if since_us is not None else (lo if lo is not None else 0)
     t1 = until_us if until_us is not None else (hi if hi is not None else t0)
@@ -304,9 +309,13 @@ def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
 
 def audit(
-    source: Source, since: int | str | None = None, until: int | str | None = None, window_s: int = WEEK_S
+    source: Source, since: int | str | None = None, until: int | str | None = None, window_s: int = WEEK_S,
+    *, within_log: bool = False,
 ) -> dict[str, Any]:
-    """Audit a run directory, log directory, records, events or projected connection; return the audit dict."""
+    """Audit a run directory, log directory, records, events or projected connection; return the audit dict.
+
+    ``within_log``: refuse a period wholly after or before the log (as ``gpuledger audit`` does).
+    """
     from queries.timefmt import parse_iso
 
     since_us = parse_iso(since) if isinstance(since, str) else since
@@ -314,7 +323,7 @@ def audit(
     if window_s <= 0 or window_s % 3600:
         raise InputError(f"window {window_s} s: the fairness window must be a positive whole number of hours")
     con = connect(source, decisions=False)
-    prepare(con, since_us, until_us, window_s)
+    prepare(con, since_us, until_us, window_s, within_log=within_log)
     return collect(con)
 
 

@@ -127,7 +127,7 @@ def test_audit_refuses_bad_periods_and_outputs(run_dir: Path, tmp_path: Path,
         (["--out", str(tmp_path)], f"--out {tmp_path}: is a directory; expected a file name"),
         (["--out", str(tmp_path / "no" / "x.txt")], f"--out {tmp_path / 'no' / 'x.txt'}: directory"),
         (["--format", "html", "--report", "owed-hours"], "--report: the HTML report is the whole audit"),
-        (["--window", "90m"], "the fairness window must be a positive whole number of hours"),
+        (["--window", "90m"], "--window 90m: the fairness window must be a positive whole number of hours"),
     ]
     for extra, message in cases:
         code, out, err = run(capsys, "audit", run_dir, *extra)

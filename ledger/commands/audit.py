@@ -49,7 +49,9 @@ def run(args: argparse.Namespace) -> int:
     input_source(args.source, "run directory or event log")
     out = output_file(args.out) if args.out else None
     window_s = int(parse_duration(args.window))
-    data = audit(args.source, since=since, until=until, window_s=window_s)
+    if window_s <= 0 or window_s % 3600:
+        raise InputError(f"--window {args.window}: the fairness window must be a positive whole number of hours")
+    data = audit(args.source, since=since, until=until, window_s=window_s, within_log=True)
     report: str | None = args.report
     if args.format == "html":
         if report:
