@@ -84,9 +84,11 @@ def _scratch(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("path", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
 def test_every_shell_block_runs(path: Path, tmp_path: Path) -> None:
-    runnable = [b for b in blocks(path) if b.skip is None]
+    found = blocks(path)
+    runnable = [b for b in found if b.skip is None]
     if not runnable:
-        pytest.skip(f"{path.name} has no shell block to run")
+        reasons = "; ".join(sorted({b.skip or "" for b in found})) or "no shell block"
+        pytest.skip(f"{path.name}: nothing to run here ({reasons})")
     work = _scratch(tmp_path)
     bin_dir = str(Path(sys.executable).parent)  # the gpuledger console script of this environment
     env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "GPULEDGER_NO_PROGRESS": "1"}
