@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/gpuledger demo --out out/demo
+	$(VENV)/bin/gpuledger demo --out out/demo --force
 
 lint: $(STAMP)
 	$(PY) -m ruff check ledger queries streams tests bench

@@ -7,7 +7,7 @@ import importlib
 import sys
 from types import ModuleType
 
-from ledger.errors import LedgerError
+from ledger.errors import AllRejectedError, LedgerError
 
 # subcommand -> module in ledger.commands; each has add_arguments(parser) and run(args) -> int
 COMMANDS = {
@@ -28,12 +28,22 @@ def _module(name: str) -> ModuleType:
     return importlib.import_module(f"ledger.commands.{COMMANDS[name]}")
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("gpuledger")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser with every subcommand registered."""
     parser = argparse.ArgumentParser(
         prog="gpuledger",
         description="An event-sourced ledger for shared GPU clusters run on budgets instead of priorities.",
     )
+    parser.add_argument("--version", action="version", version=f"gpuledger {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         module = _module(name)
@@ -49,10 +59,23 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the console script; return the process exit code."""
     args = build_parser().parse_args(argv)
+    prefix = f"gpuledger {args.command}: error:"
     try:
         code: int = args._run(args)
+    except AllRejectedError as exc:  # the command ran, but every record of its input was bad
+        print(f"{prefix} {exc}", file=sys.stderr)
+        return 1
     except LedgerError as exc:
-        print(f"gpuledger {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{prefix} {exc}", file=sys.stderr)
+        return 2
+    # A path the checks before the run could not foresee (removed meanwhile, a full disk, a binary
+    # file read as text deep in an adapter): still one line that names it, never a traceback.
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"{prefix} {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except UnicodeDecodeError as exc:
+        print(f"{prefix} an input is not UTF-8 text ({exc.reason} at byte {exc.start})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"gpuledger {args.command}: interrupted", file=sys.stderr)

@@ -43,3 +43,7 @@ class ConfigError(LedgerError, ValueError):
 
 class BrokerError(LedgerError):
     """Kafka could not be reached or refused a request, and the event could not be spooled either."""
+
+
+class AllRejectedError(InputError):
+    """Every record of an input was rejected: the command ran but had nothing to work on (exit code 1)."""

@@ -55,9 +55,14 @@ def rows(con: duckdb.DuckDBPyConnection, query: str) -> list[dict[str, Any]]:
 
 
 def prepare(
-    con: duckdb.DuckDBPyConnection, since_us: int | None = None, until_us: int | None = None, window_s: int = WEEK_S
+    con: duckdb.DuckDBPyConnection, since_us: int | None = None, until_us: int | None = None, window_s: int = WEEK_S,
+    *, within_log: bool = False,
 ) -> None:
-    """Set the audit period and build the shared facts and every audit table in ``con``."""
+    """Set the audit period and build the shared facts and every audit table in ``con``.
+
+    ``within_log`` refuses a period that starts after the log's last event or ends before its first
+    (what a person asking for one almost always mistyped; the audits themselves are defined there too).
+    """
     # One thread: DuckDB sums floating-point shares in whatever order its threads finish, so on
     # several threads the last bit of a team's hourly share could differ between two audits of
     # one log, and a figure rounded at a tie could print differently. One thread sums in table
@@ -65,6 +70,11 @@ def prepare(
     con.execute("SET threads TO 1")
     union = " UNION ALL ".join(f'SELECT min("time") AS lo, max("time") AS hi FROM {t}' for t in _TIME_TABLES)
     lo, hi = con.execute(f"SELECT min(lo), max(hi) FROM ({union})").fetchone() or (None, None)
+    # A period outside the log would print an audit of zeros as if nothing had been owed: refuse it.
+    if within_log and since_us is not None and hi is not None and since_us > hi:
+        raise InputError(f"--since {iso(since_us)} is after the log's last event ({iso(hi)})")
+    if within_log and until_us is not None and lo is not None and until_us <= lo:
+        raise InputError(f"--until {iso(until_us)} is not after the log's first event ({iso(lo)})")
     t0 = since_us if since_us is not None else (lo if lo is not None else 0)
     t1 = until_us if until_us is not None else (hi if hi is not None else t0)
     t1 = max(t1, t0)
@@ -115,6 +125,14 @@ def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "teams_owed": len(rated),
         "worst_team": None if worst is None else {"budget": worst["budget"], "ratio": worst["ratio"]},
         "teams": teams,
+        "by_team_daily": rows(
+            con,
+            "SELECT budget, iso(day_us) AS day, owed / 3.6e9 AS owed_gpu_hours, "
+            "received / 3.6e9 AS received_gpu_hours, delivered / 3.6e9 AS delivered_gpu_hours FROM ("
+            "SELECT budget, hour_us // 86400000000 * 86400000000 AS day_us, sum(owed_gpu_us) AS owed, "
+            "sum(received_gpu_us) AS received, sum(delivered_gpu_us) AS delivered "
+            "FROM owed_team_hours GROUP BY ALL) ORDER BY budget, day_us",
+        ),
     }
 
 
@@ -216,6 +234,46 @@ def workloads(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     )
 
 
+def _quantile(sorted_values: list[float], q: float) -> float:
+    """Return the ``q`` quantile by linear interpolation (DuckDB's quantile_cont)."""
+    pos = (len(sorted_values) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def wait_by_team(work: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Return each team's first waits (submission to first start), worst p90 first.
+
+    A workload still waiting at the end of the period counts as ``waiting`` (its wait so far is not
+    in the figures, which would otherwise depend on where the period was cut).
+    """
+    from queries.timefmt import parse_iso
+
+    by: dict[str, list[float]] = {}
+    waiting: dict[str, int] = {}
+    for w in work:
+        team = w["budget"]
+        by.setdefault(team, [])
+        if w["first_start_time"] is None:
+            waiting[team] = waiting.get(team, 0) + 1
+            continue
+        by[team].append((parse_iso(w["first_start_time"]) - parse_iso(w["submit_time"])) / 1e6)
+    out = []
+    for team, waits in by.items():
+        waits.sort()
+        row: dict[str, Any] = {"budget": team, "workloads": len(waits) + waiting.get(team, 0), "started": len(waits),
+                               "waiting": waiting.get(team, 0)}
+        if waits:
+            row |= {"mean_s": sum(waits) / len(waits), "p50_s": _quantile(waits, 0.5),
+                    "p90_s": _quantile(waits, 0.9), "max_s": waits[-1]}
+        else:
+            row |= dict.fromkeys(("mean_s", "p50_s", "p90_s", "max_s"))
+        out.append(row)
+    out.sort(key=lambda r: (-(r["p90_s"] if r["p90_s"] is not None else -1), r["budget"]))
+    return out
+
+
 def _settled(value: Any) -> Any:
     """Return ``value`` with every float rounded to 12 significant digits, recursively.
 
@@ -236,6 +294,7 @@ def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """Return the whole audit dictionary from a prepared connection."""
     period = con.execute("SELECT t0, t1, window_us FROM params").fetchone()
     assert period is not None
+    work = workloads(con)
     settled: dict[str, Any] = _settled({
         "period": {"start": iso(period[0]), "end": iso(period[1])},
         "owed_hours": owed_hours(con),
@@ -244,15 +303,20 @@ def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "occupancy": occupancy(con),
         "fairness": fairness(con),
         "anomalies": anomalies(con),
-        "workloads": workloads(con),
+        "wait_by_team": wait_by_team(work),
+        "workloads": work,
     })
     return settled
 
 
 def audit(
-    source: Source, since: int | str | None = None, until: int | str | None = None, window_s: int = WEEK_S
+    source: Source, since: int | str | None = None, until: int | str | None = None, window_s: int = WEEK_S,
+    *, within_log: bool = False,
 ) -> dict[str, Any]:
-    """Audit a run directory, log directory, records, events or projected connection; return the audit dict."""
+    """Audit a run directory, log directory, records, events or projected connection; return the audit dict.
+
+    ``within_log``: refuse a period wholly after or before the log (as ``gpuledger audit`` does).
+    """
     from queries.timefmt import parse_iso
 
     since_us = parse_iso(since) if isinstance(since, str) else since
@@ -260,7 +324,7 @@ def audit(
     if window_s <= 0 or window_s % 3600:
         raise InputError(f"window {window_s} s: the fairness window must be a positive whole number of hours")
     con = connect(source, decisions=False)
-    prepare(con, since_us, until_us, window_s)
+    prepare(con, since_us, until_us, window_s, within_log=within_log)
     return collect(con)
 
 
@@ -300,6 +364,7 @@ __all__ = [
     "prepare",
     "rows",
     "wait_by_size",
+    "wait_by_team",
     "workloads",
     "write_json",
 ]

@@ -1,4 +1,9 @@
-"""Render an audit as one self-contained HTML file: inline SVG charts and the tables, nothing fetched."""
+"""Render an audit as one self-contained HTML page a manager reads in a minute: headline, charts, tables.
+
+Inline SVG only (``queries.svg``): no script, no stylesheet or font fetched, so the file opens
+anywhere, offline. ``compare_html`` puts several runs side by side, one column each, every row of
+charts on one scale.
+"""
 
 from __future__ import annotations
 
@@ -8,36 +13,50 @@ from typing import Any, overload
 
 import duckdb
 
-from queries.svg import PALETTE, bar_chart, cdf_chart, line_chart
-from queries.tables import cell, tables
+from queries.svg import PALETTE, bar_chart, cdf_chart, cdf_range, line_chart, nice_max, ratio_bars
+from queries.tables import OWED_DEFINITION, SHORT, cell, header, short_teams, tables
+from queries.timefmt import duration
 
 _CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1100px;color:#222;
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1200px;color:#222;
 padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
-.sub{color:#666;margin:0 0 16px}.kpis{display:flex;flex-wrap:wrap;gap:12px;margin:12px 0}
-.kpi{border:1px solid #ddd;border-radius:6px;padding:8px 14px;min-width:150px}.kpi b{display:block;font-size:20px}
-.kpi span{color:#666;font-size:12px}.grid{display:flex;flex-wrap:wrap;gap:6px}
+h3{font-size:15px;margin:8px 0}
+.sub{color:#555;margin:0 0 12px}.kpis{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}
+.kpi{border:1px solid #ddd;border-radius:6px;padding:8px 12px;min-width:140px;flex:1}
+.kpi b{display:block;font-size:20px}.kpi span{color:#555;font-size:12px}.kpi.bad b{color:#d62728}
+.grid{display:flex;flex-wrap:wrap;gap:8px}.grid>svg{flex:1 1 360px;max-width:100%;height:auto}
+.cols{display:grid;gap:18px;grid-template-columns:repeat(var(--n),minmax(0,1fr))}
+.cols>div{min-width:0}svg{max-width:100%;height:auto}
 table{border-collapse:collapse;margin:6px 0 12px;font-size:12.5px}
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left}
-td.n{text-align:right;font-variant-numeric:tabular-nums}
-th{background:#f6f6f6}svg .t{font-size:12px;font-weight:600;fill:#333}svg .a{font-size:10px;fill:#555}
-svg .g{stroke:#e4e4e4}.note{color:#666;font-size:12px}details{margin:6px 0}
+td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}tr.short td{background:#fde8e8}
+th{background:#f6f6f6}svg .t{font-size:12px;font-weight:600;fill:#333}svg .a{font-size:10px;fill:#444}
+svg .g{stroke:#e4e4e4}.note{color:#555;font-size:12px}.def{background:#f6f8fc;border-left:3px solid #4269d0;
+padding:6px 10px;margin:8px 0;font-size:13px}pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}
 """
 
+WORST_CHARTS = 6  # teams drawn day by day: the worst of those under 95%
+TOP_DISCARD = 15  # bars in the discarded-work chart; the rest are summed into one
+TABLE_ROWS = 200
 
-def _table(cols: list[str], rows: list[list[Any]], limit: int = 200) -> str:
-    head = "".join(f"<th>{escape(c.replace('_', ' '))}</th>" for c in cols)
+
+def _table(cols: list[str], rows: list[list[Any]], limit: int = TABLE_ROWS, short_col: str | None = None) -> str:
+    """Return an HTML table, numbers right-aligned and readable; rows whose ``short_col`` is under 95% marked."""
+    head = "".join(f"<th>{escape(header(c))}</th>" for c in cols)
+    k = cols.index(short_col) if short_col in cols else None
     body = []
     for r in rows[:limit]:
         tds = "".join(
-            f'<td class="n">{escape(cell(v))}</td>'
+            f'<td class="n">{escape(cell(v, c))}</td>'
             if isinstance(v, int | float) and not isinstance(v, bool)
-            else f"<td>{escape(cell(v))}</td>"
-            for v in r
+            else f"<td>{escape(cell(v, c))}</td>"
+            for v, c in zip(r, cols, strict=True)
         )
-        body.append(f"<tr>{tds}</tr>")
-    more = f'<p class="note">{len(rows) - limit} more row(s) in audit.json</p>' if len(rows) > limit else ""
+        short = k is not None and isinstance(r[k], float) and r[k] < SHORT
+        body.append(f'<tr class="short">{tds}</tr>' if short else f"<tr>{tds}</tr>")
+    more = (f'<p class="note">{len(rows) - limit} more row(s) below and in audit.json</p>'
+            if len(rows) > limit else "")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
 
 
@@ -47,157 +66,148 @@ def _pct(x: float | None) -> str:
 
 def _eviction(dw: dict[str, Any]) -> tuple[str, str]:
     """Return the eviction-ratio box; imported preemptions (sacct, Kueue) name no preemptor, so it has no ratio."""
+    label = "eviction ratio (GPUs preempted per GPU started)"
     if dw["eviction_ratio"] is not None:
-        return "eviction ratio", f"{dw['eviction_ratio']:.2f}"
+        return label, f"{dw['eviction_ratio']:.2f}"
     if dw["preemptions"]:
         return "eviction ratio (the records name no preemptor)", "not recorded"
-    return "eviction ratio", "no preemptions"
+    return label, "no preemptions"
 
 
-def _kpis(data: dict[str, Any]) -> str:
-    owed, dw, occ = data["owed_hours"], data["discarded_work"], data["occupancy"]
-    worst = owed["worst_team"]
+def headline(data: dict[str, Any], most: int = 10) -> str:
+    """Return the headline: received/owed with its definition, the other key figures, the teams short of owed."""
+    owed, dw = data["owed_hours"], data["discarded_work"]
+    debug = data["wait_by_size"].get("debug_allocated") or {}
+    short = short_teams(data)
+    ratio = owed["overall_ratio"]
     items = [
-        ("owed GPU-hours received", _pct(owed["overall_ratio"])),
-        ("teams at 95% or more", f"{owed['teams_at_95']} of {owed['teams_owed']}"),
-        ("worst team", f"{worst['budget']} {_pct(worst['ratio'])}" if worst else "-"),
-        ("occupied share", _pct(occ["occupied_share"])),
-        ("discarded GPU-hours", f"{dw['discarded_gpu_hours']:,.1f} ({_pct(dw['discarded_share'])})"),
-        _eviction(dw),
+        ("received / owed GPU-hours", _pct(ratio), ratio is not None and ratio < SHORT),
+        (f"teams under {SHORT:.0%} of owed", f"{len(short)} of {owed['teams_owed']}", bool(short)),
+        ("debug runs: wait p90", "-" if debug.get("p90_s") is None else duration(debug["p90_s"]), False),
+        ("discarded by preemption", f"{dw['discarded_gpu_hours']:,.0f} GPU-h ({_pct(dw['discarded_share'])})", False),
+        (*_eviction(dw), False),
     ]
-    return (
-        '<div class="kpis">'
-        + "".join(f"<div class='kpi'><b>{escape(v)}</b><span>{escape(k)}</span></div>" for k, v in items)
-        + "</div>"
-    )
+    kpis = "".join(f"<div class='kpi{' bad' if bad else ''}'><b>{escape(v)}</b><span>{escape(k)}</span></div>"
+                   for k, v, bad in items)
+    definition = (f"<p class='def'>{escape(OWED_DEFINITION)} GPU-hours a team ran beyond that, on idle GPUs, "
+                  "count as delivered, not owed: a team can be delivered many times its owed hours and still be "
+                  "short in the hours it needed its share.</p>")
+    rows = [[t["budget"], t["ratio"], t["owed_gpu_hours"], t["delivered_gpu_hours"], t["wait_p90_s"],
+             t["discarded_gpu_hours"]] for t in short]
+    cols = ["team", "ratio", "owed_gpu_hours", "delivered_gpu_hours", "wait_p90_s", "discarded_gpu_hours"]
+    table = (f"<h3>Teams under {SHORT:.0%} of what they were owed, worst first</h3>"
+             + _table(cols, rows, limit=most, short_col="ratio") if short
+             else f"<p class='note'>Every team received at least {SHORT:.0%} of what it was owed.</p>")
+    return f"<div class='kpis'>{kpis}</div>{definition}{table}"
 
 
-TOP_TEAMS = 12  # small multiples drawn one per team; the rest are summed into one "others" chart
-MAX_POINTS = 120  # points per small-multiple series: whole hours averaged into bins beyond that
+def _daily(data: dict[str, Any]) -> tuple[list[str], dict[str, dict[str, list[float]]]]:
+    """Return the days and, per team, its owed / received / delivered GPU-hours day by day."""
+    rows = data["owed_hours"].get("by_team_daily", [])
+    days = sorted({r["day"] for r in rows})
+    index = {d: i for i, d in enumerate(days)}
+    out: dict[str, dict[str, list[float]]] = {}
+    for r in rows:
+        team = out.setdefault(r["budget"], {k: [0.0] * len(days) for k in ("owed", "received", "delivered")})
+        for k in ("owed", "received", "delivered"):
+            team[k][index[r["day"]]] = r[f"{k}_gpu_hours"]
+    return days, out
 
 
-def _binned(values: list[float], size: int) -> list[float]:
-    """Return the mean of each run of ``size`` values (the last run may be shorter)."""
-    if size <= 1:
-        return values
-    return [sum(values[i : i + size]) / len(values[i : i + size]) for i in range(0, len(values), size)]
+def worst_teams(runs: list[dict[str, Any]], most: int = WORST_CHARTS) -> list[str]:
+    """Return the teams to draw day by day: the worst short teams of each run in turn, at most ``most``."""
+    lists = [[t["budget"] for t in short_teams(r)] for r in runs]
+    chosen: list[str] = []
+    for rank in range(max((len(x) for x in lists), default=0)):
+        for x in lists:
+            if rank < len(x) and x[rank] not in chosen and len(chosen) < most:
+                chosen.append(x[rank])
+    return chosen
 
 
-def _team_series(data: dict[str, Any]) -> tuple[list[str], dict[str, tuple[list[float], list[float]]]]:
-    """Return the hours and, per team, (allocated GPU-hours run, allocation) aligned on those hours."""
-    hours = sorted({r["hour"] for r in data["occupancy"]["by_team_hourly"]})
-    index = {h: i for i, h in enumerate(hours)}
-    series: dict[str, tuple[list[float], list[float]]] = {}
-    for r in data["occupancy"]["by_team_hourly"]:
-        used, allocation = series.setdefault(r["budget"], ([0.0] * len(hours), [0.0] * len(hours)))
-        used[index[r["hour"]]] += r["allocated_gpu_hours"]
-        allocation[index[r["hour"]]] += r["allocation_gpu_hours"]
-    return hours, series
+def team_scales(runs: list[dict[str, Any]], teams: list[str]) -> dict[str, float]:
+    """Return one y maximum per team over every run, so a team's charts side by side share a scale.
 
-
-def _groups(teams: list[str], most: int) -> dict[str, list[str]]:
-    """Return at most ``most`` chart groups: each team alone if they fit, else the deepest common tree level that fits.
-
-    Budget paths are tree paths (``org/project/team``), so a level's prefix names a real budget node.
+    The scale is set by what the team was owed: delivered hours on borrowed GPUs can be ten times
+    that and would flatten the shortfall the chart is for (they are clipped at the top).
     """
-    if len(teams) <= most:
-        return {t: [t] for t in teams}
-    depth = max(t.count("/") for t in teams)
-    for level in range(depth, 0, -1):
-        groups: dict[str, list[str]] = {}
+    top: dict[str, float] = dict.fromkeys(teams, 0.0)
+    for r in runs:
+        _, series = _daily(r)
         for t in teams:
-            groups.setdefault("/".join(t.split("/")[:level]), []).append(t)
-        if len(groups) <= most:
-            return groups
-    return {}
+            if t in series:
+                top[t] = max(top[t], *series[t]["owed"], *series[t]["received"])
+    return {t: nice_max(v * 1.1) for t, v in top.items()}
 
 
-def _occupancy_charts(data: dict[str, Any], top: int = TOP_TEAMS) -> str:
-    hours, series = _team_series(data)
-    if not series:
-        return '<p class="note">No team occupancy in the period.</p>'
-    groups = _groups(sorted(series), top + 4)
-    if groups:
-        panels = [
-            (name if members == [name] else f"{name} ({len(members)} teams)",
-             [sum(series[t][0][i] for t in members) for i in range(len(hours))],
-             [sum(series[t][1][i] for t in members) for i in range(len(hours))])
-            for name, members in sorted(groups.items())
-        ]
-        rolled = len(groups) < len(series)
-        note = (f" The {len(series)} teams are summed by budget node ({len(groups)} charts); every team is in the "
-                "tables and in audit.json." if rolled else "")
-    else:  # a flat tree with many teams: the largest allocations one by one, the rest together
-        ranked = sorted(series, key=lambda t: (-sum(series[t][1]), -sum(series[t][0]), t))
-        shown, rest = sorted(ranked[:top]), ranked[top:]
-        panels = [(team, *series[team]) for team in shown]
-        panels.append((f"others ({len(rest)} teams)",
-                       [sum(series[t][0][i] for t in rest) for i in range(len(hours))],
-                       [sum(series[t][1][i] for t in rest) for i in range(len(hours))]))
-        note = (f" The {len(shown)} teams with the largest allocations are drawn one by one; the other {len(rest)} "
-                "are summed in the last chart (every team is in the tables and in audit.json).")
-    size = max(1, -(-len(hours) // MAX_POINTS))
+def owed_section(data: dict[str, Any], teams: list[str], scales: dict[str, float]) -> str:
+    """Return the owed-against-delivered charts: every short team's ratio, then the worst day by day."""
+    short = short_teams(data)
+    bars = ratio_bars(
+        [(t["budget"], t["ratio"], f"of {t['owed_gpu_hours']:,.0f} GPU-h owed") for t in short[:25]],
+        title=f"Received / owed, teams under {SHORT:.0%} (worst first)",
+    ) if short else ""
+    days, series = _daily(data)
     charts = []
-    for k, (team, used, allocation) in enumerate(panels):
-        colour = PALETTE[k % len(PALETTE)]
-        charts.append(
-            line_chart(
-                [
-                    (f"{team}: allocated GPU-hours run per hour", _binned(used, size), colour, True),
-                    (f"{team}: allocation (GPU-hours per hour)", _binned(allocation, size), "#333", False),
-                ],
-                title=team,
-                x_labels=(hours[0][:13] + "h", hours[-1][:13] + "h"),
-                precision=0,
-            )
-        )
-    binning = f" Each point is the mean of {size} hours." if size > 1 else ""
-    legend = (
-        '<p class="note">Filled: allocated GPU-hours the team ran each hour. Dashed: its allocation '
-        f"(its share of the available GPU-hours).{binning}{note}</p>"
-    )
-    return legend + '<div class="grid">' + "".join(charts) + "</div>"
+    for team in teams:
+        s = series.get(team)
+        if s is None or not days:
+            continue
+        ratio = next((t["ratio"] for t in data["owed_hours"]["teams"] if t["budget"] == team), None)
+        charts.append(line_chart(
+            [("owed", s["owed"], "#222", "dash"), ("received (within owed)", s["received"], PALETTE[0], "fill"),
+             ("delivered (all it ran)", s["delivered"], PALETTE[1], "line")],
+            days, title=f"{team}: {_pct(ratio)} of owed", y_max=scales.get(team), y_label="GPU-hours a day",
+            width=420, height=190,
+        ))
+    note = ('<p class="note">Each chart: a team\'s owed GPU-hours a day (dashed), what it received of them '
+            "(filled) and all it ran (orange line, clipped at the top of a scale set by what it was owed). A gap "
+            "between dashed and filled is its shortfall.</p>")
+    return bars + (note + '<div class="grid">' + "".join(charts) + "</div>" if charts else "")
 
 
-def _cluster_chart(data: dict[str, Any]) -> str:
+def cluster_chart(data: dict[str, Any], y_max: float | None = None, width: int = 1000) -> str:
+    """Return the cluster's use hour by hour against its capacity."""
     hourly = data["occupancy"]["hourly"]
     if not hourly:
-        return ""
+        return '<p class="note">No hour in the period.</p>'
+    capacity = [r["capacity_gpu_hours"] - r["down_gpu_hours"] for r in hourly]
     return line_chart(
         [
-            ("allocated", [r["allocated_gpu_hours"] for r in hourly], PALETTE[0], True),
-            ("unallocated", [r["allocated_gpu_hours"] + r["unallocated_gpu_hours"] for r in hourly], PALETTE[1], False),
-            ("capacity", [r["capacity_gpu_hours"] for r in hourly], "#333", False),
+            ("allocated (charged to budgets)", [r["allocated_gpu_hours"] for r in hourly], PALETTE[0], "fill"),
+            ("+ unallocated (free fill)", [r["allocated_gpu_hours"] + r["unallocated_gpu_hours"] for r in hourly],
+             PALETTE[1], "line"),
+            ("capacity up", capacity, "#222", "dash"),
         ],
-        width=1000,
-        height=180,
-        title="Cluster: allocated (filled), allocated + unallocated and capacity (dashed), GPU-hours per hour",
-        x_labels=(hourly[0]["hour"][:13] + "h", hourly[-1]["hour"][:13] + "h"),
+        [r["hour"] for r in hourly], width=width, height=220, y_label="GPUs (GPU-hours per hour)",
+        title="Cluster: GPUs in use each hour against the capacity up",
+        y_max=y_max or max(r["capacity_gpu_hours"] for r in hourly),
     )
 
 
-def _wait_chart(data: dict[str, Any]) -> str:
+def _wait_curves(data: dict[str, Any]) -> dict[str, tuple[list[float], list[float]]]:
     cdf = data["wait_by_size"]["cdf"]
     curves = {
         f"{size} GPU{'s' if size != '1' else ''}": (cdf["quantiles"], vals)
         for size, vals in cdf["wait_s"].items()
         if not size.startswith("debug")
     }
-    for name in ("debug", "debug_allocated"):
-        if name in cdf["wait_s"]:
-            curves[name.replace("_", " ")] = (cdf["quantiles"], cdf["wait_s"][name])
+    if "debug_allocated" in cdf["wait_s"]:
+        curves["debug (protected)"] = (cdf["quantiles"], cdf["wait_s"]["debug_allocated"])
+    return curves
+
+
+def wait_chart(data: dict[str, Any], x_range: tuple[float, float] | None = None) -> str:
+    """Return the cumulative first-wait chart by job size."""
+    curves = _wait_curves(data)
     if not curves:
         return '<p class="note">No workload started in the period.</p>'
-    return cdf_chart(curves, title="Share of workloads started within a wait, by size (first waits)")
+    return cdf_chart(curves, title="Share of workloads started within a wait, by size", x_range=x_range)
 
 
-TOP_DISCARD = 15  # bars in the discarded-work chart; the rest are summed into one
-
-
-def _discard_chart(data: dict[str, Any], top: int = TOP_DISCARD) -> str:
+def _discard_bars(data: dict[str, Any], top: int = TOP_DISCARD) -> tuple[list[tuple[str, float, float]], str]:
+    """Return the bars of the discard chart (the ``top`` teams, the rest summed) and its title."""
     teams = [t for t in data["discarded_work"]["by_team"] if t["discarded_gpu_hours"]]
-    if not teams:
-        return '<p class="note">No work was discarded in the period.</p>'
     teams.sort(key=lambda t: (-t["discarded_gpu_hours"], t["budget"]))
     bars = [(t["budget"], t["lost_since_checkpoint_gpu_hours"], t["restart_gpu_hours"]) for t in teams[:top]]
     rest = teams[top:]
@@ -208,7 +218,19 @@ def _discard_chart(data: dict[str, Any], top: int = TOP_DISCARD) -> str:
         title += f" (the {top} largest; all in the table)"
     elif rest:
         bars += [(t["budget"], t["lost_since_checkpoint_gpu_hours"], t["restart_gpu_hours"]) for t in rest]
-    return bar_chart(bars, title=title, labels=("since last checkpoint", "restart time"))
+    return bars, title
+
+
+def discard_chart(data: dict[str, Any], top: int = TOP_DISCARD, scale: float | None = None) -> str:
+    """Return the discarded GPU-hours of the teams that lost most, the rest summed."""
+    bars, title = _discard_bars(data, top)
+    if not bars:
+        return '<p class="note">No work was discarded in the period.</p>'
+    return bar_chart(bars, title=title, labels=("since last checkpoint", "restart time"), top=scale)
+
+
+def _discard_top(data: dict[str, Any]) -> float:
+    return max((a + b for _, a, b in _discard_bars(data)[0]), default=0.0)
 
 
 def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool = False) -> str:
@@ -216,6 +238,7 @@ def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool
     t = tables(data)
     period = data["period"]
     anomalies = data["anomalies"]
+    teams = worst_teams([data])
     an_note = (
         f"{len(anomalies)} record(s) could not be taken at face value; each says whether the figures include it."
         if anomalies
@@ -224,34 +247,75 @@ def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool
     sections = [
         f"<h1>{escape(title)}</h1>",
         f'<p class="sub">Period {escape(period["start"] or "-")} to {escape(period["end"] or "-")} (UTC).</p>',
-        _kpis(data),
-        "<h2>Occupancy by team against its allocation</h2>",
-        _cluster_chart(data),
-        _occupancy_charts(data),
+        headline(data),
+        "<h2>Owed against delivered</h2>",
+        owed_section(data, teams, team_scales([data], teams)),
+        "<h2>Cluster occupancy</h2>",
+        cluster_chart(data),
         _table(*t["occupancy"]),
-        "<h2>Owed GPU-hours</h2>",
-        '<p class="note">Owed each hour = min(share of available GPU-hours, demand); received = min(delivered, '
-        "owed) hour by hour; ratio = received ÷ owed.</p>",
-        _table(*t["owed_hours"]),
-        "<h2>Queue wait by size</h2>",
-        _wait_chart(data),
+        "<h2>Queue waits</h2>",
+        wait_chart(data),
+        "<h3>By team, longest p90 first</h3>",
+        _table(*t["wait_by_team"], limit=40),
+        "<h3>By size</h3>",
         _table(*t["wait_by_size"]),
         "<h2>Discarded work</h2>",
-        _discard_chart(data),
+        discard_chart(data),
         f'<p class="note">Restart time: {escape(data["discarded_work"]["restart_time_source"])}.</p>',
-        _table(*t["discarded_work"]),
+        _table(*t["discarded_work"], limit=40),
+        "<h2>Owed GPU-hours, every team, worst first</h2>",
+        _table(*t["owed_hours"], short_col="ratio"),
         "<h2>Anomalies</h2>",
         f'<p class="note">{escape(an_note)}</p>',
         _table(*t["anomalies"]) if anomalies else "",
         "<h2>Workloads</h2>",
-        _table(*t["workloads"], limit=300),
+        _table(*t["workloads"], limit=100),
     ]
     if fragment:
         return f'<div class="gpuledger-audit"><style>{_CSS}</style>{"".join(sections)}</div>'
-    return (
-        f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-        f"<style>{_CSS}</style></head><body>{''.join(sections)}</body></html>\n"
-    )
+    return _page(title, "".join(sections))
+
+
+def _page(title: str, body: str) -> str:
+    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+            f"<style>{_CSS}</style></head><body>{body}</body></html>\n")
+
+
+def compare_html(labels: list[str], runs: list[dict[str, Any]], title: str = "gpuledger compare",
+                 intro: str = "") -> str:
+    """Return one self-contained page with every run side by side, one column per run, each row on one scale."""
+    from ledger.replay.sidebyside import table
+
+    audits = [r["audit"] for r in runs]
+    teams = worst_teams(audits)
+    scales = team_scales(audits, teams)
+    cluster_top = max(max((h["capacity_gpu_hours"] for h in a["occupancy"]["hourly"]), default=0.0) for a in audits)
+    ranges = [cdf_range(_wait_curves(a)) for a in audits if _wait_curves(a)]
+    wait_range = (min(r[0] for r in ranges), max(r[1] for r in ranges)) if ranges else None
+    discard_top = nice_max(max(_discard_top(a) for a in audits)) if audits else None
+
+    def row(heading: str, cells: list[str], note: str = "") -> str:
+        tds = "".join(f"<div><h3>{escape(label)}</h3>{c}</div>" for label, c in zip(labels, cells, strict=True))
+        return f"<h2>{escape(heading)}</h2>{note}<div class='cols' style='--n:{len(runs)}'>{tds}</div>"
+
+    period = audits[0]["period"] if audits else {"start": None, "end": None}
+    body = [
+        f"<h1>{escape(title)}</h1>",
+        f'<p class="sub">{len(runs)} runs of the same inputs, one column each; period {escape(period["start"] or "-")}'
+        f' to {escape(period["end"] or "-")} (UTC). Charts in a row share their scale.</p>',
+        row("Headline", [headline(a) for a in audits]),
+        row("Owed against delivered", [owed_section(a, teams, scales) for a in audits]),
+        row("Cluster occupancy", [cluster_chart(a, cluster_top, width=560 if len(audits) > 1 else 1000)
+                                  for a in audits]),
+        row("Queue waits", [wait_chart(a, wait_range) for a in audits]),
+        row("Discarded work", [discard_chart(a, scale=discard_top) for a in audits]),
+        "<h2>Every measure side by side</h2>",
+        f"<pre>{escape(table(labels, runs))}</pre>",
+        "".join(f"<p>{escape(part)}</p>" for part in intro.split("\n\n") if part.strip()),
+        '<p class="note">Every run\'s full tables are in its own audit.json (and <code>gpuledger audit RUN_DIR '
+        "--format html</code>).</p>",
+    ]
+    return _page(title, "".join(body))
 
 
 @overload
@@ -287,4 +351,4 @@ def render_html(
     return path
 
 
-__all__ = ["html", "render_html"]
+__all__ = ["compare_html", "headline", "html", "render_html"]

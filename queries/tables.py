@@ -7,7 +7,83 @@ import io
 from typing import Any
 
 Table = tuple[list[str], list[list[Any]]]
-REPORTS = ("owed_hours", "discarded_work", "wait_by_size", "occupancy", "fairness", "anomalies", "workloads")
+REPORTS = ("owed_hours", "wait_by_team", "discarded_work", "wait_by_size", "occupancy", "fairness", "anomalies",
+           "workloads")
+
+SHORT = 0.95  # a team that received less than this share of what it was owed is shown as short
+
+OWED_DEFINITION = (
+    "Owed: each hour, a team is owed its budget share of the GPU-hours available, capped at what it asked "
+    "for that hour; received counts the GPU-hours it ran within that, hour by hour."
+)
+
+
+def _ratio_key(t: dict[str, Any]) -> tuple[float, str]:
+    """Sort key: the worst ratio first, teams with nothing owed last."""
+    return (t["ratio"] if t["ratio"] is not None else 2.0, t["budget"])
+
+
+def short_teams(audit: dict[str, Any], threshold: float = SHORT) -> list[dict[str, Any]]:
+    """Return the teams that received less than ``threshold`` of what they were owed, worst first.
+
+    Each carries its first-wait p90 (``wait_p90_s``) and its discarded GPU-hours.
+    """
+    waits = {w["budget"]: w for w in audit.get("wait_by_team", [])}
+    discarded = {t["budget"]: t for t in audit["discarded_work"]["by_team"]}
+    out = []
+    for t in sorted(audit["owed_hours"]["teams"], key=_ratio_key):
+        if t["ratio"] is None or t["ratio"] >= threshold or not t["owed_gpu_hours"]:
+            continue
+        out.append(t | {
+            "wait_p90_s": waits.get(t["budget"], {}).get("p90_s"),
+            "discarded_gpu_hours": (discarded.get(t["budget"]) or {}).get("discarded_gpu_hours") or 0.0,
+        })
+    return out
+
+
+def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
+    """Return the audit's headline as lines a manager reads first: owed, short teams, debug wait, preemption."""
+    from queries.timefmt import duration
+
+    owed, dw = audit["owed_hours"], audit["discarded_work"]
+    debug = audit["wait_by_size"].get("debug_allocated") or {}
+    ratio = owed["overall_ratio"]
+    import textwrap
+
+    figures = (f"{owed['received_gpu_hours']:,.0f} of {owed['owed_gpu_hours']:,.0f} owed; "
+               f"{owed['delivered_gpu_hours']:,.0f} delivered in all" if ratio is not None else
+               "nothing was owed: the log holds no budget shares, or no allocated demand in the period")
+    lines = [
+        "GPU-hours received / owed: " + ("-" if ratio is None else f"{ratio:.1%}") + f" ({figures})",
+        *textwrap.wrap(OWED_DEFINITION, 100, initial_indent="  ", subsequent_indent="  "),
+    ]
+    short = short_teams(audit)
+    example = next((t for t in short if t["delivered_gpu_hours"] > 1.5 * t["owed_gpu_hours"]), None)
+    if example is not None:
+        times = example["delivered_gpu_hours"] / example["owed_gpu_hours"]
+        lines += textwrap.wrap(
+            f"Hours run beyond what was owed (idle GPUs borrowed) are delivered, not owed: {example['budget']} "
+            f"was delivered {times:.1f}x its owed GPU-hours yet received {example['ratio']:.1%} of them, "
+            "short in the hours it needed its share.", 100, initial_indent="  ", subsequent_indent="  ")
+    lines.append(f"Teams under {SHORT:.0%} of what they were owed: {len(short)} of {owed['teams_owed']}"
+                 + (" (worst first)" if short else ""))
+    for t in short[:most]:
+        wait = "-" if t["wait_p90_s"] is None else duration(t["wait_p90_s"])
+        lines.append(f"  {t['budget']}: {t['ratio']:.1%} of {t['owed_gpu_hours']:,.0f} owed GPU-hours, "
+                     f"wait p90 {wait}, {t['discarded_gpu_hours']:,.1f} GPU-hours discarded")
+    if len(short) > most:
+        lines.append(f"  ... and {len(short) - most} more (the owed hours table lists them all, worst first)")
+    p90 = debug.get("p90_s")
+    lines.append(f"Debug runs (protected, minimum runtime <= 15 min): wait p90 "
+                 f"{'-' if p90 is None else duration(p90)} over {debug.get('jobs') or 0:,} runs")
+    share = dw["discarded_share"]
+    lines.append(f"Discarded by preemption: {dw['discarded_gpu_hours']:,.1f} GPU-hours"
+                 + ("" if share is None else f" ({share:.1%} of delivered)")
+                 + f" in {dw['preemptions']:,} preemptions")
+    ev = dw["eviction_ratio"]
+    lines.append("Eviction ratio: " + ("-" if ev is None else f"{ev:.2f}")
+                 + " GPUs preempted per GPU that started in their place")
+    return lines
 
 
 def _discard_row(label: str, d: dict[str, Any]) -> list[Any]:
@@ -26,22 +102,18 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
     """Return the audit's tables by report name (only ``report`` when given)."""
     out: dict[str, Table] = {}
     owed = audit["owed_hours"]
+    # (overall) first so no cut can hide it, then the teams worst first
     out["owed_hours"] = (
         ["budget", "owed_gpu_hours", "delivered_gpu_hours", "received_gpu_hours", "ratio"],
-        [
-            [t["budget"], t["owed_gpu_hours"], t["delivered_gpu_hours"], t["received_gpu_hours"], t["ratio"]]
-            for t in owed["teams"]
-        ]
+        [["(overall)", owed["owed_gpu_hours"], owed["delivered_gpu_hours"], owed["received_gpu_hours"],
+          owed["overall_ratio"]]]
         + [
-            [
-                "(overall)",
-                owed["owed_gpu_hours"],
-                owed["delivered_gpu_hours"],
-                owed["received_gpu_hours"],
-                owed["overall_ratio"],
-            ]
+            [t["budget"], t["owed_gpu_hours"], t["delivered_gpu_hours"], t["received_gpu_hours"], t["ratio"]]
+            for t in sorted(owed["teams"], key=_ratio_key)
         ],
     )
+    wt_cols = ["budget", "workloads", "started", "waiting", "mean_s", "p50_s", "p90_s", "max_s"]
+    out["wait_by_team"] = (wt_cols, [[w[c] for c in wt_cols] for w in audit.get("wait_by_team", [])])
     dw = audit["discarded_work"]
     out["discarded_work"] = (
         [
@@ -55,7 +127,8 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
         ],
         [_discard_row("(all)", dw)]
         + [_discard_row(tier, dw["by_tier"][tier]) for tier in ("allocated", "unallocated")]
-        + [_discard_row(t["budget"], t) for t in dw["by_team"]],
+        + [_discard_row(t["budget"], t)
+           for t in sorted(dw["by_team"], key=lambda t: (-(t["discarded_gpu_hours"] or 0.0), t["budget"]))],
     )
     wait_rows = []
     for kind, block in (("first", audit["wait_by_size"]), ("requeue", audit["wait_by_size"]["requeue"])):
@@ -84,23 +157,40 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
     return out
 
 
-def cell(value: Any) -> str:
-    """Return a value as table text: floats to 3 decimals, None as a dash."""
+def cell(value: Any, column: str = "") -> str:
+    """Return a value as a person reads it in a table: durations (``*_s``) as 3.4 h, ratios and shares as %.
+
+    Machine formats (JSON, CSV) keep the raw numbers; only tables for people go through here.
+    """
+    from queries.timefmt import duration
+
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, int | float) and column.endswith("_s"):
+        return duration(float(value))
+    if isinstance(value, float) and (column == "ratio" or column.endswith(("_share", "_ratio"))):
+        return f"{value:.1%}"
+    if isinstance(value, float) and column.endswith("gpu_hours"):
+        return f"{value:,.1f}"
     if isinstance(value, float):
         return f"{value:,.3f}"
     return str(value)
 
 
+def header(column: str) -> str:
+    """Return a column name as a table header: ``p90_s`` as ``p90``, underscores as spaces."""
+    return (column[:-2] if column.endswith("_s") else column).replace("_", " ")
+
+
 def as_text(named: dict[str, Table], max_rows: int = 60) -> str:
     """Return tables as aligned plain text, long ones cut to ``max_rows`` with a note."""
     parts = []
-    for name, (cols, rows) in named.items():
+    for name, (raw_cols, rows) in named.items():
         shown = rows[:max_rows]
-        texts = [[cell(v) for v in r] for r in shown]
+        texts = [[cell(v, c) for v, c in zip(r, raw_cols, strict=True)] for r in shown]
+        cols = [header(c) for c in raw_cols]
         widths = [max([len(c), *(len(r[i]) for r in texts)]) for i, c in enumerate(cols)]
         lines = [name.replace("_", " "), "  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True))]
         lines.append("  ".join("-" * w for w in widths))
@@ -115,6 +205,10 @@ def as_text(named: dict[str, Table], max_rows: int = 60) -> str:
 
 
 def _numeric(text: str) -> bool:
+    for unit in (" s", " min", " h", " d", "%"):
+        if text.endswith(unit):
+            text = text[: -len(unit)]
+            break
     return text.replace(",", "").replace(".", "", 1).lstrip("-").isdigit()
 
 
@@ -132,4 +226,5 @@ def as_csv(named: dict[str, Table]) -> str:
     return buf.getvalue()
 
 
-__all__ = ["REPORTS", "Table", "as_csv", "as_text", "cell", "tables"]
+__all__ = ["OWED_DEFINITION", "REPORTS", "SHORT", "Table", "as_csv", "as_text", "cell", "header",
+           "headline", "short_teams", "tables"]

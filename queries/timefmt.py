@@ -27,4 +27,16 @@ def parse_iso(text: str) -> int:
     return (d.days * 86_400 + d.seconds) * 1_000_000 + d.microseconds
 
 
-__all__ = ["iso", "parse_iso"]
+def duration(seconds: float) -> str:
+    """Return a duration as a person reads it: 45 s, 12.5 min, 3.4 h, 2.1 d."""
+    v = float(seconds)
+    if abs(v) < 120:
+        return f"{v:.0f} s"
+    if abs(v) < 7200:
+        return f"{v / 60:.1f} min"
+    if abs(v) < 172_800:
+        return f"{v / 3600:.1f} h"
+    return f"{v / 86_400:.1f} d"
+
+
+__all__ = ["duration", "iso", "parse_iso"]

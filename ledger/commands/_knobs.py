@@ -42,7 +42,12 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
         p.add_argument("--charge", default="upfront", help="entry charge(s): upfront, accrued, or upfront,accrued")
         p.add_argument("--gpus-per-node", type=int, default=None, help="GPUs per host (default: the budgets file)")
         p.add_argument("--grace", default="0s", help="grace period(s) before a preempted workload exits")
-        _add_rule_flags(p)
+        p.add_argument(
+            "--preemption-strategy", default=None, metavar="final-share|instant",
+            help="preemption strategy(ies): final-share (default), instant, or final-share,instant side by side",
+        )
+        p.add_argument("--swap-margin", action="store_true", help="the final-share strategy (kept for older scripts)")
+        p.add_argument("--preempt-cycle", default="0s", help="preemption walk cycle(s), e.g. 0s,60s (default 0s)")
         return
     else:
         p.add_argument("--policy", choices=POLICIES, default="fairshare", help="scheduling policy (default fairshare)")
@@ -91,34 +96,48 @@ def _split(text: str | None) -> list[str | None]:
     return [part.strip() for part in str(text).split(",") if part.strip()] or [None]
 
 
+def _strategies(args: argparse.Namespace) -> list[str]:
+    values = [x for x in _split(getattr(args, "preemption_strategy", None)) if x] or ["final-share"]
+    for value in values:
+        if value not in STRATEGIES:
+            raise ConfigError(f"--preemption-strategy {value!r}: expected {' or '.join(STRATEGIES)}, or a comma list")
+    if "instant" in values and getattr(args, "swap_margin", False):
+        raise ConfigError(
+            "--swap-margin is the final-share strategy: it cannot be combined with --preemption-strategy instant"
+        )
+    return values
+
+
 def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
     """Return every combination the flags list: each knob may be a comma list (``--max-min-runtime 2h,4h,8h``).
 
     Policies come from repeated ``--policy`` flags (or comma lists); the order is policies, then windows,
-    half-lives, caps, charges and graces, each in the order given.
+    half-lives, caps, charges, graces, preemption strategies (``final-share,instant``) and preemption cycles,
+    each in the order given.
     """
+    import itertools
+
     policies: list[str] = []
     for p in getattr(args, "policy", None) or ["fairshare"]:
         policies.extend(x for x in _split(p) if x)
-    grid: list[Knobs] = []
     for policy in policies:
         if policy not in POLICIES:
             raise ConfigError(f"policy {policy!r}: expected one of {', '.join(POLICIES)}")
-        for window in _split(args.window):
-            for half_life in _split(args.half_life):
-                for cap in _split(args.max_min_runtime):
-                    for charge in _split(args.charge):
-                        for grace in _split(args.grace):
-                            grid.append(
-                                Knobs(
-                                    policy=policy,
-                                    window_s=parse_duration(window or "7d"),
-                                    half_life_s=parse_duration(half_life) if half_life else None,
-                                    max_min_runtime_s=parse_duration(cap or "8h"),
-                                    charge=charge or "upfront",  # type: ignore[arg-type]
-                                    gpus_per_node=args.gpus_per_node or gpus_per_node,
-                                    grace_s=parse_duration(grace or "0s"),
-                                    **_rule_knobs(args),  # type: ignore[arg-type]
-                                )
-                            )
-    return grid
+    combos = itertools.product(
+        policies, _split(args.window), _split(args.half_life), _split(args.max_min_runtime), _split(args.charge),
+        _split(args.grace), _strategies(args), _split(getattr(args, "preempt_cycle", None) or "0s"),
+    )
+    return [
+        Knobs(
+            policy=policy,  # type: ignore[arg-type]
+            window_s=parse_duration(window or "7d"),
+            half_life_s=parse_duration(half_life) if half_life else None,
+            max_min_runtime_s=parse_duration(cap or "8h"),
+            charge=charge or "upfront",  # type: ignore[arg-type]
+            gpus_per_node=args.gpus_per_node or gpus_per_node,
+            grace_s=parse_duration(grace or "0s"),
+            preemption_strategy=strategy,  # type: ignore[arg-type]
+            preempt_cycle_s=parse_duration(cycle or "0s"),
+        )
+        for policy, window, half_life, cap, charge, grace, strategy, cycle in combos
+    ]

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from ledger.errors import InputError
 
-REPORTS = ("owed_hours", "discarded_work", "wait_by_size", "occupancy", "fairness", "anomalies", "workloads")
+REPORTS = ("owed_hours", "wait_by_team", "discarded_work", "wait_by_size", "occupancy", "fairness", "anomalies",
+           "workloads")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,16 +24,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "and take its capacity (nothing is written to SOURCE)")
     p.add_argument("--format", choices=("table", "json", "csv", "html"), default="table")
     p.add_argument("--window", default="7d", help="lookback window of the fairness series (default 7d)")
-    p.add_argument("--out", metavar="FILE", help="write here instead of standard output (html needs it or writes "
-                   "report.html)")
+    p.add_argument("--out", metavar="FILE", help="write here instead of standard output (every format, html too)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.core.knobs import parse_duration
     from queries.audit import audit
+    from queries.report import html as page_html
     from queries.report import render_html
-    from queries.tables import as_csv, as_text, tables
+    from queries.tables import as_csv, as_text, headline, tables
     from queries.timefmt import parse_iso
 
     def when(text: str | None, flag: str) -> int | None:
@@ -47,27 +47,39 @@ def run(args: argparse.Namespace) -> int:
     since, until = when(args.since, "--since"), when(args.until, "--until")
     if since is not None and until is not None and until <= since:
         raise InputError(f"--until {args.until} is not after --since {args.since}")
+    from ledger.commands._paths import input_source, output_file
+
+    input_source(args.source, "run directory or event log")
+    out = output_file(args.out) if args.out else None
     window_s = int(parse_duration(args.window))
+    if window_s <= 0 or window_s % 3600:
+        raise InputError(f"--window {args.window}: the fairness window must be a positive whole number of hours")
     source = args.source
     if getattr(args, "budgets", None):
         from ledger.commands._tree import audit_records_with_tree
 
         source = audit_records_with_tree(args.source, args.budgets)
-    data = audit(source, since=since, until=until, window_s=window_s)
+    data = audit(source, since=since, until=until, window_s=window_s, within_log=True)
     report: str | None = args.report
     if args.format == "html":
-        out = Path(args.out or "report.html")
-        render_html(data, out)
-        print(f"wrote {out}")
+        if report:
+            raise InputError("--report: the HTML report is the whole audit; leave --report out for --format html")
+        if out is None:
+            sys.stdout.write(page_html(data, f"gpuledger audit: {args.source}"))
+        else:
+            render_html(data, out, title=f"gpuledger audit: {args.source}")
+            print(f"wrote {out}", file=sys.stderr)
         return 0
     if args.format == "json":
         text = json.dumps({report: data[report]} if report else data, indent=1) + "\n"
     elif args.format == "csv":
         text = as_csv(tables(data, report))
-    else:
+    elif report:
         text = as_text(tables(data, report))
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+    else:  # the whole audit: its headline first, then every table
+        text = "\n".join(headline(data)) + "\n\n" + as_text(tables(data, report))
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
     else:
         sys.stdout.write(text)
     return 0

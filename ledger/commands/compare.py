@@ -24,7 +24,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--budgets", metavar="FILE", help="budgets file (YAML or JSON); required for a trace")
     p.add_argument("--out", metavar="DIR", help="keep each run directory under DIR (default: a temporary directory)")
-    p.add_argument("--format", choices=("table", "json", "csv"), default="table", help="output format")
+    p.add_argument("--force", action="store_true", help="replace earlier runs in --out (their files only)")
+    p.add_argument("--format", choices=("table", "json", "csv", "html"), default="table",
+                   help="output format; html is one page with every run in its own column")
     p.add_argument("--strict", action="store_true", help="refuse the whole trace if any row is bad")
     p.add_argument("--until", metavar="WHEN", help="stop the clock here: ISO time, or a duration after the first input")
     p.add_argument("--quiet", action="store_true", help="no progress bars (for scripts)")
@@ -49,6 +51,8 @@ def column_labels(grid: list[Knobs]) -> list[str]:
         ("cap", lambda k: f"cap {format_duration(k.max_min_runtime_s)}"),
         ("charge", lambda k: k.charge),
         ("grace", lambda k: f"grace {format_duration(k.grace_s)}"),
+        ("strategy", lambda k: k.preemption_strategy),
+        ("cycle", lambda k: f"cycle {format_duration(k.preempt_cycle_s)}"),
     )
     for _, show in fields:
         values = [show(k) for k in grid]
@@ -60,14 +64,21 @@ def column_labels(grid: list[Knobs]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    from ledger.commands._paths import input_file, input_source, output_dir
     from ledger.commands._runs import report_rejected, run_one
     from ledger.commands.replay import until_time
     from ledger.replay.run import load_inputs
     from ledger.replay.sidebyside import table
 
+    input_source(args.trace)
+    if args.budgets is not None:
+        input_file(args.budgets, "budgets file")
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        output_dir(args.out, force=False)  # raises: --out names a file
     inputs = load_inputs(args.trace, args.budgets, strict=args.strict)
-    report_rejected(inputs.rejected, Path(args.out) if args.out else None)
-    grid = knob_grid(args, gpus_per_node=inputs.gpus_per_node)
+    grid = knob_grid(args, gpus_per_node=inputs.gpus_per_node)  # bad knob values refused before --out is touched
+    out = output_dir(args.out, force=args.force, run_subdirs=True, source=args.trace) if args.out else None
+    report_rejected(inputs.rejected, out)
     labels = column_labels(grid)
     until = until_time(args.until, min(e.time for e in inputs.inputs))
     with tempfile.TemporaryDirectory(prefix="gpuledger-compare-") as tmp:
@@ -76,5 +87,10 @@ def run(args: argparse.Namespace) -> int:
         for i, (knobs, label) in enumerate(zip(grid, labels, strict=True)):
             slug = f"{i + 1:02d}-" + "".join(c if c.isalnum() else "-" for c in label).strip("-")
             results.append(run_one(inputs, knobs, base / slug, quiet=args.quiet, label=label, until=until))
-    sys.stdout.write(table(labels, results, args.format))
+    if args.format == "html":
+        from queries.report import compare_html
+
+        sys.stdout.write(compare_html(labels, results, title=f"gpuledger compare: {args.trace}"))
+    else:
+        sys.stdout.write(table(labels, results, args.format))
     return 0

@@ -11,12 +11,12 @@ yourself with `gpuledger compare`), one run directory per policy, and report.htm
 from __future__ import annotations
 
 import argparse
-import html
 import sys
 from pathlib import Path
 from typing import Any
 
 from ledger.core.knobs import Policy
+from ledger.errors import ConfigError
 
 POLICIES: tuple[Policy, ...] = ("fairshare", "priority")
 
@@ -33,6 +33,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--scale", type=float, default=1.0, help="multiply the number of workloads (default 1.0)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--force", action="store_true", help="replace an earlier demo in --out (its files only)")
 
 
 INTRO = """\
@@ -110,29 +111,12 @@ def _headline(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
-def _report_html(out: Path, intro: str, text_table: str, results: list[dict[str, Any]]) -> Path:
-    """Write report.html: the audits' own renderer per run when it exists, with the comparison on top."""
-    import queries
+def _report_html(out: Path, intro: str, results: list[dict[str, Any]]) -> Path:
+    """Write report.html: both policies side by side, one column each, on shared scales."""
+    from queries.report import compare_html
 
-    sections = []
-    render = getattr(queries, "render_html", None)
-    for policy, result in zip(POLICIES, results, strict=True):
-        if render is not None:
-            try:
-                body = render(result["audit"])
-            except Exception as exc:  # a report must still be written; say what failed
-                body = f"<p>the audits' renderer failed: {html.escape(str(exc))}</p>"
-        else:
-            body = f"<p>see <a href='{policy}/audit.json'>{policy}/audit.json</a></p>"
-        sections.append(f"<section><h2>{policy}</h2>{body}</section>")
-    page = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>gpuledger demo</title>"
-        "<style>body{font-family:system-ui,sans-serif;max-width:70em;margin:2em auto}"
-        "pre{background:#f6f6f6;padding:1em;overflow-x:auto}</style></head><body>"
-        "<h1>gpuledger demo: budgets versus priorities on one month</h1>"
-        f"<p>{html.escape(intro)}</p><pre>{html.escape(text_table)}</pre>"
-        f"<p>{html.escape(GUIDE)}</p>{''.join(sections)}</body></html>\n"
-    )
+    page = compare_html(list(POLICIES), results, title="gpuledger demo: budgets versus priorities on one month",
+                        intro=intro + "\n" + GUIDE)
     path = out / "report.html"
     path.write_text(page, encoding="utf-8")
     return path
@@ -140,6 +124,7 @@ def _report_html(out: Path, intro: str, text_table: str, results: list[dict[str,
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    from ledger.commands._paths import DEMO_OUTPUTS, output_dir
     from ledger.commands._runs import run_one
     from ledger.core.knobs import Knobs
     from ledger.replay.demo_month import DEMO, FULL, generate
@@ -147,7 +132,9 @@ def run(args: argparse.Namespace) -> int:
     from ledger.replay.sidebyside import table
     from ledger.replay.trace import write_trace
 
-    out = Path(args.out)
+    if args.scale <= 0:
+        raise ConfigError(f"--scale {args.scale}: must be more than 0")
+    out = output_dir(args.out, force=args.force, ours=DEMO_OUTPUTS)
     out.mkdir(parents=True, exist_ok=True)
     month = generate(args.seed, scale=args.scale, mix=FULL if args.month == "full" else DEMO)
     write_trace(out / "trace.csv", month.submissions)
@@ -161,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
     intro = _describe(month, results[0]["replay"]["demand_ratio"])
     text_table = table(list(POLICIES), results)
     sys.stdout.write(intro + "\n" + text_table + "\n" + _headline(results) + "\n" + GUIDE)
-    report = _report_html(out, intro, text_table, results)
+    report = _report_html(out, intro, results)
     walls = ", ".join(f"{p} {r['replay']['wall_s']:.1f} s" for p, r in zip(POLICIES, results, strict=True))
-    print(f"\nwrote {report}, the runs in {out}/fairshare and {out}/priority (replays took {walls})")
+    print(f"wrote {report}, the runs in {out}/fairshare and {out}/priority (replays took {walls})", file=sys.stderr)
     return 0

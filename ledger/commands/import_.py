@@ -19,9 +19,11 @@ and capacity go into the log as events at the start of the imported period.
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
 
-from ledger.errors import ConfigError
+from ledger.errors import ConfigError, InputError
 
 FORMATS = ("slurm", "philly", "csv", "kueue")
 
@@ -55,7 +57,30 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--gpu-resource", default="nvidia.com/gpu", help="resource name counted as GPUs")
 
 
+def _checked(path: str) -> str:
+    """Return ``path`` if it names a readable text file; raise InputError saying what it is otherwise."""
+    from ledger.commands._paths import input_file
+
+    input_file(path, "file to import")
+    with open(path, "rb") as fh:
+        head = fh.read(8192)
+    if b"\0" in head:  # no scheduler export holds NUL bytes: this is a binary file, not a bad record
+        raise InputError(f"{path}: not a text file (it holds NUL bytes); expected a scheduler export")
+    return path
+
+
 def _import_one(args: argparse.Namespace, path: str) -> Any:
+    import csv
+
+    try:
+        return _import_file(args, _checked(path))
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except csv.Error as exc:
+        raise InputError(f"{path}: not a CSV file this import can read ({exc})") from None
+
+
+def _import_file(args: argparse.Namespace, path: str) -> Any:
     from ledger.adapters.common import parse_zone
     from ledger.core.knobs import parse_duration
 
@@ -114,6 +139,10 @@ def _import_one(args: argparse.Namespace, path: str) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Import the files, print the summary, append the events to --out."""
     from ledger.adapters.common import paused_gc
+    from ledger.commands._paths import output_dir
+
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        output_dir(args.out, force=False)  # raises: --out names a file
 
     # The collector stays paused until the import's objects are gone (freed by reference counts,
     # no cycles among them): resumed in between, it would walk every one of them once more.
@@ -138,12 +167,19 @@ def _report_and_append(args: argparse.Namespace, results: list[Any]) -> int:
         if tree is not None:
             results.insert(0, tree)
     total = sum(len(res.type_names()) for res in results)
+    code = 0
+    for res in results:
+        if res.rejected and not res.workloads:
+            # the other files are still appended; the exit code says one input gave nothing
+            print(f"gpuledger import: error: {res.file}: every record was rejected ({len(res.rejected)})",
+                  file=sys.stderr)
+            code = 1
     if args.out is None:
-        print(f"dry run: {total} events, nothing written (give --out LOG_DIR)")
-        return 0
+        print(f"dry run: {total} events, nothing written (give --out LOG_DIR)", file=sys.stderr)
+        return code
     from ledger.adapters.sink import append_imports_to_log
 
     # the adapters checked every value of every record: the log's trusted path, one durable batch
     added = append_imports_to_log(args.out, results)
-    print(f"appended {added} new events to {args.out} ({total - added} already in the log)")
-    return 0
+    print(f"appended {added} new events to {args.out} ({total - added} already in the log)", file=sys.stderr)
+    return code

@@ -22,7 +22,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "trace", metavar="TRACE", help="workload trace (CSV, JSON Lines, ITP raw trace) or event log directory"
     )
     p.add_argument("--budgets", metavar="FILE", help="budgets file (YAML or JSON); required for a trace")
-    p.add_argument("--out", metavar="DIR", required=True, help="run directory to write")
+    p.add_argument("--out", metavar="DIR", required=True, help="run directory to write (new or empty)")
+    p.add_argument("--force", action="store_true", help="replace an earlier run in --out (its files only)")
+    p.add_argument("--format", choices=("table", "json", "csv", "html"), default="table",
+                   help="what goes to standard output: the run's summary table (default), json, csv, or the "
+                        "HTML report")
     p.add_argument("--strict", action="store_true", help="refuse the whole trace if any row is bad")
     p.add_argument("--until", metavar="WHEN", help="stop the clock here: ISO time, or a duration after the first input")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary (for scripts)")
@@ -48,12 +52,19 @@ def until_time(text: str | None, first: datetime) -> datetime | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    from ledger.commands._paths import input_file, input_source, output_dir
     from ledger.commands._runs import report_rejected, run_one
     from ledger.replay.run import load_inputs
     from ledger.replay.sidebyside import table
 
-    out = Path(args.out)
+    input_source(args.trace)
+    if args.budgets is not None:
+        input_file(args.budgets, "budgets file")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        output_dir(args.out, force=False)  # raises: --out names a file
     inputs = load_inputs(args.trace, args.budgets, strict=args.strict)
+    # checked after the inputs: a bad trace leaves --out as it was
+    out = output_dir(args.out, force=args.force, source=args.trace)
     report_rejected(inputs.rejected, out)
     knobs = knobs_from_args(args, gpus_per_node=inputs.gpus_per_node)
     first = min(e.time for e in inputs.inputs)
@@ -69,12 +80,18 @@ def run(args: argparse.Namespace) -> int:
         )
     if not args.quiet:
         info = result["replay"]
+        status = sys.stderr
         print(
             f"replayed {args.trace} under {info['knobs']}: {info['events']:,} events over "
-            f"{info['simulated_days']:.1f} simulated days in {info['wall_s']:.1f} s"
+            f"{info['simulated_days']:.1f} simulated days in {info['wall_s']:.1f} s", file=status,
         )
         for note in info["notes"]:
-            print(f"  {note}")
-        print(f"wrote {out / 'events'} and {out / 'audit.json'}\n")
-        sys.stdout.write(table([knobs.policy], [result]))
+            print(f"  {note}", file=status)
+        print(f"wrote {out / 'events'} and {out / 'audit.json'}", file=status)
+    if args.format == "html":
+        from queries.report import html
+
+        sys.stdout.write(html(result["audit"], f"gpuledger replay: {knobs.label()}"))
+    elif args.format != "table" or not args.quiet:
+        sys.stdout.write(table([knobs.policy], [result], args.format))
     return 0

@@ -186,6 +186,8 @@ def load_budgets(path: str | Path) -> Budgets:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InputError(f"{path}: cannot read the budgets file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not a budgets file: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     try:
         data: Any = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:

@@ -25,11 +25,11 @@ import hashlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from ledger.errors import InputError
+from ledger.errors import AllRejectedError, InputError
 from ledger.events import Event, WorkloadKind, WorkloadSubmitted
 from ledger.replay.budgets import BudgetNode, Budgets, load_budgets
 from ledger.replay.run import ReplayInputs, inputs_from_budgets
-from ledger.replay.trace import RejectedRow
+from ledger.replay.trace import RejectedRow, listed
 
 HEADER = ("job_id", "submission_time", "duration", "num_gpu")
 EPOCH = datetime(2021, 3, 4, tzinfo=UTC)
@@ -95,6 +95,9 @@ def load_itp(
     except OSError as exc:
         raise InputError(f"{path}: cannot read the trace ({exc.strerror})") from None
     if not rows:
+        if rejected:
+            rows_text = listed(rejected).rstrip()
+            raise AllRejectedError(f"{path}: every job was rejected ({len(rejected)} bad row(s)):\n{rows_text}")
         raise InputError(f"{path}: no job could be read")
     cluster = "itp-" + "".join(c if c.isalnum() else "-" for c in path.stem)
     widest = max(r[4] for r in rows)

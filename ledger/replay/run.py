@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ledger.core.knobs import Knobs
-from ledger.errors import InputError, LedgerError
+from ledger.errors import AllRejectedError, InputError, LedgerError
 from ledger.events import Event, to_us
 from ledger.replay.budgets import Budgets, load_budgets
 from ledger.replay.driver import Progress, ReplayDriver, ReplayStats
@@ -53,8 +53,10 @@ def load_trace(trace: str | Path, budgets_file: str | Path, *, strict: bool = Fa
     budgets = load_budgets(budgets_file)
     t = read_trace(trace, budgets.cluster, strict=strict, budgets=budgets.paths, max_gpus=budgets.gpus)
     if not t.submissions:
+        if not t.rejected:
+            raise InputError(f"{trace}: holds no workload (an empty trace)")
         rows = listed(t.rejected).rstrip()
-        raise InputError(f"{trace}: no workload could be read ({len(t.rejected)} bad row(s)):\n{rows}")
+        raise AllRejectedError(f"{trace}: every row was rejected ({len(t.rejected)} bad row(s)):\n{rows}")
     result = inputs_from_budgets(budgets, list(t.submissions))
     result.rejected = t.rejected
     result.source = str(trace)

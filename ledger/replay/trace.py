@@ -59,6 +59,11 @@ class RejectedRow:
     reason: str
 
     def __str__(self) -> str:
+        if self.field == "(line)":  # the line as a whole is unreadable: there is no field to name
+            shown = "" if self.value is None else f": {self.value!r}"
+            return f"{self.file}:{self.line}: {self.reason}{shown}"
+        if self.value is None and self.reason == "is missing":
+            return f"{self.file}:{self.line}: field {self.field} is missing"
         return f"{self.file}:{self.line}: {self.field} = {self.value!r}: {self.reason}"
 
 

@@ -29,14 +29,14 @@ def test_import_prints_a_summary_and_a_second_import_adds_nothing(
 ) -> None:
     out = tmp_path / "log"
     assert main(["import", "slurm", str(POZIDRIV), "--out", str(out), "--gpus-for-cpu-jobs", "1"]) == 0
-    first = capsys.readouterr().out
-    assert "rows read:   526" in first and "WorkloadPreempted    86" in first
+    first = capsys.readouterr()
+    assert "rows read:   526" in first.out and "WorkloadPreempted    86" in first.out
     with EventLog(out, readonly=True) as log:
         n = len(log)
-    assert f"appended {n} new events" in first
+    assert f"appended {n} new events" in first.err  # status on stderr, the summary on stdout
 
     assert main(["import", "slurm", str(POZIDRIV), "--out", str(out), "--gpus-for-cpu-jobs", "1"]) == 0
-    assert f"appended 0 new events to {out} ({n} already in the log)" in capsys.readouterr().out
+    assert f"appended 0 new events to {out} ({n} already in the log)" in capsys.readouterr().err
     with EventLog(out, readonly=True) as log:
         assert len(log) == n
 
@@ -83,9 +83,9 @@ def test_wait_by_size_audit_of_an_imported_file_equals_the_files_own_columns(tmp
 
 def test_import_without_out_is_a_dry_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["import", "slurm", str(DATA / "slurm" / "unit-accounting-logs.log")]) == 0
-    text = capsys.readouterr().out
-    assert "no GPUs (CPU job)                        3" in text
-    assert "dry run: 3 events, nothing written" in text
+    captured = capsys.readouterr()
+    assert "no GPUs (CPU job)                        3" in captured.out
+    assert "dry run: 3 events, nothing written" in captured.err
 
 
 ITP_MAP = "workload_id=job_id,submit=submission_time,duration=duration,gpus=num_gpu"
@@ -107,7 +107,7 @@ def test_every_adapter_is_idempotent_and_strict(
         n = len(log)
     assert n > 0
     assert main(["import", fmt, str(path), "--out", str(out), *extra]) == 0
-    assert f"appended 0 new events to {out} ({n} already in the log)" in capsys.readouterr().out
+    assert f"appended 0 new events to {out} ({n} already in the log)" in capsys.readouterr().err
 
     # one malformed record: reported with its line; --strict refuses the file and writes nothing
     text = path.read_text()

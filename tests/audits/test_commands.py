@@ -97,3 +97,38 @@ def test_explain_json_and_unknown_workload(run_dir: Path, capsys: pytest.Capture
         "submitted", "started", "preempted", "started", "completed"]
     code, _, err = run(capsys, "explain", str(run_dir), "zz9")
     assert code != 0 and "workload 'zz9' is not in the log" in err
+
+
+def test_audit_table_opens_with_the_headline_and_sorts_worst_first(run_dir: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "audit", str(run_dir))
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("GPU-hours received / owed: ")
+    assert lines[1].startswith("  Owed: each hour, a team is owed its budget share")
+    assert any(line.startswith("Teams under 95% of what they were owed: ") for line in lines[:12])
+    assert any(line.startswith("Debug runs (protected, minimum runtime <= 15 min): wait p90 ") for line in lines)
+    assert any(line.startswith("Discarded by preemption: 4.0 GPU-hours") for line in lines)
+    owed = out[out.index("\nowed hours\n"):].splitlines()
+    assert owed[4].startswith("(overall)")  # first under the header: no cut can hide it
+    data = json.loads(run(capsys, "audit", str(run_dir), "--format", "json")[1])
+    ratios = [t["ratio"] for t in sorted(data["owed_hours"]["teams"], key=lambda t: t["ratio"])]
+    shown = [float(line.split()[-1].rstrip("%")) / 100 for line in owed[5:5 + len(ratios)]]
+    assert shown == pytest.approx(ratios, abs=0.0005)  # the teams worst first
+
+
+def test_durations_read_as_durations_in_tables_and_stay_seconds_in_csv_and_json(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "audit", str(run_dir), "--report", "wait-by-team")
+    assert code == 0 and out.startswith("wait by team")
+    header = out.splitlines()[1].split()
+    assert header == ["budget", "workloads", "started", "waiting", "mean", "p50", "p90", "max"]
+    b = next(line for line in out.splitlines() if line.startswith("org/b"))
+    assert b.endswith("60.0 min") and "3600" not in b  # b1 waited an hour
+    code, out, _ = run(capsys, "audit", str(run_dir), "--report", "wait-by-team", "--format", "csv")
+    rows = {r["budget"]: r for r in csv.DictReader(io.StringIO(out))}
+    assert float(rows["org/b"]["max_s"]) == 3600.0
+    code, out, _ = run(capsys, "audit", str(run_dir), "--report", "wait-by-team", "--format", "json")
+    teams = {t["budget"]: t for t in json.loads(out)["wait_by_team"]}
+    assert teams["org/b"]["p90_s"] == 3600.0 and teams["org/b"]["started"] == 1

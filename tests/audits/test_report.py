@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
-import pytest
-
 from ledger import events as ev
 from queries import audit, connect, render_html
-from queries.report import _discard_chart
+from queries.report import discard_chart
 from tests.audits.conftest import two_teams_day
 from tests.factories import Events
 
@@ -50,36 +46,28 @@ def outline(path: Path) -> Outline:
     return o
 
 
-def test_report_has_the_three_charts_and_the_tables_and_fetches_nothing(tmp_path: Path) -> None:
+def test_report_has_the_headline_charts_and_tables_and_fetches_nothing(tmp_path: Path) -> None:
     path = render_html(audit(two_teams_day()), tmp_path / "report.html")
     o = outline(path)
     assert "script" not in o.tags and "link" not in o.tags and "img" not in o.tags and o.external == []
     labels = " | ".join(o.svg_labels)
-    assert "org/a" in labels and "org/b" in labels  # occupancy against allocation, one chart per team
+    assert "Received / owed, teams under 95% (worst first)" in labels
+    assert "org/b: 50.0% of owed" in labels and "org/a: 74.9% of owed" in labels  # owed against delivered
+    assert "Cluster: GPUs in use each hour against the capacity up" in labels
     assert "Share of workloads started within a wait, by size" in labels
     assert "Discarded GPU-hours by team" in labels
-    for header in ("owed gpu hours", "received gpu hours", "p90 s", "discarded gpu hours", "first start time"):
+    for header in ("owed gpu hours", "received gpu hours", "p90", "discarded gpu hours", "first start time"):
         assert header in o.headers
     text = path.read_text()
     assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", text)
+    assert "a team is owed its budget share of the GPU-hours available" in text  # the definition beside the ratio
+    assert text.index("org/b") < text.index("org/a")  # worst first
+    assert '<tr class="short"><td>org/b</td>' in text  # shortfalls highlighted
 
 
 def test_report_renders_from_a_projected_connection(tmp_path: Path) -> None:
     path = render_html(connect(two_teams_day()), tmp_path / "r.html")
-    assert "Occupancy by team against its allocation" in path.read_text()
-
-
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not on the PATH")
-def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
-    path = render_html(audit(two_teams_day()), tmp_path / "report.html")
-    shot = tmp_path / "shot.png"
-    subprocess.run(
-        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--no-first-run", "--window-size=1200,1600", f"--screenshot={shot}", path.as_uri()],
-        check=True, capture_output=True, timeout=120,
-    )
-    data = shot.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a blank page compresses to a few KB
+    assert "Owed against delivered" in path.read_text()
 
 
 def test_without_a_path_the_report_is_a_fragment_to_embed() -> None:
@@ -104,11 +92,12 @@ def many_teams_day() -> list[ev.Event]:
     return out
 
 
-def test_many_teams_are_summed_by_project_and_every_team_stays_in_the_tables(tmp_path: Path) -> None:
+def test_the_worst_short_teams_are_drawn_day_by_day_and_every_team_stays_in_the_tables(tmp_path: Path) -> None:
     path = render_html(audit(many_teams_day()), tmp_path / "report.html")
     o = outline(path)
-    small = [label for label in o.svg_labels if label.startswith("org/")]
-    assert small == [f"org/p{p} (5 teams)" for p in range(4)]
+    daily = [label for label in o.svg_labels if label.startswith("org/")]
+    assert daily == ["org/p0/t4: 60.0% of owed", "org/p1/t4: 60.0% of owed", "org/p2/t4: 60.0% of owed",
+                     "org/p3/t4: 60.0% of owed", "org/p0/t3: 66.7% of owed", "org/p1/t3: 66.7% of owed"]
     text = path.read_text()
     assert all(f"org/p{p}/t{t}" in text for p in range(4) for t in range(5))  # the owed-hours table
 
@@ -116,6 +105,6 @@ def test_many_teams_are_summed_by_project_and_every_team_stays_in_the_tables(tmp
 def test_the_discard_chart_draws_the_largest_teams_and_sums_the_rest() -> None:
     teams = [{"budget": f"t{i:02d}", "discarded_gpu_hours": float(i + 1), "lost_since_checkpoint_gpu_hours": float(i),
               "restart_gpu_hours": 1.0} for i in range(40)]
-    svg = _discard_chart({"discarded_work": {"by_team": teams}}, top=10)
+    svg = discard_chart({"discarded_work": {"by_team": teams}}, top=10)
     assert "t39" in svg and "t30" in svg and "t29" not in svg
     assert "others (30 teams)" in svg

@@ -62,8 +62,9 @@ def test_the_same_trace_replayed_twice_gives_byte_identical_logs(lab_trace: tupl
     one, two = segment_bytes(tmp_path / "one" / "events"), segment_bytes(tmp_path / "two" / "events")
     assert one and one == two
     assert (tmp_path / "one" / "replay.json").read_bytes() == (tmp_path / "two" / "replay.json").read_bytes()
-    # replaying into an existing run directory replaces its log, with the same bytes again
-    assert replay(*lab_trace, tmp_path / "one") == 0
+    # an existing run directory is refused, and replaced with --force (the same bytes again)
+    assert replay(*lab_trace, tmp_path / "one") == 2
+    assert replay(*lab_trace, tmp_path / "one", "--force") == 0
     assert segment_bytes(tmp_path / "one" / "events") == two
 
 
@@ -126,9 +127,9 @@ def test_a_trace_of_only_bad_rows_is_refused_naming_each_row(
     trace, budgets = lab_trace
     header = trace.read_text().splitlines()[0]
     trace.write_text("\n".join([header, *BAD_ROWS]) + "\n")
-    assert replay(trace, budgets, tmp_path / "run") == 2
+    assert replay(trace, budgets, tmp_path / "run") == 1  # every record rejected: exit 1, not a usage error
     err = capsys.readouterr().err
-    assert "no workload could be read (2 bad row(s))" in err
+    assert "every row was rejected (2 bad row(s))" in err
     assert f"{trace}:2: gpus = 'eight'" in err and f"{trace}:3: budget = 'lab/nowhere'" in err
     assert not (tmp_path / "run").exists()
 
