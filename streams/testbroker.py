@@ -1,6 +1,6 @@
 """A real Kafka-protocol broker for tests and benchmarks: configured, containerised or a local tansu process.
 
-Order of preference (DESIGN.md, "Kafka"):
+Order of preference:
 
 1. ``GPULEDGER_KAFKA_BOOTSTRAP`` when set (an operator's broker; never stopped by us);
 2. a testcontainers Kafka when a Docker engine answers;

@@ -1,6 +1,6 @@
 """Load a budgets file (YAML or JSON) into the cluster and budget-tree events a replay starts from.
 
-Format (DESIGN.md, "Public surface")::
+Format (docs/formats.md, "Budgets file")::
 
     cluster: {name: c1, gpus: 1024, gpus_per_node: 8}
     nodes:

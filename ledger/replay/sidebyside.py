@@ -1,6 +1,6 @@
 """Put the audits of several replays side by side: one row per measure, one column per setting.
 
-Input is what a run directory holds: ``audit.json`` (the audits' keys, DESIGN.md "Public surface")
+Input is what a run directory holds: ``audit.json`` (the audits' keys, docs/formats.md)
 and ``replay.json`` (the driver's own counts). Output is a table as text, JSON or CSV.
 """
 

@@ -1,6 +1,6 @@
 """Read a workload trace (CSV with a header, or JSON Lines) into ``WorkloadSubmitted`` events.
 
-One row per workload, columns as in DESIGN.md ("Public surface"):
+One row per workload, columns as in docs/formats.md ("Workload trace"):
 ``workload_id, submit_time, budget, user, gpus, min_runtime_s, resumable, work_s,
 checkpoint_interval_s, restart_s, priority, kind``. ``priority`` and ``kind`` may be left out
 (0 and ``batch``); ``checkpoint_interval_s`` and ``restart_s`` may be empty (0). ``submit_time``
