@@ -66,7 +66,7 @@ class Knobs:
     # Free fill (unallocated work) keeps its GPUs this long after it starts, doubled after every
     # preemption of the same workload, at most ``fill_protect_cap_s``: fill is not started into a
     # gap only to give it up seconds later.
-    fill_protect_s: int = 300
+    fill_protect_s: int = 60
     fill_protect_cap_s: int = 3600
 
     @property

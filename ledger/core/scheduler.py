@@ -1,7 +1,9 @@
 """The decision core: state + event -> new state + decisions. Pure: no IO, no clock, no randomness.
 
-``DecisionCore.handle(event)`` first processes every internal wake-up at or before the
-event's time, then applies the event, then runs a scheduling pass. A pass:
+``DecisionCore.handle(event)`` first processes every internal wake-up before the event's time,
+then applies the event, then that instant's wake-ups and one scheduling pass: facts of an instant
+come before its wake-ups (``handle(event, decide=False)`` + ``advance(t)`` applies several facts
+of one instant before one pass). A pass:
 
 1. *fill*: while some waiting workload fits the free room on healthy hosts, start the first
    such workload in the policy's order (backfill: whatever can start without preempting

@@ -78,11 +78,11 @@ def month_digest(knobs: Knobs, n: int, days: float) -> tuple[str, int]:
 GOLDEN = [
     pytest.param(
         Knobs(policy="fairshare"), 2500, 0.75,
-        "0cf6d0195c5f3c6d7fa70fc04f4b2b3c25a2674b9c5f316923a4abc322ed7006", 15946, id="fairshare",
+        "d051e7a84980a9f8df2a0783e22c83dc72708fcb7766e4eb36a7340b706f2b0f", 16438, id="fairshare",
     ),
     pytest.param(
         Knobs(policy="fairshare", grace_s=120, charge="accrued"), 1500, 0.45,
-        "50c2014e774949391ab602b6f40df44981c456cfee8f2bcdeee1fc26d73be609", 9534, id="fairshare-grace",
+        "b8ef058feb613d592bed460f4a294547812dfb7152a0c806190b8bffe041fc02", 9826, id="fairshare-grace",
     ),
     pytest.param(
         Knobs(policy="priority"), 2500, 0.75,
@@ -94,11 +94,11 @@ GOLDEN = [
     ),
     pytest.param(
         Knobs(policy="fairshare", preempt_cycle_s=60), 1500, 0.45,
-        "cb6093f5d54fe86309e9a1689aaf92aa08b6ba4b228ccae16fe36ff05b09c604", 9414, id="fairshare-cycle",
+        "da7ea9ead34ca738686761bb47a405fdaa2cd9ec97993b387b0dccf054b088da", 10124, id="fairshare-cycle",
     ),
     pytest.param(
         Knobs(policy="fairshare", preemption_strategy="instant"), 1500, 0.45,
-        "bf41ed4ed6c5cae71556d32360a4f29686ff7ca9efce0e15081231205614dc40", 9646, id="fairshare-instant",
+        "1b6f94820d4ef6c324167b40d82dea83d68c71c03425de2452168afa847f8eed", 9822, id="fairshare-instant",
     ),
 ]
 
