@@ -39,7 +39,7 @@ from streams.occupancy import OccupancyProjection  # noqa: E402
 from streams.service import DecisionService  # noqa: E402
 from streams.testbroker import kafka_broker  # noqa: E402
 from streams.topics import ensure_topics_sync  # noqa: E402
-from tests.streams.harness import produce_events, running_worker, wait_for  # noqa: E402
+from tests.streams.harness import WorkerProc, produce_events, running_worker, wait_for  # noqa: E402
 from tests.streams.scenarios import checkpoint_heavy  # noqa: E402
 
 N_THROUGHPUT = 20_000
@@ -229,6 +229,14 @@ def latency(bootstrap: str, tmp: Path, rate: int, n: int) -> dict[str, float]:
     return {"p50_ms": statistics.median(ms), "p99_ms": p99, "max_ms": ms[-1], "cpu_us": cpu_us}
 
 
+def _metric_or_zero(worker: WorkerProc, name: str) -> float:
+    """Return a worker's metric, or 0 while its HTTP endpoint is not up yet."""
+    try:
+        return worker.metric(name)
+    except OSError:
+        return 0.0
+
+
 def restart(bootstrap: str, tmp: Path, signal_name: str) -> dict[str, float]:
     """Return seconds from a restarted worker's start to its first record, and inputs processed twice."""
     events = checkpoint_heavy().inputs[:N_THROUGHPUT]
@@ -245,7 +253,7 @@ def restart(bootstrap: str, tmp: Path, signal_name: str) -> dict[str, float]:
             worker.stop()
         t0 = time.perf_counter()
         worker.start()
-        wait_for(lambda: worker.metric("gpuledger_worker_records_total") > 0, timeout_s=120, every_s=0.01)
+        wait_for(lambda: _metric_or_zero(worker, "gpuledger_worker_records_total") > 0, timeout_s=120, every_s=0.01)
         seconds = time.perf_counter() - t0
         # drained: nothing left on the broker (the lag gauge), and the count settled
         wait_for(lambda: worker.metric("gpuledger_worker_consumer_lag") == 0 and worker.metric(applied) > 0,
