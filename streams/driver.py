@@ -110,7 +110,7 @@ class Worker:
                 await self._loop()
         finally:
             await self._shutdown()
-            await web.cleanup()
+            web.close()
         return 0
 
     async def _until_stopped(self, work: Any) -> None:
