@@ -110,7 +110,7 @@ class Worker:
                 await self._loop()
         finally:
             await self._shutdown()
-            await web.cleanup()
+            web.close()
         return 0
 
     async def _until_stopped(self, work: Any) -> None:
@@ -417,7 +417,7 @@ class Worker:
 
     async def _checkpoint(self, *, wait: bool) -> None:
         """Freeze the changed states and the marks now; write them, then commit, in the background unless ``wait``."""
-        await self._settle()
+        await self._settle_quietly()  # a failed one re-marked its states changed: this one covers them
         t0 = time.perf_counter()
         await self._await_sent()
         states = self.service.take_dirty()

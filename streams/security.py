@@ -1,4 +1,4 @@
-"""Kafka connection security (TLS, SASL) from environment variables, for aiokafka clients and faust apps.
+"""Kafka connection security (TLS, SASL) from environment variables, for the aiokafka clients.
 
 A deployment sets these (Kubernetes: plain settings from a ConfigMap, the password from a Secret):
 
@@ -150,20 +150,3 @@ class KafkaSecurity:
                 sasl_plain_password=self.sasl_password,
             )
         return kwargs
-
-    def faust_settings(self) -> dict[str, Any]:
-        """Return the faust.App settings (``broker_credentials``) for this security; empty for PLAINTEXT."""
-        import faust
-
-        context = self.ssl_context()
-        if self.sasl_mechanism:
-            credentials: Any = faust.SASLCredentials(
-                username=self.sasl_username,
-                password=self.sasl_password,
-                mechanism=self.sasl_mechanism,
-                ssl_context=context,
-            )
-            return {"broker_credentials": credentials}
-        if context is not None:
-            return {"broker_credentials": faust.SSLCredentials(context)}
-        return {}

@@ -1,4 +1,4 @@
-"""The decision service without Kafka: records in, outputs and dead letters out; the faust app only moves bytes.
+"""The decision service without Kafka: records in, outputs and dead letters out; the worker only moves bytes.
 
 ``process`` takes one record of ``gpuledger.events`` (bytes, partition, offset) and returns what to
 do with it. ``due`` is the timer: it advances each cluster's core to wake-ups that have fallen due.

@@ -84,7 +84,7 @@ def _detach_signals() -> None:
     """Give the child default signal handling and no wake-up fd: a signal to it must not reach the parent's loop.
 
     asyncio's signal handling writes each signal number to a file descriptor the child shares with the
-    parent, and the parent's handlers (faust's shutdown) would act on the child's signals.
+    parent, and the parent's handlers (the worker's shutdown) would act on the child's signals.
     """
     with contextlib.suppress(ValueError, OSError):
         signal.set_wakeup_fd(-1)
