@@ -30,8 +30,10 @@ lint: $(STAMP)
 test: build lint
 	$(PY) -m pytest
 
+# The whole month replayed with both builds, and a sweep of 8 settings pooled against one by one
+# (docs/benchmarks.md); `python -m bench` runs every benchmark.
 bench: build
-	$(PY) -m bench
+	$(PY) -m bench month sweep
 
 # Compile now (the decision core, the replay driver and its log writer; docs/benchmarks.md).
 fast: $(STAMP)
