@@ -228,9 +228,9 @@ class _TimedCore:
         self.seconds = 0.0
         self.calls = 0
 
-    def handle(self, event: ev.Event) -> list[ev.Event]:
+    def handle(self, event: ev.Event, decide: bool = True) -> list[ev.Event]:
         clock = time.process_time()
-        outs = self.core.handle(event)
+        outs = self.core.handle(event, decide)
         self.seconds += time.process_time() - clock
         self.calls += 1
         return outs

@@ -17,6 +17,7 @@ COMMANDS = {
     "audit": "audit",
     "explain": "explain",
     "import": "import_",
+    "budgets": "budgets",
     "publish": "publish",
     "worker": "worker",
 }

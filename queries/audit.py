@@ -104,7 +104,8 @@ def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     owed = sum(t["owed_gpu_hours"] for t in teams)
     received = sum(t["received_gpu_hours"] for t in teams)
     rated = [t for t in teams if t["ratio"] is not None]
-    worst = min(rated, key=lambda t: (t["ratio"], t["budget"]), default=None)
+    # Rounded so that two teams on one ratio (computed by float sums) tie on the name, not on an ulp.
+    worst = min(rated, key=lambda t: (round(t["ratio"], 9), t["budget"]), default=None)
     return {
         "overall_ratio": received / owed if owed > 0 else None,
         "owed_gpu_hours": owed,

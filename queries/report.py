@@ -45,6 +45,15 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{x:.1%}"
 
 
+def _eviction(dw: dict[str, Any]) -> tuple[str, str]:
+    """Return the eviction-ratio box; imported preemptions (sacct, Kueue) name no preemptor, so it has no ratio."""
+    if dw["eviction_ratio"] is not None:
+        return "eviction ratio", f"{dw['eviction_ratio']:.2f}"
+    if dw["preemptions"]:
+        return "eviction ratio (the records name no preemptor)", "not recorded"
+    return "eviction ratio", "no preemptions"
+
+
 def _kpis(data: dict[str, Any]) -> str:
     owed, dw, occ = data["owed_hours"], data["discarded_work"], data["occupancy"]
     worst = owed["worst_team"]
@@ -54,7 +63,7 @@ def _kpis(data: dict[str, Any]) -> str:
         ("worst team", f"{worst['budget']} {_pct(worst['ratio'])}" if worst else "-"),
         ("occupied share", _pct(occ["occupied_share"])),
         ("discarded GPU-hours", f"{dw['discarded_gpu_hours']:,.1f} ({_pct(dw['discarded_share'])})"),
-        ("eviction ratio", "-" if dw["eviction_ratio"] is None else f"{dw['eviction_ratio']:.2f}"),
+        _eviction(dw),
     ]
     return (
         '<div class="kpis">'

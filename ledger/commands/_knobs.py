@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from ledger.core.knobs import CHARGES, POLICIES, Knobs, Policy, parse_duration
+from ledger.core.knobs import CHARGES, POLICIES, STRATEGIES, Knobs, Policy, parse_duration
 from ledger.errors import ConfigError
 
 
 def _add_rule_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
+        "--preemption-strategy", choices=STRATEGIES, default=None,
+        help="final-share (default): preempt past-protection allocated work only if the waiter's budget, charged "
+        "its protected runtime, would still rank at or ahead of the victim's after the swap; instant: as soon as "
+        "the victim's budget ranks after the waiter's",
+    )
+    p.add_argument(
         "--swap-margin", action="store_true",
-        help="anti-thrash: preempt allocated work only if the waiter's budget, charged its protected runtime, "
-        "still ranks ahead (default: preempt as soon as the victim's budget ranks after the waiter's)",
+        help="the final-share strategy (kept for older scripts; the default)",
     )
     p.add_argument(
         "--preempt-cycle", default="0s",
@@ -23,7 +28,7 @@ def _add_rule_flags(p: argparse.ArgumentParser) -> None:
 def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = False) -> None:
     """Register --policy, --window, --half-life, --max-min-runtime, --charge, --gpus-per-node, --grace.
 
-    Also --swap-margin and --preempt-cycle (single values, applied to every combination).
+    Also --preemption-strategy (--swap-margin) and --preempt-cycle (single values, applied to every combination).
 
     With ``many_policies`` (compare), --policy repeats and every knob takes a comma list of values.
     """
@@ -52,9 +57,18 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
 
 def _rule_knobs(args: argparse.Namespace) -> dict[str, object]:
     return {
-        "swap_margin": bool(getattr(args, "swap_margin", False)),
+        "preemption_strategy": _strategy(args),
         "preempt_cycle_s": parse_duration(getattr(args, "preempt_cycle", None) or "0s"),
     }
+
+
+def _strategy(args: argparse.Namespace) -> str:
+    chosen = getattr(args, "preemption_strategy", None)
+    if chosen == "instant" and getattr(args, "swap_margin", False):
+        raise ConfigError(
+            "--swap-margin is the final-share strategy: it cannot be combined with --preemption-strategy instant"
+        )
+    return str(chosen or "final-share")
 
 
 def knobs_from_args(args: argparse.Namespace, policy: Policy | None = None, gpus_per_node: int = 8) -> Knobs:

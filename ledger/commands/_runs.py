@@ -61,7 +61,16 @@ def run_one(
         "demand_ratio": round(stats.demand_ratio(inputs.gpus), 4),
         "rejected_rows": len(inputs.rejected),
         "notes": inputs.notes,
+        "ended": "all work done" if stats.stopped_at is None else "stopped at a limit with work left",
     }
+    if stats.stopped_at is not None:
+        from ledger.events import from_us
+
+        info["stopped_at"] = from_us(stats.stopped_at).isoformat()
+        info["unfinished"] = {
+            "workloads": len(stats.unfinished),
+            "preemptions_by_workload": dict(sorted(stats.unfinished.items())),
+        }
     (out_dir / "replay.json").write_text(json.dumps(info, indent=2) + "\n")
     (out_dir / "audit.json").unlink(missing_ok=True)
     audit = write_audit(out_dir)

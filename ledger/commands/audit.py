@@ -19,6 +19,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"show one report only: {', '.join(r.replace('_', '-') for r in REPORTS)} (default: all)")
     p.add_argument("--since", metavar="ISO", help="start of the audit period (UTC if no offset; default: first event)")
     p.add_argument("--until", metavar="ISO", help="end of the audit period (default: last event)")
+    p.add_argument("--budgets", metavar="FILE",
+                   help="for a log with no budget tree: charge its imported workloads to this budgets file's tree "
+                        "and take its capacity (nothing is written to SOURCE)")
     p.add_argument("--format", choices=("table", "json", "csv", "html"), default="table")
     p.add_argument("--window", default="7d", help="lookback window of the fairness series (default 7d)")
     p.add_argument("--out", metavar="FILE", help="write here instead of standard output (html needs it or writes "
@@ -45,7 +48,12 @@ def run(args: argparse.Namespace) -> int:
     if since is not None and until is not None and until <= since:
         raise InputError(f"--until {args.until} is not after --since {args.since}")
     window_s = int(parse_duration(args.window))
-    data = audit(args.source, since=since, until=until, window_s=window_s)
+    source = args.source
+    if getattr(args, "budgets", None):
+        from ledger.commands._tree import audit_records_with_tree
+
+        source = audit_records_with_tree(args.source, args.budgets)
+    data = audit(source, since=since, until=until, window_s=window_s)
     report: str | None = args.report
     if args.format == "html":
         out = Path(args.out or "report.html")

@@ -10,6 +10,10 @@ reason, and rejected records (file:line: reason). Malformed records are skipped 
 with --strict any malformed record refuses the whole import and nothing is written.
 Importing a file twice adds nothing: event ids are derived from the source records.
 Without --out nothing is written (a dry run that prints the summary).
+
+With --budgets FILE each workload is charged to the deepest node of the file's tree it belongs to
+(``ledger.adapters.charging``), the summary lists those that match none by account, and the tree
+and capacity go into the log as events at the start of the imported period.
 """
 
 from __future__ import annotations
@@ -27,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("format", choices=FORMATS, help="what the files hold")
     p.add_argument("files", nargs="+", metavar="FILE", help="files to import")
     p.add_argument("--out", metavar="LOG_DIR", help="embedded event log (or run directory) to append to")
+    p.add_argument("--budgets", metavar="FILE",
+                   help="budgets file (YAML/JSON): charge each record to its deepest tree node and add the tree and "
+                        "capacity as events, timed at the start of the imported period")
     p.add_argument("--strict", action="store_true", help="refuse the whole import if any record is malformed")
     p.add_argument("--cluster", help="cluster name (default: the file's own, else slurm/philly/kueue/csv)")
     p.add_argument("--tz", help="zone of times without an offset (default UTC; philly: America/Los_Angeles)")
@@ -124,6 +131,12 @@ def _report_and_append(args: argparse.Namespace, results: list[Any]) -> int:
     if args.strict:
         for res in results:
             res.raise_if_rejected()
+    if getattr(args, "budgets", None):
+        from ledger.commands._tree import charge_imports
+
+        tree = charge_imports(results, args.budgets)
+        if tree is not None:
+            results.insert(0, tree)
     total = sum(len(res.type_names()) for res in results)
     if args.out is None:
         print(f"dry run: {total} events, nothing written (give --out LOG_DIR)")

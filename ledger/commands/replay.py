@@ -58,6 +58,15 @@ def run(args: argparse.Namespace) -> int:
     knobs = knobs_from_args(args, gpus_per_node=inputs.gpus_per_node)
     first = min(e.time for e in inputs.inputs)
     result = run_one(inputs, knobs, out, quiet=args.quiet, until=until_time(args.until, first))
+    left = result["replay"].get("unfinished")
+    if left:
+        worst = sorted(left["preemptions_by_workload"].items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+        listed_ = ", ".join(f"{wid} ({n} preemptions)" for wid, n in worst)
+        print(
+            f"stopped at a limit ({result['replay']['stopped_at']}) with {left['workloads']:,} workload(s) unfinished, "
+            f"e.g. {listed_}; all are listed in {out / 'replay.json'}",
+            file=sys.stderr,
+        )
     if not args.quiet:
         info = result["replay"]
         print(

@@ -59,6 +59,8 @@ class Workload:
     exit_reason: str = ""
     exit_by: str | None = None
     draining: bool = False  # a drain wake-up is pending
+    restart_s: int = 0  # declared cost of a restart (0 if not declared): a restarted run's protection covers it
+    preemptions: int = 0  # times preempted to make room for a waiter (host failures and drains not counted)
     epoch: int = 0  # bumped at every state change; a wake-up is stale when its epoch differs
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:

@@ -10,6 +10,8 @@ from ledger.errors import ConfigError
 
 Policy = Literal["fairshare", "priority", "fifo"]
 Charge = Literal["upfront", "accrued"]
+Strategy = Literal["final-share", "instant"]
+STRATEGIES: tuple[Strategy, ...] = ("final-share", "instant")
 POLICIES: tuple[Policy, ...] = ("fairshare", "priority", "fifo")
 CHARGES: tuple[Charge, ...] = ("upfront", "accrued")
 
@@ -51,18 +53,40 @@ class Knobs:
     # A positive cycle runs the full preemption walk at most once per cycle (as a batch
     # scheduler's cycle); a new allocated submission is still tried at once.
     preempt_cycle_s: int = 0
-    # Anti-thrash margin (opt-in): an allocated victim past its protection is preempted only if
-    # the waiter's branch, charged the waiter's protected runtime, would still rank ahead of the
-    # victim's. Off by default: the rule is that work keeps running while its allocation ranks
-    # ahead of what waits; churn is otherwise bounded by the protected window of each new start.
-    swap_margin: bool = False
+    # When past-protection allocated work may be preempted for a waiter (see ``ledger.core.preemption``):
+    # "final-share" (default): only if the waiter's branch, charged the waiter's protected runtime,
+    # still ranks at or ahead of the victim's branch as charged now (the victim's side is charged
+    # what it has used in the window up to this instant and nothing of the run it gives up), so two
+    # budgets within a hair of each other do not trade GPUs back and forth; "instant": the literal
+    # rule, as soon as the victim's branch ranks after the waiter's.
+    preemption_strategy: Strategy = "final-share"
+    # Progress: a workload preempted for fair share this many times is not preempted for fair share
+    # again (its next run keeps its GPUs until it ends; host failure and drains aside).
+    max_preemptions: int = 2
+    # Free fill (unallocated work) keeps its GPUs this long after it starts, doubled after every
+    # preemption of the same workload, at most ``fill_protect_cap_s``: fill is not started into a
+    # gap only to give it up seconds later.
+    fill_protect_s: int = 300
+    fill_protect_cap_s: int = 3600
+
+    @property
+    def swap_margin(self) -> bool:
+        """Return whether the final-share strategy is in force (the former swap margin)."""
+        return self.preemption_strategy == "final-share"
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
             raise ConfigError(f"policy {self.policy!r}: expected one of {', '.join(POLICIES)}")
+        if self.preemption_strategy not in STRATEGIES:
+            raise ConfigError(
+                f"preemption strategy {self.preemption_strategy!r}: expected one of {', '.join(STRATEGIES)}"
+            )
         if self.charge not in CHARGES:
             raise ConfigError(f"charge {self.charge!r}: expected one of {', '.join(CHARGES)}")
-        for name in ("window_s", "max_min_runtime_s", "gpus_per_node", "grace_s", "preempt_cycle_s"):
+        for name in (
+            "window_s", "max_min_runtime_s", "gpus_per_node", "grace_s", "preempt_cycle_s", "max_preemptions",
+            "fill_protect_s", "fill_protect_cap_s",
+        ):
             if getattr(self, name) < (1 if name in ("window_s", "gpus_per_node") else 0):
                 raise ConfigError(f"{name} = {getattr(self, name)} is out of range")
         if self.half_life_s is not None and self.half_life_s <= 0:
@@ -82,4 +106,4 @@ class Knobs:
         text = f"{self.policy} {lookback} cap={format_duration(self.max_min_runtime_s)} charge={self.charge}"
         text += f" grace={format_duration(self.grace_s)}" if self.grace_s else ""
         text += f" cycle={format_duration(self.preempt_cycle_s)}" if self.preempt_cycle_s else ""
-        return text + (" swap-margin" if self.swap_margin else "")
+        return text + ("" if self.preemption_strategy == "final-share" else f" {self.preemption_strategy}")

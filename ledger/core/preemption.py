@@ -5,12 +5,14 @@ Rules (fair share):
 * only allocated requests preempt; unallocated work (minimum runtime 0, or an undefined
   budget path) never does;
 * eligible victims: unallocated work (any allocated request may preempt it), then allocated
-  work past its protected window whose allocation ranks *after* the waiter's in the fair-share
-  walk as it stands now (compared at the two sibling branches under their lowest common
-  ancestor, usage as charged at this instant). Protected work is never a victim (host failure
-  aside). Churn is bounded by the protected window itself: the waiter that takes the room is
-  protected in its turn. ``Knobs.swap_margin`` (opt-in, anti-thrash) additionally requires the
-  waiter's branch to rank ahead once charged the waiter's protected runtime.
+  work past its protected window, compared at the two sibling branches under their lowest common
+  ancestor. Under ``Knobs.preemption_strategy`` "final-share" (default) the swap is made only if
+  the waiter's branch would still rank at or ahead of the victim's *after* it: the waiter's
+  branch charged the waiter's protected runtime (GPUs × the protected window its start would
+  get), the victim's branch charged what it has used up to this instant and nothing of the run
+  it gives up. Under "instant" (the literal rule) it is enough that the victim's branch ranks
+  after the waiter's as charged now. Protected work is never a victim (host failure aside), nor
+  is work already preempted ``Knobs.max_preemptions`` times (``DecisionCore.settled``).
 * victims are taken cheapest first: unallocated, then resumable allocated, then non-resumable
   allocated (the costliest: all its work is lost), and within a tier the fewest GPU-seconds
   since the last checkpoint; ties by id;
@@ -125,7 +127,8 @@ def eligibility(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workl
     if cached is None or cached[0] != state:
         cached = core.rank_cache = (state, {})
     wnode = waiter.node
-    verdicts = cached[1].setdefault((wnode, waiter.size * waiter.min_runtime_s) if margin else wnode, {})
+    charge = waiter.size * core.protection_s(waiter) if margin else 0
+    verdicts = cached[1].setdefault((wnode, charge) if margin else wnode, {})
 
     def eligible(v: Workload) -> bool:
         if not v.allocated:
@@ -135,21 +138,24 @@ def eligibility(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workl
             return False
         ok = verdicts.get(node)
         if ok is None:
-            ok = verdicts[node] = outranks(core, waiter, v, t, margin)
+            ok = verdicts[node] = outranks(core, waiter, v, t, margin, charge)
         return ok
 
     return eligible
 
 
-def outranks(core: DecisionCore, waiter: Workload, victim: Workload, t: int, margin: bool = False) -> bool:
+def outranks(
+    core: DecisionCore, waiter: Workload, victim: Workload, t: int, margin: bool = False, charge: int = 0
+) -> bool:
     """Return whether the waiter's allocation ranks ahead of the victim's in the walk now. O(1) (cached ratios).
 
     The two are compared where their paths part: the two sibling branches under the lowest
     common ancestor, by ratio (9 decimals) then path, as the walk ranks them. A waiter charged
     to an ancestor of the victim's node ranks first (a node's own work is served before its
     children's); the same node, or a victim charged to an ancestor, never ranks after.
-    With ``margin`` (``Knobs.swap_margin``) the waiter's branch must still rank ahead once
-    charged the waiter's protected runtime.
+    With ``margin`` (the final-share strategy) the waiter's branch, charged ``charge``
+    GPU-seconds (the waiter's protected runtime), must still rank at or ahead of the victim's
+    branch as charged now (``final_share``).
     """
     assert waiter.node is not None and victim.node is not None
     mine, theirs = core.tree.branches(waiter.node, victim.node)  # O(1) once seen
@@ -164,8 +170,23 @@ def outranks(core: DecisionCore, waiter: Workload, victim: Workload, t: int, mar
         return False
     if not margin:
         return True
+    after = final_share(core, mine, theirs, charge, t)
+    return after is not None and after[0] <= after[1]
+
+
+def final_share(core: DecisionCore, mine: str, theirs: str, charge: int, t: int) -> tuple[float, float] | None:
+    """Return both branches' ratios after a swap: the waiter's charged ``charge`` GPU-s more, the victim's as now.
+
+    The victim's side keeps what it has used in the window up to ``t`` and is charged nothing of
+    the run it gives up (neither the run's future nor a refund of its past). Ratios to 9 decimals,
+    as the walk ranks them; None when the waiter's branch has no allocation.
+    """
+    order = core.order
+    assert isinstance(order, FairShareOrder)
     alloc = order.allocation_us(mine, t)
-    return alloc > 0 and a[2] + waiter.size * waiter.min_runtime_s * _US / alloc < b[2]
+    if alloc <= 0:
+        return None
+    return round(order.ratio(mine, t) + charge * _US / alloc, 9), order.key(theirs, t)[0]
 
 
 def _for_priority(core: DecisionCore, t: int, out: list[Event]) -> bool:
@@ -355,6 +376,16 @@ def _victim_reason(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Wo
             )
         # the ratios actually compared: the two sibling branches where the paths part
         where = "" if (mine, theirs) == (waiter.node, v.node) else f" (where {v.node} and {waiter.node} part)"
+        if core.knobs.preemption_strategy == "final-share":
+            protect = core.protection_s(waiter)
+            after = final_share(core, mine, theirs, waiter.size * protect, t)
+            if after is not None:
+                return (
+                    f"past its protected window, and after the swap {mine} ({percent(after[0])} of its allocation "
+                    f"used, charged {waiter.wid}'s {protect} s protected on {waiter.size} GPUs) would still rank at or "
+                    f"ahead of {theirs} ({percent(after[1])}: what it used so far, nothing of the run it gives up)"
+                    f"{where}, so the swap would not swap back: {waiter.wid} needs the room; {lost}"
+                )
         return (
             f"past its protected window and {theirs} ({percent(order.ratio(theirs, t))} of its allocation used) "
             f"ranks after {mine} ({percent(order.ratio(mine, t))}) in the fair-share order{where}: "

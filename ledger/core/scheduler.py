@@ -71,7 +71,7 @@ _SCHEMA_VERSION: dict[type[Event], int] = {}  # the version each output type is 
 _STATE = (
     "knobs", "cluster", "n", "now", "tree", "occ", "hosts", "workloads", "order", "wakeups", "wseq",
     "preemptible", "unalloc_gpus", "pool_on_host", "pool_version", "nonpreemptible", "_clock", "finished",
-    "walk_after", "cycle_pending", "lookback",
+    "walk_after", "cycle_pending", "lookback", "pending", "pending_fresh",
 )
 
 # wake-up kinds
@@ -111,6 +111,8 @@ class DecisionCore:
         self.finished: deque[tuple[int, str]] = deque()  # (when, workload id) of finished workloads
         self.walk_after = 0  # µs: no full preemption walk before this (one per preemption cycle)
         self.cycle_pending = False  # a wake-up for the next preemption cycle is queued
+        self.pending = False  # facts of instant ``now`` applied and their scheduling pass not yet run
+        self.pending_fresh: list[Workload] = []  # submissions among those facts (tried at once between cycles)
         self.lookback = (
             f"{format_duration(knobs.half_life_s)} half-life"
             if knobs.half_life_s
@@ -118,43 +120,63 @@ class DecisionCore:
         )
 
     # ================================================================ public API
-    def handle(self, event: Event) -> list[Event]:
-        """Process wake-ups due by the event's time, apply the event, decide; return the new events."""
+    def handle(self, event: Event, decide: bool = True) -> list[Event]:
+        """Apply an event after the wake-ups due before its time, then its instant's wake-ups and pass.
+
+        Facts of one instant come before that instant's wake-ups: a workload that completes at the
+        very instant its protected window ends has completed and is never preempted at that instant.
+        With ``decide=False`` the pass is left pending, so a caller that holds several facts of one
+        instant (the replay driver) applies them all and then calls ``advance(t)`` for one pass.
+        """
         if event.cluster != self.cluster:
             raise InputError(
                 f"{event.type_name} {event.event_id}: cluster {event.cluster!r} is not this core's {self.cluster!r}"
             )
         t = to_us(event.time)
-        out = self.advance(t)
+        out = self.advance(t - 1)
         t = max(t, self.now)  # a late event is applied at the core's clock: decisions never go back in time
         self.now = t
         self._forget_finished(t)
-        needs_pass = self._apply(event, t, out)
-        if needs_pass:
-            fresh = self.workloads.get(event.workload_id) if isinstance(event, WorkloadSubmitted) else None
-            self._pass(t, out, fresh)
+        if self._apply(event, t, out):
+            self.pending = True
+            if isinstance(event, WorkloadSubmitted):
+                fresh = self.workloads.get(event.workload_id)
+                if fresh is not None:
+                    self.pending_fresh.append(fresh)
+        if decide:
+            self._instant(t, out)
         return out
 
     def advance(self, until_us: int) -> list[Event]:
-        """Process every wake-up at or before ``until_us``; return the events they produce."""
+        """Run the pending pass and every wake-up at or before ``until_us``; return the events they produce."""
         out: list[Event] = []
+        if self.pending and self.now <= until_us:
+            self._instant(self.now, out)
         heap = self.wakeups
         while heap and heap[0][0] <= until_us:
             t = heap[0][0]
             self.now = max(self.now, t)
-            changed = False
-            while heap and heap[0][0] == t:
-                _, _, kind, wid, epoch = heapq.heappop(heap)
-                if kind == _CYCLE:
-                    self.cycle_pending = False
-                    changed = True
-                    continue
-                w = self.workloads.get(wid)
-                if w is not None and w.epoch == epoch:
-                    changed |= self._wake(kind, w, t, out)
-            if changed:
-                self._pass(t, out)
+            self._instant(self.now, out)
         return out
+
+    def _instant(self, t: int, out: list[Event]) -> None:
+        """Process the wake-ups due by ``t`` (after every fact of ``t``), then one pass if anything changed."""
+        heap = self.wakeups
+        changed = self.pending
+        while heap and heap[0][0] <= t:
+            _, _, kind, wid, epoch = heapq.heappop(heap)
+            if kind == _CYCLE:
+                self.cycle_pending = False
+                changed = True
+                continue
+            w = self.workloads.get(wid)
+            if w is not None and w.epoch == epoch:
+                changed |= self._wake(kind, w, t, out)
+        fresh = self.pending_fresh
+        self.pending = False
+        self.pending_fresh = []
+        if changed:
+            self._pass(t, out, fresh)
 
     def next_wakeup(self) -> int | None:
         """Return the time (µs) of the next pending wake-up, or None."""
@@ -285,9 +307,10 @@ class DecisionCore:
             submit_us=t,
             submitted_by=e.event_id,
             size=self._size(e.gpus, e.nodes),
+            restart_s=e.restart_s or 0,
         )
         if old is not None:
-            w.attempt, w.epoch = old.attempt, old.epoch + 1
+            w.attempt, w.epoch, w.preemptions = old.attempt, old.epoch + 1, old.preemptions
         w.key = (0 if self.knobs.policy == "fifo" else -w.priority, w.submit_us, w.wid)
         self.workloads[w.wid] = w
         self.order.add(w)
@@ -457,7 +480,33 @@ class DecisionCore:
             self.pool_on_host[i] = self.pool_on_host.get(i, 0) + self.hosts.hosts[i].workloads[w.wid]
             self.hosts.dirty_cache.add(i)
 
+    def protection_s(self, w: Workload) -> int:
+        """Return the protected window (s) of ``w``'s next run: it grows with every preemption, and covers a restart.
+
+        Allocated work: min(cap, minimum runtime × 2^p) for a workload preempted p times so far, plus
+        its declared ``restart_s`` when the run is a restart (not its first). Free fill under fair
+        share: min(``fill_protect_cap_s``, ``fill_protect_s`` × 2^p). A workload preempted
+        ``max_preemptions`` times is not preempted for a waiter again (``settled``), so once
+        submissions stop every workload finishes (see docs/rules.md for the bound).
+        """
+        knobs = self.knobs
+        p = min(w.preemptions, 30)
+        if w.wants_allocation:
+            base = w.min_runtime_s
+            if knobs.policy == "fairshare":
+                base = min(knobs.max_min_runtime_s, w.min_runtime_s << p)
+            return base + (w.restart_s if w.attempt > 0 else 0)
+        return min(knobs.fill_protect_cap_s, knobs.fill_protect_s << p)
+
+    def settled(self, w: Workload) -> bool:
+        """Return whether ``w`` was preempted for waiters as often as the rules allow (fair share, allocated)."""
+        return w.allocated and self.knobs.policy == "fairshare" and w.preemptions >= self.knobs.max_preemptions
+
     def _protection_ends(self, w: Workload) -> None:
+        if not w.allocated:
+            if self.knobs.policy == "fairshare" and w.wid not in self.preemptible:
+                self._pool_add(w)  # free fill: its short protected window is over
+            return
         chain = self._chain(w)
         if w.prepaid:
             self.occ.prepaid_changed(chain, -w.held, w.protected_until)
@@ -465,7 +514,7 @@ class DecisionCore:
         if w.allocated and not w.exposed and self.knobs.policy != "priority":
             w.exposed = True
             self.occ.exposed_changed(chain, w.held)
-            if self.knobs.policy == "fairshare":
+            if self.knobs.policy == "fairshare" and not self.settled(w):
                 self._pool_add(w)
 
     # ================================================================ runs
@@ -507,7 +556,7 @@ class DecisionCore:
         chain = self._chain(w)
         self.occ.run_changed(chain, t, w.held, w.allocated)
         if w.allocated and (self.knobs.policy != "priority" or w.shielded):
-            w.protected_until = t + w.min_runtime_s * _US
+            w.protected_until = t + self.protection_s(w) * _US
             if w.shielded:
                 assert w.node is not None
                 self.nonpreemptible[w.node] = self.nonpreemptible.get(w.node, 0) + w.held
@@ -521,7 +570,10 @@ class DecisionCore:
             w.protected_until = t
             if not w.allocated:
                 self.unalloc_gpus += w.held
-            if self.knobs.policy != "fifo":
+                if self.knobs.policy == "fairshare" and self.knobs.fill_protect_s:
+                    w.protected_until = t + self.protection_s(w) * _US
+                    self._wake_at(w.protected_until, _PROTECT, w)
+            if self.knobs.policy != "fifo" and w.protected_until == t:
                 self._pool_add(w)
         out.append(
             self._new(
@@ -574,6 +626,8 @@ class DecisionCore:
         w.draining = False
         w.exit_reason = reason
         w.exit_by = by.wid if by is not None else None
+        if by is not None:
+            w.preemptions += 1
         grace = 0 if immediate else self.knobs.grace_s * _US
         w.exit_us = t + grace
         out.append(self._decision("preempt", w, t, t + grace, why, for_workload=w.exit_by, position=position))
@@ -606,17 +660,19 @@ class DecisionCore:
         per, mx, whole = hosts.per_node, hosts.max_free(), hosts.whole_free()
         return lambda g: g <= mx if g <= per else -(-g // per) <= whole
 
-    def _pass(self, t: int, out: list[Event], fresh: Workload | None = None) -> None:
+    def _pass(self, t: int, out: list[Event], fresh: list[Workload] | None = None) -> None:
         # Allocated work first, preemption for it next, and only then unallocated work into what is
         # left: free-tier work started into room an allocated waiter is about to take would be
         # preempted at the same instant.
         cycle = self.knobs.preempt_cycle_s * _US
         while True:
             self._fill(t, out, allocated_only=True)
-            if fresh is not None and t < self.walk_after:
+            if fresh and t < self.walk_after:
                 # a new submission is tried at once (O(p log p)) even between preemption cycles
-                waiter, fresh = fresh, None
+                waiter = fresh.pop(0)
                 if waiter.state == WAITING and waiter.wants_allocation and preempt_for(self, waiter, t, out):
+                    continue
+                if fresh:
                     continue
             if t >= self.walk_after:
                 if preempt_once(self, t, out):

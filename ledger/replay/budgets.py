@@ -7,7 +7,8 @@ Format (DESIGN.md, "Public surface")::
       - {path: ai2, share: 1.0, managers: [ceo]}
       - {path: ai2/olmo, share: 0.35, managers: [olmo-pi]}
 
-``share`` defaults to 1.0 and ``managers`` to none. Every node's parent must be listed too (in any
+``share`` defaults to 1.0 and ``managers`` to none; ``since`` (optional, ISO 8601) is when the node was
+created: its definition is timed then if that is later than the start. Every node's parent must be listed too (in any
 order); errors name the file, the entry and the field.
 """
 
@@ -17,14 +18,14 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from ledger.errors import InputError
-from ledger.events import BudgetNodeDefined, ClusterCapacityChanged
+from ledger.events import EARLIEST, LATEST, BudgetNodeDefined, ClusterCapacityChanged
 
 _PATH = re.compile(r"^[^/\s]+(/[^/\s]+)*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -38,6 +39,7 @@ class BudgetNode:
     path: str
     share: float
     managers: tuple[str, ...]
+    since: datetime | None = None  # when the node was created, when its source says (Kueue objects do)
 
     @property
     def parent(self) -> str | None:
@@ -81,7 +83,7 @@ class Budgets:
                 BudgetNodeDefined(
                     event_id=f"{self.cluster}/budget/{node.path}",
                     cluster=self.cluster,
-                    time=at,
+                    time=at if node.since is None or node.since <= at else node.since,
                     path=node.path,
                     parent=node.parent,
                     share=node.share,
@@ -96,7 +98,8 @@ class Budgets:
         lines = [f"cluster: {{name: {self.cluster}, gpus: {self.gpus}, gpus_per_node: {self.gpus_per_node}}}", "nodes:"]
         for n in self.nodes:
             managers = f", managers: [{', '.join(n.managers)}]" if n.managers else ""
-            lines.append(f"  - {{path: {n.path}, share: {n.share!r}{managers}}}")
+            since = f", since: '{n.since.strftime('%Y-%m-%dT%H:%M:%SZ')}'" if n.since is not None else ""
+            lines.append(f"  - {{path: {n.path}, share: {n.share!r}{managers}{since}}}")
         return "\n".join(lines) + "\n"
 
 
@@ -104,6 +107,28 @@ def _positive_int(where: str, field: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise InputError(f"{where}: {field} = {value!r}: expected a whole number of at least {minimum}")
     return value
+
+
+def _since(where: str, entry: dict[Any, Any]) -> datetime | None:
+    """Return a node's optional ``since`` (ISO 8601, UTC if no offset) as an aware UTC datetime."""
+    value = entry.get("since")
+    if value is None:
+        return None
+    if isinstance(value, datetime):  # YAML reads an unquoted timestamp itself
+        t = value
+    else:
+        try:
+            t = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise InputError(
+                f"{where}: since = {value!r}: expected an ISO 8601 time such as 2026-03-01T00:00:00Z"
+            ) from None
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=UTC)
+    t = t.astimezone(UTC)
+    if not EARLIEST <= t < LATEST:
+        raise InputError(f"{where}: since = {value!r}: outside {EARLIEST:%Y}..{LATEST:%Y}")
+    return t
 
 
 def parse_budgets(data: object, source: str = "<budgets>") -> Budgets:
@@ -131,7 +156,7 @@ def parse_budgets(data: object, source: str = "<budgets>") -> Budgets:
         where = f"{source}: nodes[{i}]"
         if not isinstance(entry, dict):
             raise InputError(f"{where}: expected a mapping with path, share and managers")
-        extra = set(entry) - {"path", "share", "managers"}
+        extra = set(entry) - {"path", "share", "managers", "since"}
         if extra:
             raise InputError(f"{where}: unknown field(s) {', '.join(sorted(map(str, extra)))}")
         path = entry.get("path")
@@ -146,7 +171,7 @@ def parse_budgets(data: object, source: str = "<budgets>") -> Budgets:
             raise InputError(f"{where}: managers = {managers!r}: expected a list of names")
         if path in nodes:
             raise InputError(f"{where}: path = {path!r}: defined twice")
-        nodes[path] = BudgetNode(path, float(share), tuple(m.strip() for m in managers))
+        nodes[path] = BudgetNode(path, float(share), tuple(m.strip() for m in managers), _since(where, entry))
     for i, node in enumerate(nodes.values()):
         if node.parent is not None and node.parent not in nodes:
             raise InputError(f"{source}: nodes[{i}] ({node.path}): parent {node.parent!r} is not defined")

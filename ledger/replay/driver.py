@@ -5,9 +5,15 @@ fact of a running workload (its next checkpoint or its completion), and the deci
 ``next_wakeup()`` (a protected window ending, a grace period running out). The clock never ticks:
 nothing can change between two of those moments, so nothing is computed there.
 
-Order at one instant: the core's wake-up at time t comes before any input at t (as
-``DecisionCore.handle`` does itself); among inputs at t, simulated checkpoints and completions come
-before trace inputs, each group in the order it was scheduled.
+Order at one instant: every fact of instant t (simulated checkpoints and completions first, then
+trace inputs, each group in the order it was scheduled) is applied before the core's wake-ups at t
+and before the one scheduling pass of t (``handle(..., decide=False)`` then ``advance(t)``): a
+workload that completes at the very instant its protected window ends has completed, and is never
+preempted at that instant.
+
+A replay always ends: at ``until_us`` when given, else once nothing is left to happen, with a
+safety stop ``LIMIT_AFTER_LAST_INPUT_S`` after the last input. When it stops at a limit with work
+left, ``ReplayStats.unfinished`` names each unfinished workload and how often it was preempted.
 
 Execution is simulated from the submission's hints: a started workload pays ``restart_s`` on every
 attempt after its first, then writes a checkpoint every ``checkpoint_interval_s`` of productive time
@@ -40,12 +46,13 @@ _US = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SIM, _INPUT = 0, 1  # at one instant, simulated facts come before trace inputs
 _CHECKPOINT, _COMPLETE, _EVENT = 0, 1, 2
+LIMIT_AFTER_LAST_INPUT_S = 90 * 86_400  # safety stop: the rules' progress bound ends replays long before
 
 
 class Core(Protocol):
     """What the driver needs from ``ledger.core.DecisionCore``."""
 
-    def handle(self, event: Event) -> list[Event]: ...
+    def handle(self, event: Event, decide: bool = True) -> list[Event]: ...
     def advance(self, until_us: int) -> list[Event]: ...
     def next_wakeup(self) -> int | None: ...
 
@@ -81,6 +88,8 @@ class ReplayStats:
     last_us: int | None = None
     wall_s: float = 0.0
     demand_gpu_us: int = 0  # ∫ GPUs of workloads submitted and not yet finished (waiting or running) dt
+    stopped_at: int | None = None  # µs: the limit the replay stopped at with work left (None: it ran out)
+    unfinished: dict[str, int] = field(default_factory=dict)  # workload -> preemptions, when stopped at a limit
 
     def demand_ratio(self, capacity_gpus: int) -> float:
         """Return mean demand (GPUs waiting or running) over capacity across the simulated span."""
@@ -125,6 +134,7 @@ class ReplayDriver:
         self._heap: list[tuple[int, int, int, int, str, int, Event | None]] = []
         self._seq = 0
         self._runs: dict[str, _Execution] = {}
+        self._preempted: dict[str, int] = {}  # preemptions per workload
         self._last_input_us = 0
         self._active_gpus = 0
         self._time_obj: object = None  # the last event time converted, and its microseconds
@@ -163,11 +173,16 @@ class ReplayDriver:
         if heap and self.stats.first_us is None:
             self.stats.first_us = heap[0][0]
         next_report = 0.0
+        limit = until_us
+        if limit is None and self._last_input_us:
+            limit = self._last_input_us + LIMIT_AFTER_LAST_INPUT_S * _US
+        stopped: int | None = None
         while True:
             wake = core.next_wakeup()
             t_next = heap[0][0] if heap else None
-            if wake is not None and (t_next is None or wake <= t_next):
-                if until_us is not None and wake > until_us:
+            if wake is not None and (t_next is None or wake < t_next):
+                if limit is not None and wake > limit:
+                    stopped = limit
                     break
                 self.stats.moments += 1
                 self._absorb(core.advance(wake))
@@ -176,27 +191,31 @@ class ReplayDriver:
                     raise LedgerError(f"decision core asked to wake at {from_us(wake)} again after advancing to it")
                 now = wake
             elif t_next is not None:
-                if until_us is not None and t_next > until_us:
+                if limit is not None and t_next > limit:
+                    stopped = limit
                     break
-                now, _cls, _seq, kind, wid, gen, event = heapq.heappop(heap)
-                if kind == _EVENT:
-                    assert event is not None
-                    self.stats.moments += 1
-                    self._outside.append(len(self._out))  # its position once emitted
-                    self._emit(event)
-                    outputs = core.handle(event)
-                    if outputs:  # most simulated facts decide nothing: no call for an empty list
+                now = t_next
+                self.stats.moments += 1
+                # every fact of this instant first, then its wake-ups and one scheduling pass
+                while heap and heap[0][0] == now:
+                    _t, _cls, _seq, kind, wid, gen, event = heapq.heappop(heap)
+                    if kind == _EVENT:
+                        assert event is not None
+                        self._outside.append(len(self._out))  # its position once emitted
+                        self._emit(event)
+                        outputs = core.handle(event, False)
+                    else:
+                        run = self._runs[wid]
+                        if gen != run.generation:
+                            continue  # cancelled by a preemption
+                        fact = self._checkpoint(run, now) if kind == _CHECKPOINT else self._complete(run, now)
+                        self._emit(fact)
+                        outputs = core.handle(fact, False)
+                    if outputs:  # most facts decide nothing: no call for an empty list
                         self._absorb(outputs)
-                else:
-                    run = self._runs[wid]
-                    if gen != run.generation:
-                        continue  # cancelled by a preemption
-                    self.stats.moments += 1
-                    fact = self._checkpoint(run, now) if kind == _CHECKPOINT else self._complete(run, now)
-                    self._emit(fact)
-                    outputs = core.handle(fact)
-                    if outputs:
-                        self._absorb(outputs)
+                outputs = core.advance(now)
+                if outputs:
+                    self._absorb(outputs)
             else:
                 break
             if progress is not None and self.stats.moments % 512 == 0:
@@ -204,6 +223,11 @@ class ReplayDriver:
                 if elapsed >= next_report:
                     next_report = elapsed + 0.2
                     progress(self.stats.first_us or now, now, self._last_input_us)
+        if stopped is not None:
+            left = {wid: self._preempted.get(wid, 0) for wid, run in self._runs.items() if not run.done}
+            if left:
+                self.stats.stopped_at = stopped
+                self.stats.unfinished = left
         self._flush()
         self.stats.by_type = {cls.__name__: n for cls, n in self._counts.items()}
         self.stats.wall_s = wallclock.perf_counter() - started
@@ -288,7 +312,9 @@ class ReplayDriver:
             if name == "WorkloadStarted":
                 self._started(event)  # type: ignore[arg-type]
             elif name == "WorkloadPreempted":
-                self._stopped(event.workload_id, final=False)  # type: ignore[attr-defined]
+                wid = event.workload_id  # type: ignore[attr-defined]
+                self._preempted[wid] = self._preempted.get(wid, 0) + 1
+                self._stopped(wid, final=False)
             elif name == "WorkloadCompleted":
                 self._stopped(event.workload_id, final=True)  # type: ignore[attr-defined]
 

@@ -266,7 +266,7 @@ def reference_audit(
     owed_hours = {
         "overall_ratio": rec_sum / owed_sum if owed_sum > 0 else None,
         "teams_at_95": sum(1 for t in rated if t["ratio"] >= 0.95),
-        "worst_team": min(rated, key=lambda t: (t["ratio"], t["budget"]))["budget"] if rated else None,
+        "worst_team": min(rated, key=lambda t: (round(t["ratio"], 9), t["budget"]))["budget"] if rated else None,
         "teams": team_rows,
     }
 

@@ -96,7 +96,31 @@ class Ledger:
         return None
 
 
-_WEEK_US = 7 * 86_400 * 1_000_000
+def liveness_bound_us(core: DecisionCore, inputs: list[ev.Event], work_min: dict[str, float]) -> int | None:
+    """Return the latest time every workload must have finished by under fair share (docs/rules.md), else None.
+
+    After the last input at T nothing new arrives and every host is back: some workload runs
+    whenever one waits (whatever fits the idle cluster starts), so the tail is at most the sum of
+    the runs still to come, each no longer than its work (a run that lasts its work completes;
+    runs restart from zero here). An allocated workload runs at most ``max_preemptions`` + 1
+    times, plus once more per host event; every fill preemption starts an allocated run, so fill
+    reruns are at most as many as those, each at most the longest fill's work.
+    """
+    knobs = core.knobs
+    if knobs.policy != "fairshare":
+        return None
+    subs = [e for e in inputs if isinstance(e, ev.WorkloadSubmitted)]
+    hosts = sum(1 for e in inputs if isinstance(e, ev.HostHealthChanged))
+    us = 60 * 1_000_000
+    attempts = knobs.max_preemptions + 1 + hosts
+    alloc = [e for e in subs if e.min_runtime_s > 0]
+    fill = [e for e in subs if e.min_runtime_s == 0]
+    longest_fill = max((work_min.get(e.workload_id, 60) for e in fill), default=0)
+    grace = knobs.grace_s * 1_000_000
+    tail = sum(attempts * (work_min.get(e.workload_id, 60) * us + grace) for e in alloc)
+    tail += sum((1 + hosts) * work_min.get(e.workload_id, 60) * us for e in fill)
+    tail += len(alloc) * attempts * (longest_fill * us + grace)
+    return max(ev.to_us(e.time) for e in inputs) + int(tail)
 
 
 def drive(
@@ -109,43 +133,49 @@ def drive(
 ) -> tuple[list[bytes], DecisionCore]:
     """Feed inputs in time order; complete each started run after its work; return encoded outputs.
 
-    With ``cut``, the core is snapshotted and restored after that many inputs and driving
-    continues with the restored core (the caller compares against an uncut run).
+    Facts of one instant (inputs and completions) are all applied before that instant's wake-ups
+    and its one scheduling pass (``handle(e, decide=False)`` then ``advance(t)``), as the replay
+    driver does. With ``cut``, the core is snapshotted and restored after that many inputs and
+    driving continues with the restored core (the caller compares against an uncut run).
 
-    Driving stops a week after the last input. A run restarts its whole work after a preemption
-    here (no progress is kept), so under the literal swap rule two teams' long runs can take
-    turns forever, each preempted when its protected window ends and the other team ranks
-    ahead; nothing else in the streams takes longer than a few days.
+    No cap on the simulation: it runs until nothing is left to happen. Under fair share it must
+    end by ``liveness_bound_us``; a preemption at the very instant the victim's run completes
+    fails the drive.
     """
     queue: list[tuple[int, int, int, ev.Event]] = [(ev.to_us(e.time), 0, i, e) for i, e in enumerate(inputs)]
     heapq.heapify(queue)
-    horizon = max((t for t, *_ in queue), default=0) + _WEEK_US
+    bound = liveness_bound_us(core, inputs, work_min)
     seq = len(inputs)
     out: list[bytes] = []
     attempts: dict[str, int] = {}
+    due: dict[str, int] = {}  # workload -> when its current run completes
     fed = 0
     while queue or core.next_wakeup() is not None:
         nxt = core.next_wakeup()
-        if (nxt is None or nxt > horizon) and (not queue or queue[0][0] > horizon):
-            break
-        if nxt is not None and (not queue or nxt <= queue[0][0]):
+        now = queue[0][0] if queue and (nxt is None or queue[0][0] <= nxt) else nxt
+        assert now is not None
+        assert bound is None or now <= bound, f"liveness: still busy at {now} past the stated bound {bound}"
+        if nxt is not None and (not queue or nxt < queue[0][0]):
             produced = core.advance(nxt)
         else:
-            _, _, _, e = heapq.heappop(queue)
-            if isinstance(e, ev.WorkloadCompleted) and e.event_id.startswith("done:"):
-                wid, attempt = e.workload_id, int(e.event_id.rsplit(":", 1)[1])
-                if attempts.get(wid) != attempt:
-                    continue  # its run was preempted
-            if ledger is not None and isinstance(e, ev.WorkloadSubmitted):
-                ledger.submitted(e, e.budget in core.tree)
-            if ledger is not None and isinstance(e, ev.HostHealthChanged):
-                ledger.health[e.host] = e.state
-            produced = core.handle(e)
-            if ledger is not None and isinstance(e, ev.WorkloadCompleted):
-                ledger.fact(e)
-            fed += 1
-            if cut is not None and fed == cut:
-                core = DecisionCore.restore(core.snapshot())
+            produced = []
+            while queue and queue[0][0] == now:
+                _, _, _, e = heapq.heappop(queue)
+                if isinstance(e, ev.WorkloadCompleted) and e.event_id.startswith("done:"):
+                    wid, attempt = e.workload_id, int(e.event_id.rsplit(":", 1)[1])
+                    if attempts.get(wid) != attempt:
+                        continue  # its run was preempted
+                if ledger is not None and isinstance(e, ev.WorkloadSubmitted):
+                    ledger.submitted(e, e.budget in core.tree)
+                if ledger is not None and isinstance(e, ev.HostHealthChanged):
+                    ledger.health[e.host] = e.state
+                produced += core.handle(e, False)
+                if ledger is not None and isinstance(e, ev.WorkloadCompleted):
+                    ledger.fact(e)
+                fed += 1
+                if cut is not None and fed == cut:
+                    core = DecisionCore.restore(core.snapshot())
+            produced += core.advance(now)
         for o in produced:
             out.append(encode(o))
             if ledger is not None:
@@ -153,6 +183,7 @@ def drive(
             if isinstance(o, ev.WorkloadStarted):
                 attempts[o.workload_id] = o.attempt
                 done = o.time + _minutes(work_min.get(o.workload_id, 60))
+                due[o.workload_id] = ev.to_us(done)
                 seq += 1
                 c = ev.WorkloadCompleted(
                     event_id=f"done:{o.workload_id}:{o.attempt}", cluster=core.cluster, time=done,
@@ -160,6 +191,7 @@ def drive(
                 )
                 heapq.heappush(queue, (ev.to_us(done), 1, seq, c))
             elif isinstance(o, ev.WorkloadPreempted):
+                assert due.get(o.workload_id) != ev.to_us(o.time), f"{o.workload_id} preempted as it completes"
                 attempts[o.workload_id] = -1
         if ledger is not None and check is not None:
             check(core, ledger)

@@ -53,7 +53,7 @@ def test_morning_two_teams_share_a_small_cluster_and_time_slice_after_protection
     start = of(out, ev.WorkloadStarted)[0]
     assert start.workload_id == "t1"  # type: ignore[attr-defined]
     decision = next(d for d in of(out, ev.SchedulingDecision) if d.action == "preempt")  # type: ignore[attr-defined]
-    assert decision.for_workload == "t1" and "ranks after" in decision.reason  # type: ignore[attr-defined]
+    assert decision.for_workload == "t1" and "would still rank at or ahead" in decision.reason  # type: ignore[attr-defined]
     start = next(d for d in of(out, ev.SchedulingDecision) if d.action == "start")  # type: ignore[attr-defined]
     # enough for `explain`: where, why, the budget's ratio and the place in the queue
     assert start.nodes == pre_nodes(out) and start.queue_position == 1  # type: ignore[attr-defined]

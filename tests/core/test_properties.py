@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ledger import events as ev
 from ledger.core import DecisionCore, Knobs
-from tests.core.sim import Ledger, drive
+from tests.core.sim import Ledger, drive, liveness_bound_us
 from tests.factories import Events
 
 PER_NODE = 8
@@ -45,7 +45,8 @@ def clusters(draw: st.DrawFn) -> tuple[list[ev.Event], dict[str, float], int, li
                 priority=draw(st.integers(0, 2)),
             )
         )
-        work[wid] = draw(st.sampled_from([5, 30, 90, 240]))
+        # 10 and 60 minutes equal the minimum runtimes drawn: runs that complete as their protection ends
+        work[wid] = draw(st.sampled_from([5, 10, 30, 60, 90, 240]))
         if draw(st.integers(0, 9)) == 0:
             inputs.append(e.checkpoint(minute + 20, wid, 600))
     for _ in range(draw(st.integers(0, 2))):
@@ -73,7 +74,7 @@ KNOBS = st.sampled_from(
         Knobs(),
         Knobs(charge="accrued"),
         Knobs(max_min_runtime_s=1800, preempt_cycle_s=60),
-        Knobs(swap_margin=True),
+        Knobs(preemption_strategy="instant"),
         Knobs(window_s=3 * 3600),
         Knobs(half_life_s=7200, grace_s=0),
         Knobs(policy="priority"),
@@ -98,6 +99,26 @@ def test_hosts_are_never_overfilled_protected_work_is_never_preempted_and_nothin
 
     # Ledger.fact asserts capacity per host and the protected window on every preemption.
     drive(DecisionCore(knobs, "lab"), _ordered(inputs), work, ledger=ledger, check=check)
+
+
+@FAST
+@given(clusters(), KNOBS)
+def test_liveness_every_workload_finishes_within_the_stated_bound_and_none_is_preempted_as_it_completes(
+    cluster: tuple[list[ev.Event], dict[str, float], int, list[str]], knobs: Knobs
+) -> None:
+    inputs, work, hosts, _ = cluster
+    ordered = _ordered(inputs)
+    ledger = _ledger(hosts)
+    # drive() has no cap: it fails past liveness_bound_us, and on a preemption at a completion instant
+    _, core = drive(DecisionCore(knobs, "lab"), ordered, work, ledger=ledger)
+    assert not ledger.waiting and not ledger.open, f"left unfinished: {sorted(ledger.waiting)} {sorted(ledger.open)}"
+    assert core.next_wakeup() is None
+    bound = liveness_bound_us(core, ordered, work)
+    assert bound is None or core.now <= bound
+    if knobs.policy == "fairshare":
+        for w in core.workloads.values():
+            if w.wants_allocation:
+                assert w.preemptions <= knobs.max_preemptions, f"{w.wid} preempted {w.preemptions} times"
 
 
 @FAST
@@ -149,7 +170,8 @@ def test_grace_delays_the_victims_exit_and_the_waiters_start_by_the_same_amount(
     for x in setup:
         core.handle(x)
     core.handle(e.submit(1, "free", "org/a", gpus=8, min_runtime_s=0))
-    out = core.handle(e.submit(2, "paid", "org/b", gpus=8, min_runtime_s=3600))
+    # after the free fill's short protected window (5 minutes)
+    out = core.handle(e.submit(7, "paid", "org/b", gpus=8, min_runtime_s=3600))
     decisions = [o for o in out if isinstance(o, ev.SchedulingDecision)]
     assert [(d.action, d.workload_id) for d in decisions] == [("preempt", "free"), ("start", "paid")]
     assert all(d.effective_time == d.time + timedelta(seconds=120) for d in decisions)

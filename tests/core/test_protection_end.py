@@ -46,7 +46,7 @@ def test_b_preempts_a_at_the_exact_instant_as_protection_ends() -> None:
     assert [(s.workload_id, s.time) for s in started] == [("B", at(TEN))]  # type: ignore[attr-defined]
     # the reason quotes the two budgets compared: b has used nothing, a two hours of the host
     decision = next(d for d in of(out, ev.SchedulingDecision) if d.action == "preempt")  # type: ignore[attr-defined]
-    assert "lab/a (" in decision.reason and "ranks after lab/b (0%)" in decision.reason  # type: ignore[attr-defined]
+    assert "after the swap lab/b (2%" in decision.reason and "ahead of lab/a (" in decision.reason  # type: ignore[attr-defined]
     assert core.waiting() == ["A", "sweep"]  # A requeued (resumable), the sweep still waits
 
 
@@ -62,7 +62,7 @@ def test_with_the_swap_margin_a_waiter_that_would_outrank_a_at_once_is_refused()
     """B asks for 8 h of protection: charged that, b would rank after a (16 GPU-hours used), so A keeps running."""
     e = Events()
     for margin, expect in ((True, []), (False, ["A"])):
-        core = DecisionCore(Knobs(swap_margin=margin), "lab")
+        core = DecisionCore(Knobs(preemption_strategy="final-share" if margin else "instant"), "lab")
         setup = [e.capacity(0, 8), e.node(0, "lab", 1.0), e.node(0, "lab/a", 1.0), e.node(0, "lab/b", 1.0)]
         run(core, [*setup, e.submit(8 * 60, "A", "lab/a", gpus=8, min_runtime_s=2 * 3600)])
         run(core, [e.submit(8 * 60 + 30, "B", "lab/b", gpus=8, min_runtime_s=8 * 3600)])
@@ -92,5 +92,5 @@ def test_the_reason_quotes_the_sibling_branches_where_the_paths_part() -> None:
     text = core.usage("lab/text")["ratio"]
     leaf = core.usage("lab/text/r2")["ratio"]
     assert leaf != text  # r2 holds a tenth of text's allocation: the leaves' ratios differ from the branches'
-    assert "lab/text (" in reason and "ranks after lab/vision (0%)" in reason
+    assert "after the swap lab/vision (" in reason and "ahead of lab/text (" in reason
     assert "where lab/text/r2 and lab/vision/r1 part" in reason

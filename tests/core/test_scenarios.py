@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from ledger import events as ev
 from ledger.core import DecisionCore, Knobs
 from tests.core.test_day import of, run, to_minutes
@@ -89,9 +91,12 @@ def test_the_free_tier_runs_in_idle_room_and_yields_first_and_a_non_resumable_vi
     ]
     out = run(core, inputs)
     started = {s.workload_id: s for s in of(out, ev.WorkloadStarted)}  # type: ignore[attr-defined]
-    assert started["free"].allocated is False and started["free"].protected_until == started["free"].time
+    # free fill keeps its GPUs for a short window (Knobs.fill_protect_s), then yields first
+    fill_window = timedelta(seconds=Knobs().fill_protect_s)
+    assert started["free"].allocated is False
+    assert started["free"].protected_until == started["free"].time + fill_window
     assert started["paid-a"].allocated is True
-    out = run(core, [e.submit(5, "paid-b", "org/b", gpus=8, min_runtime_s=600)])
+    out = run(core, [e.submit(7, "paid-b", "org/b", gpus=8, min_runtime_s=600)])
     # the unallocated workload is the victim (the allocated one is protected anyway); it cannot resume
     assert [p.workload_id for p in of(out, ev.WorkloadPreempted)] == ["free"]  # type: ignore[attr-defined]
     done = of(out, ev.WorkloadCompleted)
@@ -101,7 +106,7 @@ def test_the_free_tier_runs_in_idle_room_and_yields_first_and_a_non_resumable_vi
     # submitted again under the same id, it queues afresh (a redelivery of the old submission would not)
     run(core, [inputs[-2]])
     assert "free" not in core.waiting()
-    run(core, [e.submit(6, "free", "org/a", gpus=8, min_runtime_s=0, resumable=False)])
+    run(core, [e.submit(8, "free", "org/a", gpus=8, min_runtime_s=0, resumable=False)])
     assert core.waiting() == ["free"]
 
 

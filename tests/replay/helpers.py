@@ -62,9 +62,9 @@ class Recording:
     core: DecisionCore
     steps: list[int] = field(default_factory=list)
 
-    def handle(self, event: Event) -> list[Event]:
+    def handle(self, event: Event, decide: bool = True) -> list[Event]:
         self.steps.append(to_us(event.time))
-        return self.core.handle(event)
+        return self.core.handle(event, decide)
 
     def advance(self, until_us: int) -> list[Event]:
         self.steps.append(until_us)

@@ -1,0 +1,184 @@
+"""Kueue's Cohort and ClusterQueue objects to a budgets file.
+
+Input: YAML (one or many documents, as ``kubectl get cohorts,clusterqueues -o yaml`` or the manifests
+an operator applies) or JSON (a ``List`` with ``items``, or a plain list). Objects of other kinds
+(LocalQueue, ResourceFlavor, Workload...) are counted and left out.
+
+* **Tree**: a ClusterQueue sits below its cohort (``spec.cohort``, ``spec.cohortName`` in
+  ``v1beta2``); a Cohort below its parent cohort (``spec.parentName``, hierarchical cohorts). A
+  cohort named by a queue but given no object of its own is an implicit cohort (share 1), as in
+  Kueue. Queues without a cohort, and cohorts without a parent, are the top nodes.
+* **Shares**: ``spec.fairSharing.weight`` (default 1; 0 gives no share), a number or a Kubernetes
+  quantity (``"2"``, ``"0.5"``, ``"500m"``).
+* **Since**: each node's ``metadata.creationTimestamp`` when the object has one: an import times the
+  node's definition then if that is later than the start of the imported period.
+* **Capacity**: the sum of the ``nominalQuota`` of the GPU resource (default ``nvidia.com/gpu``) over
+  every flavor of every resource group of the queues and cohorts; ``--gpus`` overrides it.
+
+Workloads (``gpuledger import kueue``) charge the node of the ClusterQueue that admitted their
+LocalQueue's workloads, or the namespace's node below it when the tree names namespaces.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import yaml
+
+from ledger.adapters.common import RowError, budget_path, parse_local_time
+from ledger.errors import InputError
+from ledger.replay.budgets import BudgetNode, Budgets
+
+__all__ = ["KueueTree", "kueue_budgets", "parse_kueue_objects"]
+
+_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|Ki|Mi|Gi)?$")
+_SCALE = {None: 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024.0, "Mi": 1024.0**2, "Gi": 1024.0**3}
+
+
+@dataclass
+class _Queue:
+    name: str
+    kind: str  # "Cohort" or "ClusterQueue"
+    parent: str | None
+    weight: float
+    gpus: int
+    created: datetime | None = None
+
+
+@dataclass
+class KueueTree:
+    """Cohorts and ClusterQueues by name, and what else the file held."""
+
+    queues: dict[str, _Queue]
+    other_kinds: dict[str, int]
+
+
+def _quantity(value: Any, where: str) -> float:
+    if isinstance(value, bool):
+        raise InputError(f"{where} = {value!r}: expected a number or a quantity such as '2' or '500m'")
+    if isinstance(value, int | float):
+        if not math.isfinite(value) or value < 0:
+            raise InputError(f"{where} = {value!r}: expected a number of at least 0")
+        return float(value)
+    m = _QUANTITY.match(str(value).strip())
+    if not m:
+        raise InputError(f"{where} = {value!r}: expected a number or a quantity such as '2' or '500m'")
+    return float(m.group(1)) * _SCALE[m.group(2)]
+
+
+def _objects(text: str, file: str) -> list[Any]:
+    try:
+        docs = list(yaml.safe_load_all(text))  # JSON is YAML too
+    except yaml.YAMLError as exc:
+        raise InputError(f"{file}: neither YAML nor JSON: {exc}") from None
+    out: list[Any] = []
+    for doc in docs:
+        if doc is None:
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+            out += doc["items"]
+        elif isinstance(doc, list):
+            out += doc
+        else:
+            out.append(doc)
+    return out
+
+
+def _gpus(spec: dict[str, Any], resource: str, where: str) -> int:
+    total = 0.0
+    groups = spec.get("resourceGroups") or []
+    if not isinstance(groups, list):
+        raise InputError(f"{where}: spec.resourceGroups is not a list")
+    for g, group in enumerate(groups):
+        for f, flavor in enumerate((group or {}).get("flavors") or []):
+            for r, res in enumerate((flavor or {}).get("resources") or []):
+                if isinstance(res, dict) and res.get("name") == resource:
+                    total += _quantity(
+                        res.get("nominalQuota", 0),
+                        f"{where}: spec.resourceGroups[{g}].flavors[{f}].resources[{r}].nominalQuota",
+                    )
+    if total != int(total):
+        raise InputError(f"{where}: {resource} nominalQuota adds up to {total}, not a whole number of GPUs")
+    return int(total)
+
+
+def parse_kueue_objects(text: str, file: str, gpu_resource: str = "nvidia.com/gpu") -> KueueTree:
+    """Read Cohort and ClusterQueue objects; raise InputError naming file, object and field."""
+    queues: dict[str, _Queue] = {}
+    other: dict[str, int] = {}
+    for i, obj in enumerate(_objects(text, file)):
+        if not isinstance(obj, dict):
+            raise InputError(f"{file}: object {i}: expected a mapping, found {type(obj).__name__}")
+        kind = obj.get("kind")
+        if kind not in ("Cohort", "ClusterQueue"):
+            other[str(kind)] = other.get(str(kind), 0) + 1
+            continue
+        name = (obj.get("metadata") or {}).get("name")
+        if not isinstance(name, str) or not name:
+            raise InputError(f"{file}: object {i} ({kind}): metadata.name is missing")
+        where = f"{file}: {kind} {name}"
+        spec = obj.get("spec") or {}
+        if not isinstance(spec, dict):
+            raise InputError(f"{where}: spec is not a mapping")
+        parent = spec.get("parentName") if kind == "Cohort" else spec.get("cohortName", spec.get("cohort"))
+        if parent is not None and (not isinstance(parent, str) or not parent):
+            raise InputError(f"{where}: parent cohort {parent!r} is not a name")
+        weight = _quantity((spec.get("fairSharing") or {}).get("weight", 1), f"{where}: spec.fairSharing.weight")
+        key = f"{kind}/{name}"
+        if key in queues:
+            raise InputError(f"{where}: defined twice")
+        stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+        created = None
+        if stamp is not None:
+            try:
+                created = parse_local_time(str(stamp), UTC, "metadata.creationTimestamp")
+            except RowError as exc:
+                raise InputError(f"{where}: {exc}") from None
+        queues[key] = _Queue(name, kind, parent or None, weight, _gpus(spec, gpu_resource, where), created)
+    return KueueTree(queues, other)
+
+
+def kueue_budgets(
+    tree: KueueTree, cluster: str, gpus: int | None, gpus_per_node: int
+) -> tuple[Budgets, list[str]]:
+    """Return the budgets the cohorts and queues stand for, and notes on what was read."""
+    notes: list[str] = []
+    cohorts = {q.name: q for q in tree.queues.values() if q.kind == "Cohort"}
+    cqs = [q for q in tree.queues.values() if q.kind == "ClusterQueue"]
+    if not cqs:
+        raise InputError("no ClusterQueue object found: workloads are charged to ClusterQueues")
+    implicit = sorted({q.parent for q in [*cqs, *cohorts.values()] if q.parent and q.parent not in cohorts})
+    for name in implicit:
+        cohorts[name] = _Queue(name, "Cohort", None, 1.0, 0)
+    if implicit:
+        notes.append(f"implicit cohorts (no Cohort object, share 1): {', '.join(implicit)}")
+    names = [q.name for q in cqs] + list(cohorts)
+    clash = sorted({n for n in names if names.count(n) > 1})
+    if clash:
+        notes.append(f"a Cohort and a ClusterQueue share the name(s) {', '.join(clash)}")
+
+    def path_of(q: _Queue, seen: tuple[str, ...] = ()) -> str:
+        if q.parent is None:
+            return budget_path(q.name)
+        if q.parent in seen:
+            raise InputError(f"cohort {q.parent!r} is its own ancestor ({' -> '.join((*seen, q.parent))})")
+        return f"{path_of(cohorts[q.parent], (*seen, q.name))}/{budget_path(q.name)}"
+
+    nodes = {path_of(q): BudgetNode(path_of(q), q.weight, (), q.created) for q in [*cohorts.values(), *cqs]}
+    ordered = tuple(sorted(nodes.values(), key=lambda n: n.path.count("/")))
+    quota = sum(q.gpus for q in tree.queues.values())
+    if gpus is None:
+        if quota <= 0:
+            raise InputError("no GPU nominalQuota in any resource group: give --gpus N (or --gpu-resource)")
+        gpus = quota
+    else:
+        notes.append(f"capacity {gpus} GPUs from --gpus (the queues' nominal GPU quota adds up to {quota})")
+    if gpus % gpus_per_node:
+        gpus_per_node = math.gcd(gpus, gpus_per_node)
+    if tree.other_kinds:
+        notes.append("left out: " + ", ".join(f"{n} {k}" for k, n in sorted(tree.other_kinds.items())))
+    return Budgets(budget_path(cluster), gpus, gpus_per_node, ordered), notes

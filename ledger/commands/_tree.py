@@ -1,0 +1,104 @@
+"""``--budgets`` for import and audit: charge imported workloads to the tree, add the tree and capacity as events."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ledger.adapters.charging import (
+    Charger,
+    ChargeSummary,
+    charge_records,
+    charge_result,
+    event_record,
+    source_of,
+    tree_events,
+)
+from ledger.adapters.common import ImportResult, Record
+from ledger.errors import InputError
+from ledger.replay.budgets import Budgets, load_budgets
+
+__all__ = ["audit_records_with_tree", "charge_imports"]
+
+
+def _first_time(results: Sequence[ImportResult]) -> int | None:
+    times: list[int] = []
+    for res in results:
+        cols = res.wire_columns()
+        if cols is not None and cols[0]:
+            times.append(min(cols[0]))
+        elif cols is None and res.records:
+            times.append(min(r["time"] for _, r in res.records))
+    return min(times) if times else None
+
+
+def _clusters(results: Sequence[ImportResult]) -> set[str]:
+    import pyarrow.compute as pc
+
+    out = {cluster for res in results for _, cluster, _ in res.histories}
+    out |= {str(r["cluster"]) for res in results for _, r in res._added}
+    for res in results:
+        for b in res.batches:
+            out |= {str(v) for v in pc.unique(b.cluster).to_pylist()}
+    return out
+
+
+def charge_imports(results: list[ImportResult], budgets_file: str) -> ImportResult | None:
+    """Charge each result's workloads to the tree of ``budgets_file``; print the summary; return the tree's events.
+
+    The tree and capacity are timed at the start of the imported period (its first event); None
+    when the files hold no events.
+    """
+    budgets = load_budgets(budgets_file)
+    charger = Charger(budgets)
+    total = ChargeSummary()
+    for res in results:
+        total.merge(charge_result(res, charger))
+    start = _first_time(results)
+    print(f"budgets from {budgets_file}: cluster {budgets.cluster}, {budgets.gpus} GPUs, {len(budgets.nodes)} nodes")
+    print(total.render())
+    others = sorted(_clusters(results) - {budgets.cluster})
+    if others:
+        print(f"  note: the records are of cluster(s) {', '.join(others)}, the budgets file of {budgets.cluster}: "
+              "its tree and capacity are applied to them all")
+    if start is None:
+        return None
+    tree = ImportResult("budgets", budgets_file)
+    for event in tree_events(budgets, start):
+        tree.add_event(event)
+    return tree
+
+
+def audit_records_with_tree(source: Any, budgets_file: str) -> list[Record]:
+    """Return the records of ``source`` charged to the tree of ``budgets_file``, the tree's events first.
+
+    The log must have no tree of its own. Its capacity events, if any, are kept instead of the
+    budgets file's. Nothing is written to ``source``; the charge summary is printed to stderr.
+    """
+    import sys
+
+    from queries.source import open_records
+
+    budgets: Budgets = load_budgets(budgets_file)
+    records = list(open_records(source))
+    kinds = {name.rsplit(".", 1)[-1] for name, _ in records}
+    if "BudgetNodeDefined" in kinds:
+        raise InputError(f"{source}: the log already holds a budget tree; audit it without --budgets")
+    if not records:
+        raise InputError(f"{source}: the log holds no events")
+    charged, summary = charge_records(records, Charger(budgets))
+    from datetime import datetime
+
+    from ledger import events as ev
+
+    start = min(r["time"] for _, r in records)
+    as_datetimes = isinstance(start, datetime)  # the log's reader gives times as datetimes, records as µs
+    events = tree_events(budgets, ev.to_us(start) if as_datetimes else start)
+    tree = [(e.type_name, dict(e.__dict__)) if as_datetimes else event_record(e) for e in events]
+    if "ClusterCapacityChanged" in kinds:
+        tree = [t for t in tree if t[0] != "ClusterCapacityChanged"]
+    sources = sorted({source_of(r["event_id"]) for n, r in records if n.rsplit(".", 1)[-1] == "WorkloadSubmitted"})
+    print(f"budgets from {budgets_file} applied to {', '.join(s for s in sources if s) or 'the log'} records "
+          "(nothing written)", file=sys.stderr)
+    print(summary.render(), file=sys.stderr)
+    return tree + charged

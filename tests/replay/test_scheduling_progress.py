@@ -1,0 +1,51 @@
+"""The progress rules told as small months: nothing preempted as it completes, no swap that swaps back, an end."""
+
+from __future__ import annotations
+
+from ledger.core.knobs import Knobs
+from ledger.events import Event
+from tests.replay.helpers import H, drive, lab, of, submit
+
+
+def _preemptions(events: list[Event]) -> list[Event]:
+    return [e for e in events if type(e).__name__ == "WorkloadPreempted"]
+
+
+def test_a_job_whose_work_equals_its_145_s_protection_completes_and_is_never_preempted_as_it_completes() -> None:
+    # A full 8-GPU host; team a's 1-GPU jobs do exactly 145 s of work under a 145 s minimum runtime,
+    # restarts cost 300 s; team b keeps a queue of the same jobs waiting.
+    subs = [
+        submit(0, f"a{i}", "a", 1, 145, min_runtime_s=145, restart_s=300) for i in range(8)
+    ] + [submit(1, f"b{i}", "b", 1, 145, min_runtime_s=145, restart_s=300) for i in range(8)]
+    for knobs in (Knobs(), Knobs(preemption_strategy="instant")):
+        events, _ = drive(lab(8), subs, knobs)
+        for s in subs:
+            done = of(events, s.workload_id, "WorkloadCompleted")
+            assert [d.outcome for d in done] == ["succeeded"], s.workload_id  # completed once, not rerun
+            assert not of(events, s.workload_id, "WorkloadPreempted"), s.workload_id
+
+
+def test_a_restart_dearer_than_the_protection_is_covered_and_repeated_preemption_stops_at_the_bound() -> None:
+    # Two teams' long runs that never checkpoint, on one host, each with a queue behind it: under the
+    # literal rule a run preempted at every 145 s protection end while it still restores would never end.
+    knobs_list = (Knobs(), Knobs(preemption_strategy="instant"))
+    subs = [submit(m, f"{t}{m}", t, 8, 2 * H, min_runtime_s=145, restart_s=300) for m in (0, 1, 2) for t in "ab"]
+    for knobs in knobs_list:
+        events, _ = drive(lab(8), subs, knobs)
+        for s in subs:
+            assert len(of(events, s.workload_id, "WorkloadCompleted")) == 1
+            assert len(of(events, s.workload_id, "WorkloadPreempted")) <= knobs.max_preemptions
+            starts = of(events, s.workload_id, "WorkloadStarted")
+            for start in starts[1:]:  # a restart is protected for its 300 s restore on top of the minimum runtime
+                assert (start.protected_until - start.time).total_seconds() >= 145 + 300
+
+
+def test_two_teams_standing_level_do_not_trade_gpus_back_and_forth_under_final_share() -> None:
+    # Equal shares, equal work: both teams stand at about the same ratio all day long.
+    subs = [submit(m * 10, f"{t}{m}", t, 8, 3 * H, min_runtime_s=1800, interval_s=600, restart_s=60)
+            for m in range(6) for t in "ab"]
+    final, _ = drive(lab(16), subs, Knobs())
+    instant, _ = drive(lab(16), subs, Knobs(preemption_strategy="instant"))
+    assert len(_preemptions(final)) < len(_preemptions(instant))
+    reasons = [e.reason for e in final if type(e).__name__ == "SchedulingDecision" and e.action == "preempt"]
+    assert all("after the swap" in r and "would still rank at or ahead of" in r for r in reasons)
