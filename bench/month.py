@@ -60,12 +60,9 @@ def month_inputs(name: str) -> tuple[object, object, str]:
         return inputs, demo.end, f"demo month ({mix} mix), {len(demo.submissions):,} workloads"
     if name != "family":
         raise SystemExit(f"BENCH_MONTHS: unknown month {name!r} (expected full, demo or family)")
-    try:
-        from ledger.replay import scenario_family  # type: ignore[attr-defined, unused-ignore]
-    except ImportError:  # the scenario family is not in this checkout: say so, measure the demo month
-        inputs, until, label = month_inputs("demo")
-        return inputs, until, label + " (no scenario family in this checkout)"
     from datetime import timedelta
+
+    from ledger.replay import scenario_family
 
     params = family_params(scenario_family)
     submissions, budgets = scenario_family.month(params, 7)
@@ -76,8 +73,8 @@ def month_inputs(name: str) -> tuple[object, object, str]:
 
 
 def family_params(family: object) -> object:
-    """Return the scenario-family parameters of the benchmark's month: the demo cluster's size, 30 days."""
-    return family.Params(gpus=1024, gpus_per_node=8, days=30, teams=24)  # type: ignore[attr-defined]
+    """Return the scenario-family parameters of the benchmark's month: the family's defaults over 30 days."""
+    return family.Params(days=30)  # type: ignore[attr-defined]
 
 
 def _child(month: str, build: str, until_days: float) -> dict[str, float | str]:
