@@ -4,35 +4,47 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean fast pure
+.PHONY: demo test lint bench clean build fast pure
 
-$(STAMP): pyproject.toml
+# The dependencies, and the package as pure Python; `build` then compiles the hot modules.
+$(STAMP): pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	GPULEDGER_COMPILE=0 $(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# Compiled by default (mypyc, the same sources; setup.py): rebuilt when a source differs from what
+# was compiled, kept pure after `make pure` (until `make fast`); without a C compiler, pure with a
+# one-line notice. ledger.buildcheck decides.
+build: $(STAMP)
+	@if test -f $(VENV)/.pure; then $(PY) -m ledger.buildcheck --pure; \
+	elif ! $(PY) -m ledger.buildcheck; then $(MAKE) --no-print-directory fast; fi
+
+demo: build
 	$(VENV)/bin/gpuledger demo --out out/demo --force
 
 lint: $(STAMP)
 	$(PY) -m ruff check ledger queries streams tests bench
 	$(PY) -m mypy
 
-test: $(STAMP) lint
+test: build lint
 	$(PY) -m pytest
 
-bench: $(STAMP)
-	$(PY) -m bench
+# The whole month replayed with both builds, and a sweep of 8 settings pooled against one by one
+# (docs/benchmarks.md); `python -m bench` runs every benchmark.
+bench: build
+	$(PY) -m bench month sweep
 
-# Opt-in: the decision core and the replay driver compiled with mypyc (the same decisions, faster;
-# README "Decision core", "Replay").
+# Compile now (the decision core, the replay driver and its log writer; docs/benchmarks.md).
 fast: $(STAMP)
-	$(PY) -m pip install --quiet 'setuptools>=68' wheel
+	rm -f $(VENV)/.pure
 	GPULEDGER_COMPILE=1 $(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
+	@$(PY) -m ledger.buildcheck
 
+# The pure Python build, kept until `make fast`.
 pure:
-	rm -f ledger/core/*.so ledger/core/*.pyd ledger/replay/*.so ledger/replay/*.pyd
+	mkdir -p $(VENV) && touch $(VENV)/.pure
+	rm -f ledger/*/*.so ledger/*/*.pyd ledger/*/_compiled.json
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis build ledger/core/*.so ledger/core/*.pyd ledger/replay/*.so ledger/replay/*.pyd
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis build ledger/*/*.so ledger/*/*.pyd ledger/*/_compiled.json

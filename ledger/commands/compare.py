@@ -3,6 +3,8 @@
 Each knob takes a comma list and --policy repeats; every combination is replayed, e.g.
 ``gpuledger compare trace.csv --budgets b.yaml --max-min-runtime 1h,2h,4h,8h,16h`` gives the
 slice-length trade-off: the largest jobs' mean and p90 wait against the discarded GPU-hours.
+The settings replay side by side in a pool of processes (``--jobs``, default: the cores), with the
+same results as one by one.
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ import argparse
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from ledger.commands._knobs import add_knob_arguments, knob_grid
 from ledger.core.knobs import Knobs, format_duration
+from ledger.errors import ConfigError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,6 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true", help="refuse the whole trace if any row is bad")
     p.add_argument("--until", metavar="WHEN", help="stop the clock here: ISO time, or a duration after the first input")
     p.add_argument("--quiet", action="store_true", help="no progress bars (for scripts)")
+    p.add_argument(
+        "--jobs", type=int, default=None, metavar="N",
+        help="replay up to N settings at once, each in its own process (default: the cores); 1: one by one",
+    )
     add_knob_arguments(p, many_policies=True)
 
 
@@ -65,7 +71,8 @@ def column_labels(grid: list[Knobs]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._paths import input_file, input_source, output_dir
-    from ledger.commands._runs import report_rejected, run_one
+    from ledger.commands._runs import report_rejected
+    from ledger.commands._sweep import default_jobs, run_settings
     from ledger.commands.replay import until_time
     from ledger.replay.run import load_inputs
     from ledger.replay.sidebyside import table
@@ -81,12 +88,16 @@ def run(args: argparse.Namespace) -> int:
     report_rejected(inputs.rejected, out)
     labels = column_labels(grid)
     until = until_time(args.until, min(e.time for e in inputs.inputs))
+    if args.jobs is not None and args.jobs < 1:
+        raise ConfigError(f"--jobs {args.jobs}: expected 1 or more")
     with tempfile.TemporaryDirectory(prefix="gpuledger-compare-") as tmp:
         base = Path(args.out) if args.out else Path(tmp)
-        results: list[dict[str, Any]] = []
+        settings = []
         for i, (knobs, label) in enumerate(zip(grid, labels, strict=True)):
             slug = f"{i + 1:02d}-" + "".join(c if c.isalnum() else "-" for c in label).strip("-")
-            results.append(run_one(inputs, knobs, base / slug, quiet=args.quiet, label=label, until=until))
+            settings.append((knobs, label, base / slug))
+        jobs = args.jobs if args.jobs is not None else default_jobs()
+        results = run_settings(inputs, settings, jobs=jobs, quiet=args.quiet, until=until)
     if args.format == "html":
         from queries.report import compare_html
 

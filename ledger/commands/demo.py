@@ -125,7 +125,7 @@ def _report_html(out: Path, intro: str, results: list[dict[str, Any]]) -> Path:
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._paths import DEMO_OUTPUTS, output_dir
-    from ledger.commands._runs import run_one
+    from ledger.commands._sweep import default_jobs, run_settings
     from ledger.core.knobs import Knobs
     from ledger.replay.demo_month import DEMO, FULL, generate
     from ledger.replay.run import inputs_from_budgets
@@ -141,10 +141,10 @@ def run(args: argparse.Namespace) -> int:
     (out / "budgets.yaml").write_text(month.budgets.to_yaml())
     inputs = inputs_from_budgets(month.budgets, list(month.submissions), start=month.start)
     inputs.source = str(out / "trace.csv")
-    results = []
-    for policy in POLICIES:
-        knobs = Knobs(policy=policy, gpus_per_node=month.budgets.gpus_per_node)
-        results.append(run_one(inputs, knobs, out / policy, quiet=args.quiet, label=policy, until=month.end))
+    per = month.budgets.gpus_per_node
+    settings = [(Knobs(policy=policy, gpus_per_node=per), policy, out / policy) for policy in POLICIES]
+    # the two policies replay side by side where there are two cores (the same runs as one by one)
+    results = run_settings(inputs, settings, jobs=default_jobs(), quiet=args.quiet, until=month.end)
     intro = _describe(month, results[0]["replay"]["demand_ratio"])
     text_table = table(list(POLICIES), results)
     sys.stdout.write(intro + "\n" + text_table + "\n" + _headline(results) + "\n" + GUIDE)

@@ -3,23 +3,26 @@
 No IO, no clock, no randomness: time and ids come in with the events. One implementation
 serves the replay driver and the streaming worker.
 
-``COMPILED`` says whether the optional compiled build is in use (``make fast``: the same modules
-compiled with mypyc, the same decisions byte for byte; ``make pure`` removes it). Compiled modules
-older than their sources are refused at import: they would make the decisions of the code as it
-was, not as it reads.
+``COMPILED`` says whether the compiled build is in use (built by default where a C compiler is
+present: the same modules compiled with mypyc, the same decisions byte for byte; ``make pure``
+removes it). Where a source no longer matches what was compiled, or ``GPULEDGER_PURE=1`` is set,
+the package runs its Python sources instead (``ledger.buildcheck``).
 """
 
 import os
 
-from ledger.buildcheck import refuse_stale_compiled
-from ledger.core import scheduler as _scheduler
-from ledger.core.contract import Workload
-from ledger.core.fairshare import FairShareOrder
-from ledger.core.knobs import Knobs, format_duration, parse_duration
-from ledger.core.occupancy import Occupancy
-from ledger.core.placement import Hosts
-from ledger.core.scheduler import DecisionCore
-from ledger.core.tree import BudgetTree
+from ledger.buildcheck import use_sources_where_stale
+
+use_sources_where_stale(__name__, os.path.dirname(os.path.abspath(__file__)))
+
+from ledger.core import scheduler as _scheduler  # noqa: E402 - after the check
+from ledger.core.contract import Workload  # noqa: E402
+from ledger.core.fairshare import FairShareOrder  # noqa: E402
+from ledger.core.knobs import Knobs, format_duration, parse_duration  # noqa: E402
+from ledger.core.occupancy import Occupancy  # noqa: E402
+from ledger.core.placement import Hosts  # noqa: E402
+from ledger.core.scheduler import DecisionCore  # noqa: E402
+from ledger.core.tree import BudgetTree  # noqa: E402
 
 __all__ = [
     "COMPILED",
@@ -34,6 +37,4 @@ __all__ = [
     "parse_duration",
 ]
 
-
-refuse_stale_compiled(os.path.dirname(os.path.abspath(__file__)))
 COMPILED = not str(_scheduler.__file__).endswith(".py")

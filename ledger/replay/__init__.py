@@ -4,16 +4,16 @@
 ``replay`` writes every event of the run into ``DIR/events``; ``ReplayDriver`` is the clock itself;
 ``demo_month.generate`` builds the seeded month ``gpuledger demo`` replays.
 
-``COMPILED`` says whether the driver and its log writer run compiled (``make fast`` builds them with
-the core; the same events, byte for byte). As for the core, compiled modules older than their
-sources are refused at import.
+``COMPILED`` says whether the driver and its log writer run compiled (built with the core; the
+same events, byte for byte). As for the core, where a source no longer matches what was compiled
+(or ``GPULEDGER_PURE=1`` is set) the package runs its Python sources.
 """
 
 import os
 
-from ledger.buildcheck import refuse_stale_compiled
+from ledger.buildcheck import use_sources_where_stale
 
-refuse_stale_compiled(os.path.dirname(os.path.abspath(__file__)))
+use_sources_where_stale(__name__, os.path.dirname(os.path.abspath(__file__)))
 
 from ledger.replay import driver as _driver  # noqa: E402 - after the check
 from ledger.replay.budgets import Budgets, load_budgets  # noqa: E402

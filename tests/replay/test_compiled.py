@@ -1,4 +1,4 @@
-"""The compiled replay driver and log writer (``make fast``): the same log, byte for byte, as their sources."""
+"""The compiled replay driver and log writer (built by default): the same log, byte for byte, as their sources."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ import ledger.replay
 from tests.replay.helpers import segment_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
-compiled_only = pytest.mark.skipif(not ledger.replay.COMPILED, reason="the replay driver is not compiled (make fast)")
+compiled_only = pytest.mark.skipif(
+    not ledger.replay.COMPILED, reason="the replay driver is not compiled (no C compiler, or make pure)"
+)
 
 # a day of the demo month, replayed into argv[1]; run by this process's build and by a pure-Python one
 _REPLAY = """

@@ -1,0 +1,58 @@
+"""``compare`` replays its settings in a pool of processes: the same table and run directories as one by one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ledger.cli import main
+from ledger.replay.demo_month import generate
+from ledger.replay.trace import write_trace
+from tests.replay.helpers import segment_bytes
+
+SETTINGS = ["--policy", "fairshare,priority", "--max-min-runtime", "1h,8h"]  # four settings
+
+
+@pytest.fixture(scope="module")
+def month(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A small demo month (about 100 workloads, replayed for five days) as a trace and a budgets file."""
+    where = tmp_path_factory.mktemp("month")
+    demo = generate(7, scale=0.01)
+    write_trace(where / "trace.csv", demo.submissions)
+    (where / "budgets.yaml").write_text(demo.budgets.to_yaml())
+    return where / "trace.csv", where / "budgets.yaml"
+
+
+def _compare(month: tuple[Path, Path], out: Path, jobs: int, *extra: str) -> int:
+    trace, budgets = month
+    args = ["compare", str(trace), "--budgets", str(budgets), "--out", str(out), "--format", "json"]
+    return main([*args, "--jobs", str(jobs), "--until", "5d", *SETTINGS, *extra])
+
+
+def test_settings_replayed_side_by_side_match_those_replayed_one_by_one(
+    month: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _compare(month, tmp_path / "serial", 1, "--quiet") == 0
+    serial = capsys.readouterr().out
+    assert _compare(month, tmp_path / "pool", 2) == 0
+    pooled, progress = capsys.readouterr()
+    assert json.loads(pooled) == json.loads(serial) and pooled == serial
+    runs = sorted(p.name for p in (tmp_path / "serial").iterdir())
+    assert len(runs) == 4 and runs == sorted(p.name for p in (tmp_path / "pool").iterdir())
+    for run in runs:
+        one, side = tmp_path / "serial" / run, tmp_path / "pool" / run
+        assert segment_bytes(side / "events") == segment_bytes(one / "events"), run
+        for name in ("audit.json", "replay.json"):
+            assert (side / name).read_bytes() == (one / name).read_bytes(), (run, name)
+    # one line per finished run, in whatever order they finish, then the total
+    lines = [line for line in progress.splitlines() if line.startswith("[")]
+    assert sorted(line.split("]")[0] for line in lines) == ["[1/4", "[2/4", "[3/4", "[4/4"]
+    labels = json.loads(pooled)["columns"]
+    assert sorted(line.split("] ")[1].split(":")[0] for line in lines) == sorted(labels)
+
+
+def test_jobs_must_be_positive(month: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _compare(month, tmp_path / "x", 0, "--quiet") != 0
+    assert "--jobs 0: expected 1 or more" in capsys.readouterr().err
