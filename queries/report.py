@@ -83,7 +83,7 @@ def headline(data: dict[str, Any], most: int = 10) -> str:
     items = [
         ("received / owed GPU-hours", _pct(ratio), ratio is not None and ratio < SHORT),
         (f"teams under {SHORT:.0%} of owed", f"{len(short)} of {owed['teams_owed']}", bool(short)),
-        ("debug runs: wait p90", "-" if debug.get("p90_s") is None else duration(debug["p90_s"]), False),
+        ("debug runs: wait p90", "no debug runs" if debug.get("p90_s") is None else duration(debug["p90_s"]), False),
         ("discarded by preemption", f"{dw['discarded_gpu_hours']:,.0f} GPU-h ({_pct(dw['discarded_share'])})", False),
         (*_eviction(dw), False),
     ]
