@@ -285,13 +285,19 @@ def kueue_workloads(jobs: list[dict[str, Any]], queue_of: dict[str, str]) -> dic
 CHEM = ("calla", "taifl")
 
 
-def test_kueue_import_owes_what_the_workloads_say(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def kueue_workloads_file(tmp_path: Path) -> tuple[list[dict[str, Any]], dict[str, str], Path]:
+    """Write the slice's jobs as Kueue Workloads (chem accounts in cq-chem, the rest in cq-bio)."""
     jobs = sacct_jobs(SLICE.read_text().splitlines())
     queue_of = {a: "cq-chem" if a in CHEM else "cq-bio" for a in {j["account"] for j in jobs}}
     workloads = tmp_path / "workloads.json"
     workloads.write_text(json.dumps(kueue_workloads(jobs, queue_of)))
+    return jobs, queue_of, workloads
+
+
+def test_kueue_import_owes_what_the_workloads_say(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    jobs, queue_of, workloads = kueue_workloads_file(tmp_path)
     budgets = tmp_path / "budgets.yaml"
     assert main(["budgets", "from-kueue", str(QUEUES), "--cluster", "pozidriv", "--out", str(budgets)]) == 0
     assert yaml.safe_load(budgets.read_text())["cluster"]["gpus"] == 128  # 64 + 32 + 32 nominal GPUs
@@ -393,10 +399,7 @@ def test_the_budgets_file_in_the_docs_loads_and_charges_the_accounts_it_names(
 def test_a_cluster_queue_created_during_the_period_is_owed_from_its_creation_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    jobs = sacct_jobs(SLICE.read_text().splitlines())
-    queue_of = {a: "cq-chem" if a in CHEM else "cq-bio" for a in {j["account"] for j in jobs}}
-    workloads = tmp_path / "workloads.json"
-    workloads.write_text(json.dumps(kueue_workloads(jobs, queue_of)))
+    jobs, queue_of, workloads = kueue_workloads_file(tmp_path)
     t0, t1 = min(j["submit"] for j in jobs), max(j["end"] for j in jobs)
     created = t0 + (t1 - t0) // 2 + 1234  # inside an hour, not at its start
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created))
