@@ -249,7 +249,7 @@ def slurm_budgets(tree: SlurmTree, gpus: int, gpus_per_node: int) -> tuple[Budge
                    if any(v is None for v in a.users.values()) and any(v is not None for v in a.users.values()))
     if mixed:
         notes.append(f"accounts with users of both kinds (the Share=parent ones charge the account itself, "
-                     f"counted as a team beside its users' nodes): {', '.join(mixed)}")
+                     f"a team owed what its users' nodes leave of its share): {', '.join(mixed)}")
     if parent_users:
         notes.append(f"{parent_users} Share=parent user association(s): no node, their records charge the account")
     if gpus % gpus_per_node:

@@ -243,11 +243,25 @@ def reference_audit(
                         on_down[r.allocated] += r.gpus // n + (1 if i < r.gpus % n else 0)
 
     # --- owed hours ---------------------------------------------------------------------
+    # A team with child nodes (it funds work directly) shares its share with the teams below it:
+    # its own work is owed what they are not owed, so the teams are taken deepest first.
+    def below(t: str) -> list[str]:
+        return [u for u in teams if u != t and t in (_fraction_chain(u, parent) or [])]
+
+    def depth(t: str) -> int:
+        return len(_fraction_chain(t, parent) or [])
+
+    owed_h: dict[tuple[str, int], float] = {}
+    for t in sorted(teams, key=depth, reverse=True):
+        inner = below(t)
+        for h in hours:
+            room = share_h[(t, h)] - sum(owed_h[(u, h)] for u in inner)
+            owed_h[(t, h)] = min(max(room, 0.0), demand_h[(t, h)])
     team_rows = []
     for t in teams:
         owed = rec = dl = 0.0
         for h in hours:
-            o = min(share_h[(t, h)], demand_h[(t, h)])
+            o = owed_h[(t, h)]
             owed += o
             dl += deliv_h[(t, h)]
             rec += min(deliv_h[(t, h)], o)

@@ -65,6 +65,9 @@ def cluster_logs(draw: st.DrawFn, anomalies: bool = True) -> list[ev.Event]:
     setup: list[ev.Event] = [E.capacity(0, gpus)]
     setup += [E.node(0, path, share) for path, share in tree]
     leaves = [p for p, _ in tree if not any(q.startswith(p + "/") for q, _ in tree)]
+    # Sometimes work is charged to inner nodes too (a Slurm account's Share=parent users beside users
+    # with shares of their own): such a node is a team that shares its share with the teams below it.
+    funded = [p for p, _ in tree] if draw(st.booleans()) else leaves
     timed: list[ev.Event] = []
     for _ in range(draw(st.integers(0, 3))):
         timed.append(E.allocate(draw(st.integers(1, horizon)), draw(st.sampled_from([p for p, _ in tree])),
@@ -77,7 +80,7 @@ def cluster_logs(draw: st.DrawFn, anomalies: bool = True) -> list[ev.Event]:
     n = draw(st.integers(1, 7))
     wids = [f"w{i}" for i in range(n)]
     for wid in wids:
-        budget = draw(st.sampled_from(leaves + (["ghost/team"] if anomalies else [])))
+        budget = draw(st.sampled_from(funded + (["ghost/team"] if anomalies else [])))
         timed += draw(workload_lives(E, wid, budget, hosts, horizon, [w for w in wids if w != wid]))
     timed.sort(key=lambda e: e.time)  # stable: one workload's events keep their order
     log = setup + timed

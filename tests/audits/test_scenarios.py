@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ledger import events as ev
+from ledger.adapters.sacctmgr import parse_sacctmgr, slurm_budgets
 from ledger.errors import InputError
 from queries import audit, audit_run
 from tests.audits.conftest import two_teams_day
@@ -151,3 +153,50 @@ def test_an_empty_log_audits_to_empty_figures(tmp_path: Path) -> None:
     assert a["occupancy"]["occupied_share"] is None
     with pytest.raises(InputError):
         audit(tmp_path / "missing")
+
+
+# An association tree as `sacctmgr show assoc` prints it: account phys has two users with shares of
+# their own and one with Share=parent, whose jobs charge the account node itself; bio is a leaf.
+MIXED_ASSOC = """\
+Cluster|Account|Par Name|User|Share|GrpTRES
+lab|root|||1|gres/gpu=16
+lab|phys|root||3|
+lab|phys||ana|1|
+lab|phys||bo|1|
+lab|phys||cy|parent|
+lab|bio|root||1|
+lab|bio||dee|parent|
+"""
+
+
+def test_an_account_charged_directly_beside_its_users_nodes_is_owed_what_they_leave_of_its_share() -> None:
+    budgets, _ = slurm_budgets(parse_sacctmgr(MIXED_ASSOC, "assoc.txt"), 16, 8)
+    assert {n.path: n.share for n in budgets.nodes} == {"phys": 3, "phys/ana": 1, "phys/bo": 1, "bio": 1}
+    E = Events()
+    log: list[ev.Event] = [E.capacity(0, 16), *(E.node(0, n.path, n.share) for n in budgets.nodes)]
+    log += [
+        E.submit(0, "a1", "phys/ana", gpus=8), E.start(0, "a1", ("lab-n000",), 8), E.complete(60, "a1"),
+        E.submit(0, "c1", "phys", gpus=8), E.start(0, "c1", ("lab-n001",), 8),     # cy: Share=parent
+        E.submit(0, "d1", "bio", gpus=4), E.start(60, "d1", ("lab-n000",), 4),
+        E.submit(60, "o1", "phys/bo", gpus=8),                                      # waits to the end
+        E.complete(120, "c1"), E.complete(120, "d1"),
+    ]
+    # 16 GPUs: phys 3/4 = 12 GPUs, its users ana and bo half of that each (6), bio 1/4 = 4.
+    # phys's own jobs (cy's) are owed what of phys's 12 its users' nodes are not owed, up to their demand.
+    # Hour 0: ana asks 8 -> owed 6 (ran 8, received 6); bo asks 0; phys's own c1 asks 8 -> owed
+    #   min(8, 12 - 6 - 0) = 6 (ran 8, received 6); bio's d1 asks 4 -> owed 4, ran 0.
+    # Hour 1: ana 0; bo's o1 asks 8 -> owed 6, ran 0; c1 -> min(8, 12 - 0 - 6) = 6 (received 6);
+    #   d1 -> owed 4, ran 4.
+    # Owed in all: 6 + 6 + 12 + 8 = 32 = the 16 GPUs x 2 hours (counting phys's whole 12 for c1 beside
+    # its users' shares made it 36); received 6 + 0 + 12 + 4 = 22.
+    oh = audit(log)["owed_hours"]
+    teams = {t["budget"]: t for t in oh["teams"]}
+    assert set(teams) == {"phys", "phys/ana", "phys/bo", "bio"}
+    figures = {b: (t["owed_gpu_hours"], t["delivered_gpu_hours"], t["received_gpu_hours"]) for b, t in teams.items()}
+    want = {"phys/ana": (6, 8, 6), "phys/bo": (6, 0, 0), "phys": (12, 16, 12), "bio": (8, 4, 4)}
+    for budget, (owed, delivered, received) in want.items():
+        got = figures[budget]
+        assert close(got[0], owed) and close(got[1], delivered) and close(got[2], received), (budget, got)
+    assert close(teams["phys"]["share_gpu_hours"], 12.0)  # what its users left of phys's 12 each hour: 6 + 6
+    assert close(oh["owed_gpu_hours"], 32.0) and close(oh["received_gpu_hours"], 22.0)
+    assert close(oh["overall_ratio"], 22 / 32)
