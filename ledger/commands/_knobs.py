@@ -23,12 +23,17 @@ def _add_rule_flags(p: argparse.ArgumentParser) -> None:
         "--preempt-cycle", default="0s",
         help="run the full preemption walk at most once per cycle, e.g. 60s (default 0s: at every event)",
     )
+    p.add_argument(
+        "--max-preemptions", type=int, default=None,
+        help="preemptions for fair share after which a workload keeps its GPUs until its run checkpoints (default 1)",
+    )
 
 
 def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = False) -> None:
     """Register --policy, --window, --half-life, --max-min-runtime, --charge, --gpus-per-node, --grace.
 
-    Also --preemption-strategy (--swap-margin) and --preempt-cycle (single values, applied to every combination).
+    Also --preemption-strategy (--swap-margin), --preempt-cycle and --max-preemptions (single values, applied to
+    every combination).
 
     With ``many_policies`` (compare), --policy repeats and every knob takes a comma list of values.
     """
@@ -48,6 +53,10 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
         )
         p.add_argument("--swap-margin", action="store_true", help="the final-share strategy (kept for older scripts)")
         p.add_argument("--preempt-cycle", default="0s", help="preemption walk cycle(s), e.g. 0s,60s (default 0s)")
+        p.add_argument(
+            "--max-preemptions", default=None,
+            help="preemptions before a workload keeps its GPUs until it checkpoints, e.g. 1,2 (default 1)",
+        )
         return
     else:
         p.add_argument("--policy", choices=POLICIES, default="fairshare", help="scheduling policy (default fairshare)")
@@ -61,10 +70,25 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
 
 
 def _rule_knobs(args: argparse.Namespace) -> dict[str, object]:
-    return {
+    knobs: dict[str, object] = {
         "preemption_strategy": _strategy(args),
         "preempt_cycle_s": parse_duration(getattr(args, "preempt_cycle", None) or "0s"),
     }
+    if getattr(args, "max_preemptions", None) is not None:
+        knobs["max_preemptions"] = args.max_preemptions
+    return knobs
+
+
+def _count(flag: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: expected a whole number, or a comma list of them") from None
+    if value < 0:
+        raise ConfigError(f"{flag} {value}: must be 0 or more")
+    return value
 
 
 def _strategy(args: argparse.Namespace) -> str:
@@ -112,7 +136,8 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
     """Return every combination the flags list: each knob may be a comma list (``--max-min-runtime 2h,4h,8h``).
 
     Policies come from repeated ``--policy`` flags (or comma lists); the order is policies, then windows,
-    half-lives, caps, charges, graces, preemption strategies (``final-share,instant``) and preemption cycles,
+    half-lives, caps, charges, graces, preemption strategies (``final-share,instant``), preemption cycles and
+    preemption bounds (``--max-preemptions 1,2``),
     each in the order given.
     """
     import itertools
@@ -126,6 +151,7 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
     combos = itertools.product(
         policies, _split(args.window), _split(args.half_life), _split(args.max_min_runtime), _split(args.charge),
         _split(args.grace), _strategies(args), _split(getattr(args, "preempt_cycle", None) or "0s"),
+        [_count("--max-preemptions", x) for x in _split(getattr(args, "max_preemptions", None))],
     )
     return [
         Knobs(
@@ -138,6 +164,7 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
             grace_s=parse_duration(grace or "0s"),
             preemption_strategy=strategy,  # type: ignore[arg-type]
             preempt_cycle_s=parse_duration(cycle or "0s"),
+            **({} if most is None else {"max_preemptions": most}),  # type: ignore[arg-type]
         )
-        for policy, window, half_life, cap, charge, grace, strategy, cycle in combos
+        for policy, window, half_life, cap, charge, grace, strategy, cycle, most in combos
     ]

@@ -59,6 +59,7 @@ def column_labels(grid: list[Knobs]) -> list[str]:
         ("grace", lambda k: f"grace {format_duration(k.grace_s)}"),
         ("strategy", lambda k: k.preemption_strategy),
         ("cycle", lambda k: f"cycle {format_duration(k.preempt_cycle_s)}"),
+        ("bound", lambda k: f"max {k.max_preemptions} preemptions"),
     )
     for _, show in fields:
         values = [show(k) for k in grid]

@@ -38,6 +38,9 @@ def format_duration(seconds: int) -> str:
     return f"{seconds}s"
 
 
+MAX_PREEMPTIONS = 1  # the default bound on preemptions for fair share before a workload settles
+
+
 @dataclass(frozen=True)
 class Knobs:
     """Every setting a what-if replay can change; the defaults are the published design's."""
@@ -61,8 +64,10 @@ class Knobs:
     # rule, as soon as the victim's branch ranks after the waiter's.
     preemption_strategy: Strategy = "final-share"
     # Progress: a workload preempted for fair share this many times is not preempted for fair share
-    # again (its next run keeps its GPUs until it ends; host failure and drains aside).
-    max_preemptions: int = 2
+    # again until its run writes a checkpoint (host failure and drains aside). 1 rather than 2: on
+    # every measured month it cut discarded work (e.g. 18.6 % -> 11.6 % of delivered GPU-hours on a
+    # month where half the batch work never checkpoints) at no cost in owed hours (docs/rules.md).
+    max_preemptions: int = MAX_PREEMPTIONS
     # Free fill (unallocated work) keeps its GPUs this long after it starts, doubled after every
     # preemption of the same workload, at most ``fill_protect_cap_s``: fill is not started into a
     # gap only to give it up seconds later.
@@ -106,4 +111,5 @@ class Knobs:
         text = f"{self.policy} {lookback} cap={format_duration(self.max_min_runtime_s)} charge={self.charge}"
         text += f" grace={format_duration(self.grace_s)}" if self.grace_s else ""
         text += f" cycle={format_duration(self.preempt_cycle_s)}" if self.preempt_cycle_s else ""
+        text += f" max-preemptions={self.max_preemptions}" if self.max_preemptions != MAX_PREEMPTIONS else ""
         return text + ("" if self.preemption_strategy == "final-share" else f" {self.preemption_strategy}")
