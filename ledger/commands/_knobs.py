@@ -164,7 +164,7 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
             grace_s=parse_duration(grace or "0s"),
             preemption_strategy=strategy,  # type: ignore[arg-type]
             preempt_cycle_s=parse_duration(cycle or "0s"),
-            **({} if most is None else {"max_preemptions": most}),  # type: ignore[arg-type]
+            **({} if most is None else {"max_preemptions": most}),
         )
         for policy, window, half_life, cap, charge, grace, strategy, cycle, most in combos
     ]
