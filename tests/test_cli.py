@@ -95,6 +95,10 @@ def bad_paths(tmp: Path, lab: tuple[Path, Path], binary: Path) -> list[tuple[lis
          "--preemption-strategy 'maybe': expected final-share or instant, or a comma list"),
         (["compare", trace, "--budgets", budgets, "--policy", "lottery"], "compare",
          "policy 'lottery': expected one of"),
+        (["compare", trace, "--budgets", budgets, "--max-preemptions", "1,two"], "compare",
+         "--max-preemptions 'two': expected a whole number, or a comma list of them"),
+        (["compare", trace, "--budgets", budgets, "--max-preemptions", "-1"], "compare",
+         "--max-preemptions -1: must be 0 or more"),
         (["audit", tmp / "nope"], "audit", f"{tmp / 'nope'}: no such run directory or event log"),
         (["audit", a_file], "audit", f"{a_file}: neither a run directory"),
         (["explain", tmp / "nope", "w1"], "explain", f"{tmp / 'nope'}: no such run directory or event log"),
@@ -219,6 +223,9 @@ def test_compare_varies_a_boolean_knob_side_by_side(lab: tuple[Path, Path], tmp_
     code, out, _ = run(capsys, "compare", trace, "--budgets", budgets, "--swap-margin", "--preempt-cycle", "0s,60s",
                        "--quiet", "--format", "csv")
     assert code == 0 and out.splitlines()[0] == "measure,unit,cycle 0s,cycle 1m"
+    code, out, _ = run(capsys, "compare", trace, "--budgets", budgets, "--max-preemptions", "1,2", "--quiet",
+                       "--format", "csv")
+    assert code == 0 and out.splitlines()[0] == "measure,unit,max 1 preemptions,max 2 preemptions"
     code, _, err = run(capsys, "compare", trace, "--budgets", budgets, "--quiet", "--out", tmp_path / "runs")
     assert code == 2 and "pass --force" in err
     code, out, _ = run(capsys, "compare", trace, "--budgets", budgets, "--quiet", "--out", tmp_path / "runs",
