@@ -1,4 +1,4 @@
-"""Where the shared contract files are: ``../shared`` beside the project root (GPULEDGER_SHARED overrides)."""
+"""Where the contract check and the real traces live outside the project: GPULEDGER_SHARED, else beside the checkout."""
 
 from __future__ import annotations
 
