@@ -10,6 +10,8 @@ figures); the wall time of each run is printed beside them for information only.
 replays run at once (default: the cores). The months:
 
 * ``demo``: ``gpuledger demo``'s month (seed 7), replayed past its 30 days until all work is done;
+* ``full``: the same month with about 100,000 workloads (``gpuledger demo --month full``), not in
+  the default list (about 2 minutes a replay);
 * ``A``, ``B``, ``C``: scenario-family months on 256 GPUs (``MONTHS`` below);
 * ``I``: month A's parameters on 1,024 GPUs (about 83,000 workloads in a week at 2.5x demand).
 """
@@ -41,13 +43,14 @@ RULES: tuple[tuple[str, Knobs], ...] = (
 
 def month_inputs(name: str) -> tuple[ReplayInputs, int]:
     """Return the inputs of month ``name`` and its number of workloads."""
-    if name == "demo":
-        from ledger.replay.demo_month import DEMO, generate
+    if name in ("demo", "full"):
+        from ledger.replay.demo_month import DEMO, FULL, generate
 
-        demo = generate(7, scale=1.0, mix=DEMO)
+        demo = generate(7, scale=1.0, mix=DEMO if name == "demo" else FULL)
         return inputs_from_budgets(demo.budgets, list(demo.submissions), start=demo.start), len(demo.submissions)
     if name not in MONTHS:
-        raise SystemExit(f"BENCH_RULES_MONTHS: unknown month {name!r} (expected demo or one of {', '.join(MONTHS)})")
+        known = ", ".join(["demo", "full", *MONTHS])
+        raise SystemExit(f"BENCH_RULES_MONTHS: unknown month {name!r} (expected one of {known})")
     params, seed = MONTHS[name]
     submissions, budgets = family.month(params, seed)
     return inputs_from_budgets(budgets, list(submissions), start=family.START), len(submissions)
