@@ -29,7 +29,7 @@ preemptible workloads.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ledger.core.contract import WAITING, Workload
@@ -37,6 +37,7 @@ from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick, percent
 from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
 from ledger.core.reasons import start_reason
+from ledger.core.rooms import hopeless, room_buckets, room_possible
 from ledger.events import Event
 
 if TYPE_CHECKING:
@@ -214,17 +215,20 @@ def make_room(
     """
     hosts = core.hosts
     per = hosts.per_node
+    buckets = room_buckets(core)
+    if hopeless(buckets, waiter.size, per):
+        return False  # too few hosts could make the room even with every possible victim on them gone
+    healthy = hosts.healthy
+    sick = not all(healthy)  # O(hosts) once, rather than a health check per candidate when all are healthy
+
+    def may_take(v: Workload) -> bool:
+        return (not sick or all(healthy[i] for i in v.hosts)) and eligible(v)
+
+    if not room_possible(core, buckets, waiter.size, may_take):
+        return False  # what the scan below would find, asked of the hosts that could make the room only
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
-    healthy = hosts.healthy
-    rooms = _room_counts(core)
-    if waiter.size <= per:
-        if not any(rooms[waiter.size :]):
-            return False  # no healthy host reaches the size even with every possible victim on it gone
-    elif rooms[per] < hosts_needed(waiter.size, per):
-        return False  # too few hosts could be wholly freed even with every possible victim gone
     tiers, ready = _victim_tiers(core, t)
-    sick = not all(healthy)  # O(hosts) once, rather than a health check per candidate when all are healthy
 
     def reachable() -> Iterator[Workload]:
         # a tier is only sorted once the cheaper ones did not make enough room (and then kept sorted
@@ -239,7 +243,7 @@ def make_room(
                 tier[:] = [v for *_, v in keyed]
                 ready[k] = True
             for v in tier:
-                if (not sick or all(healthy[i] for i in v.hosts)) and eligible(v):
+                if may_take(v):
                     yield v
 
     chosen_hosts: list[int]
@@ -296,40 +300,6 @@ def make_room(
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     return True
-
-
-def _room_counts(core: DecisionCore) -> list[int]:
-    """Return how many healthy hosts could offer k GPUs (k = 0..gpus_per_node): free + every possible victim's.
-
-    ``counts[gpus_per_node]`` is the number of whole hosts that could be wholly freed. Kept
-    across calls: only hosts marked dirty since the last call (a placement, a release, a health
-    or pool change on them) are recounted, so a call is O(changed hosts) instead of O(hosts).
-    """
-    hosts = core.hosts
-    on = core.pool_on_host
-    healthy = hosts.healthy
-    hl = hosts.hosts
-    cached = core.room_cache
-    if cached is None or len(cached[0]) != len(hl):
-        rooms = [-1] * len(hl)
-        counts = [0] * (hosts.per_node + 1)
-        cached = core.room_cache = (rooms, counts)
-        dirty: Iterable[int] = range(len(hl))
-    else:
-        rooms, counts = cached
-        dirty = hosts.dirty_cache
-    for i in dirty:
-        h = hl[i]
-        room = min(h.gpus - h.used + on.get(i, 0), hosts.per_node) if healthy[i] else -1
-        old = rooms[i]
-        if old != room:
-            if old >= 0:
-                counts[old] -= 1
-            if room >= 0:
-                counts[room] += 1
-            rooms[i] = room
-    hosts.dirty_cache.clear()
-    return counts
 
 
 def _victim_tiers(core: DecisionCore, t: int) -> tuple[tuple[list[Workload], ...], list[bool]]:

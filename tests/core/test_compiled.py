@@ -28,7 +28,9 @@ compiled_only = pytest.mark.skipif(
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-HOT = ("contract", "fairshare", "occupancy", "placement", "policies", "preemption", "queues", "scheduler", "tree")
+HOT = (
+    "contract", "fairshare", "occupancy", "placement", "policies", "preemption", "queues", "rooms", "scheduler", "tree",
+)
 _LATER_US = 10 * 3600 * 1_000_000
 
 # in a pure-Python process: restore the snapshot at argv[1] and print the digest of what the next
