@@ -37,7 +37,7 @@ from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick, percent
 from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
 from ledger.core.reasons import start_reason
-from ledger.core.rooms import hopeless, room_buckets, room_possible
+from ledger.core.rooms import refused_from, room_buckets, room_possible
 from ledger.events import Event
 
 if TYPE_CHECKING:
@@ -64,10 +64,22 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
     if free + core.unalloc_gpus + exposed_total < smallest:
         return False  # not even every preemptible GPU would seat the smallest waiter: no walk (O(roots))
+    per = core.hosts.per_node
+    # Sizes at or above ``cap`` are refused by make_room before it looks at a victim (no host
+    # could make the room): they are not tried, and a walk whose smallest size is refused is not
+    # made. Each skip records the failure the refused attempt would have, so the walk decides
+    # exactly as if it had tried.
+    cap = refused_from(room_buckets(core), per)
+    if cap <= smallest:
+        return False
     fail = math.inf
 
     def wanted(subtree_sizes: dict[int, int]) -> bool:
-        return min(subtree_sizes) < fail
+        nonlocal fail
+        least = min(subtree_sizes)
+        if cap <= least < fail:
+            fail = min(fail, least)  # its first attempt would be refused at once, and every other size is larger
+        return least < fail
 
     made = False
     for _node, queue, ahead, walker in order.walk_allocated(t, wanted):
@@ -78,7 +90,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
             waiter = core.workloads[key[2]]
             if size >= fail or waiter.state != WAITING:
                 continue
-            if size > bound:  # sizes are GPUs held: whole hosts for wide work
+            if size > bound or size >= cap:  # sizes are GPUs held: whole hosts for wide work
                 fail = min(fail, size)
                 continue
             if make_room(core, waiter, eligibility(core, waiter, t), t, out, ahead + queue.position(key) + 1):
@@ -90,6 +102,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                 core._fill(t, out, allocated_only=True)
                 free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
                 exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
+                cap = refused_from(room_buckets(core), per)
                 continue
             fail = min(fail, size)
     return made
@@ -216,7 +229,7 @@ def make_room(
     hosts = core.hosts
     per = hosts.per_node
     buckets = room_buckets(core)
-    if hopeless(buckets, waiter.size, per):
+    if waiter.size >= refused_from(buckets, per):
         return False  # too few hosts could make the room even with every possible victim on them gone
     healthy = hosts.healthy
     sick = not all(healthy)  # O(hosts) once, rather than a health check per candidate when all are healthy

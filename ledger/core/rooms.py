@@ -5,8 +5,9 @@ only for the hosts that changed since the last look (a placement, a release, a h
 change on them: ``Hosts.dirty_cache``), so a look is O(changed hosts). The buckets answer, before
 any victim is sorted or judged:
 
-* ``hopeless``: no host (narrow) or too few hosts (wide) could make the room even if every
-  possible victim went: O(gpus_per_node);
+* ``refused_from``: the smallest size for which no host (narrow) or too few hosts (wide) could
+  make the room even if every possible victim went, so every larger size is refused too:
+  O(gpus_per_node), and a preemption walk skips those sizes (or the whole walk) without trying;
 * ``room_possible``: whether the victims a waiter may actually preempt (``reachable``) could make
   the room, asked only of the hosts whose bucket reaches the size and of the work on them,
   instead of sorting and scanning the whole pool. It answers exactly what the cheapest-first scan
@@ -25,7 +26,7 @@ from ledger.core.placement import hosts_needed
 if TYPE_CHECKING:
     from ledger.core.scheduler import DecisionCore
 
-__all__ = ["RoomBuckets", "hopeless", "room_buckets", "room_possible"]
+__all__ = ["RoomBuckets", "refused_from", "room_buckets", "room_possible"]
 
 
 class RoomBuckets:
@@ -73,11 +74,20 @@ def room_buckets(core: DecisionCore) -> RoomBuckets:
     return cached
 
 
-def hopeless(buckets: RoomBuckets, size: int, per: int) -> bool:
-    """Return whether no host (narrow) or too few hosts (wide) could make ``size`` GPUs, every possible victim gone."""
-    if size <= per:
-        return not any(buckets.counts[size:])
-    return buckets.counts[per] < hosts_needed(size, per)
+def refused_from(buckets: RoomBuckets, per: int) -> int:
+    """Return the smallest size no attempt can make room for, every possible victim gone. O(gpus_per_node).
+
+    A narrow size needs one host whose room reaches it, a wide one (whole hosts, ``hosts_needed``)
+    as many hosts that could be wholly freed: both monotone in the size, so every size at or above
+    the one returned is refused and every smaller one may not be.
+    """
+    counts = buckets.counts
+    best = per
+    while best >= 0 and not counts[best]:
+        best -= 1
+    if best < per:
+        return best + 1  # no host could be wholly freed: no wide size either
+    return counts[per] * per + 1  # hosts_needed(size) > counts[per] exactly when size > counts[per] × per
 
 
 def room_possible(
