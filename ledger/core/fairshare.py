@@ -473,6 +473,7 @@ class FairShareOrder:
         walker = Walker()
         totals, sizes, queues = self.totals[ALLOCATED], self.sizes[ALLOCATED], self.queues
         nodes, occ_nodes = self.tree.nodes, self.occ.nodes
+        own_gpus = self.own_exposed()
         ahead = 0
 
         def visit(parent: str | None) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
@@ -491,10 +492,26 @@ class FairShareOrder:
                     yield from visit(p)
                 # the whole subtree is now ranked before what comes next: add its own work's GPUs
                 # (its children's were added as they were passed)
-                node = nodes[p]
-                walker.passed_exposed += occ_nodes[p].exposed - sum(occ_nodes[c].exposed for c in node.children)
+                walker.passed_exposed += own_gpus.get(p, 0)
 
         yield from visit(None)
+
+    def own_exposed(self) -> dict[str, int]:
+        """Return per node the exposed GPUs of work charged to the node itself (O(1); O(nodes) once restored).
+
+        Kept by ``Occupancy.exposed_changed`` as a counter; a restored core has none yet and gets
+        it back from the subtree counts: a node's own = its subtree's less its children's subtrees.
+        """
+        occ = self.occ
+        own = occ.own_exposed_cache
+        if own is None:
+            nodes = occ.nodes
+            own = occ.own_exposed_cache = {
+                p: nodes[p].exposed - sum(nodes[c].exposed for c in node.children)
+                for p, node in self.tree.nodes.items()
+                if p in nodes
+            }
+        return own
 
 
 class Walker:
