@@ -85,7 +85,7 @@ def _steps(knobs: Knobs, n: int = 400, days: float = 0.4) -> Iterator[DecisionCo
 
 def test_rankings_kept_across_instants_match_a_fresh_ranking_at_every_step() -> None:
     """A kept ranking (valid until neighbours could swap) must equal ranking the children afresh."""
-    for knobs in (Knobs(), Knobs(charge="accrued", window_s=3600)):
+    for knobs in (Knobs(), Knobs(charge="accrued", window_s=3600), Knobs(half_life_s=6 * 3600)):
         checked = 0
         for core in _steps(knobs):
             order = core.order
