@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ledger.core.contract import Workload
@@ -47,7 +47,7 @@ from ledger.core.pickling import field_state, set_fields
 from ledger.core.queues import Key, SizedQueue
 from ledger.core.tree import BudgetTree
 
-__all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "Walker", "percent"]
+__all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "percent"]
 
 ALLOCATED, UNALLOCATED, ORPHAN = 0, 1, 2
 _FOREVER = 1 << 62  # µs: a line that holds until the node's meters change
@@ -509,60 +509,6 @@ class FairShareOrder:
             names = self.tree.nodes[p].children
         return ahead + self.queues[(node, tier)].position(key) + 1
 
-    def walk_allocated(
-        self, t: int, wanted: Callable[[dict[int, int]], bool] = lambda sizes: True
-    ) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
-        """Yield (node, its allocated queue, waiting ahead, walker) in fair-share order, for preemption.
-
-        The walker counts the past-protection GPUs of the work ranked before the yielded node
-        (an upper bound on what its waiters may preempt). Subtrees without allocated waiters are
-        passed over whole (O(1) each), and so are subtrees whose waiting sizes ``wanted`` rejects
-        (checked as the walk goes), so a walk is O(visited nodes) plus one ranking per visited
-        internal node (O(b log b), shared by every walk of the instant until a meter changes).
-        """
-        walker = Walker()
-        totals, sizes, queues = self.totals[ALLOCATED], self.sizes[ALLOCATED], self.queues
-        nodes, occ_nodes = self.tree.nodes, self.occ.nodes
-        own_gpus = self.own_exposed()
-        ahead = 0
-
-        def visit(parent: str | None) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
-            nonlocal ahead
-            for p in self.ranked_children(parent, t):
-                waiting = totals.get(p)
-                if not waiting or not wanted(sizes[p]):
-                    walker.passed_exposed += occ_nodes[p].exposed
-                    ahead += waiting or 0
-                    continue
-                own = queues.get((p, ALLOCATED))
-                if own is not None and own.keys:
-                    yield p, own, ahead, walker
-                    ahead += len(own.keys)
-                if nodes[p].children:
-                    yield from visit(p)
-                # the whole subtree is now ranked before what comes next: add its own work's GPUs
-                # (its children's were added as they were passed)
-                walker.passed_exposed += own_gpus.get(p, 0)
-
-        yield from visit(None)
-
-    def own_exposed(self) -> dict[str, int]:
-        """Return per node the exposed GPUs of work charged to the node itself (O(1); O(nodes) once restored).
-
-        Kept by ``Occupancy.exposed_changed`` as a counter; a restored core has none yet and gets
-        it back from the subtree counts: a node's own = its subtree's less its children's subtrees.
-        """
-        occ = self.occ
-        own = occ.own_exposed_cache
-        if own is None:
-            nodes = occ.nodes
-            own = occ.own_exposed_cache = {
-                p: nodes[p].exposed - sum(nodes[c].exposed for c in node.children)
-                for p, node in self.tree.nodes.items()
-                if p in nodes
-            }
-        return own
-
 
 def _gap_until(first: tuple[float, float, int], second: tuple[float, float, int], t: int) -> int:
     """Return until when (µs, exclusive) ``first`` provably ranks ahead of its neighbour ``second``; t near a tie.
@@ -581,12 +527,3 @@ def _gap_until(first: tuple[float, float, int], second: tuple[float, float, int]
         # the gap reaches the tie zone no sooner than this (floor, one µs of slack)
         return t + int((gap - _TIE_GAP) / closing)
     return _FOREVER
-
-
-class Walker:
-    """What a preemption walk has passed: the past-protection GPUs ranked before the current waiter."""
-
-    __slots__ = ("passed_exposed",)
-
-    def __init__(self) -> None:
-        self.passed_exposed = 0  # past-protection GPUs in passed subtrees: no longer preemptible

@@ -128,7 +128,7 @@ class Occupancy:
         self.version = 0  # bumped at every change of a meter: lets readers cache ratios for one instant
         self.touched: dict[str, None] = {}  # nodes changed since a reader last looked (cache invalidation)
         # derived, never in a snapshot: node -> exposed GPUs of the work charged to the node itself (not
-        # to a descendant); None until rebuilt from the tree (``FairShareOrder.own_exposed``)
+        # to a descendant); None until rebuilt from the tree (``walk.own_exposed``)
         self.own_exposed_cache: dict[str, int] | None = {}
 
     def __getstate__(self) -> dict[str, object]:

@@ -38,6 +38,7 @@ from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
 from ledger.core.reasons import start_reason
 from ledger.core.rooms import refused_from, room_buckets, room_possible
+from ledger.core.walk import walk_allocated
 from ledger.events import Event
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
         return least < fail
 
     made = False
-    for _node, queue, ahead, walker in order.walk_allocated(t, wanted):
+    for _node, queue, ahead, walker in walk_allocated(order, t, wanted):
         bound = free + core.unalloc_gpus + exposed_total - walker.passed_exposed
         if bound < smallest or fail <= smallest:
             return made

@@ -30,6 +30,7 @@ compiled_only = pytest.mark.skipif(
 ROOT = Path(__file__).resolve().parents[2]
 HOT = (
     "contract", "fairshare", "occupancy", "placement", "policies", "preemption", "queues", "rooms", "scheduler", "tree",
+    "walk",
 )
 _LATER_US = 10 * 3600 * 1_000_000
 

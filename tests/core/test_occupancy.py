@@ -14,6 +14,7 @@ from ledger import events as ev
 from ledger.core import DecisionCore, Knobs
 from ledger.core.fairshare import FairShareOrder
 from ledger.core.occupancy import Meter
+from ledger.core.walk import own_exposed
 
 WINDOW = 1_000
 
@@ -111,11 +112,11 @@ def test_own_exposed_counters_match_the_subtree_counts_and_come_back_after_a_res
         want = {
             p: nodes[p].exposed - sum(nodes[c].exposed for c in node.children) for p, node in core.tree.nodes.items()
         }
-        kept = order.own_exposed()
+        kept = own_exposed(order)
         assert {p: kept.get(p, 0) for p in want} == want
         checked += sum(1 for v in want.values() if v)
         if step % 50 == 0:
             restored = DecisionCore.restore(core.snapshot()).order
             assert isinstance(restored, FairShareOrder)
-            assert {p: restored.own_exposed().get(p, 0) for p in want} == want
+            assert {p: own_exposed(restored).get(p, 0) for p in want} == want
     assert checked > 100  # exposed work was actually counted
