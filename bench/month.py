@@ -48,7 +48,7 @@ print(json.dumps({"wall": wall, "cpu": cpu, "sim_s": stats.simulated_s, "events"
 
 
 def month_inputs(name: str) -> tuple[object, object, str]:
-    """Return (inputs, until, description) of the month ``name``: full, demo or family."""
+    """Return (inputs, until or None for the end, description) of the month ``name``: full, demo or family."""
     from ledger.replay.run import inputs_from_budgets
 
     if name in ("full", "demo"):
@@ -60,21 +60,23 @@ def month_inputs(name: str) -> tuple[object, object, str]:
         return inputs, demo.end, f"demo month ({mix} mix), {len(demo.submissions):,} workloads"
     if name != "family":
         raise SystemExit(f"BENCH_MONTHS: unknown month {name!r} (expected full, demo or family)")
-    from datetime import timedelta
-
     from ledger.replay import scenario_family
 
-    params = family_params(scenario_family)
-    submissions, budgets = scenario_family.month(params, 7)
+    params, seed = family_month(scenario_family)
+    submissions, budgets = scenario_family.month(params, seed)
     inputs = inputs_from_budgets(budgets, submissions, start=scenario_family.START)
-    until = scenario_family.START + timedelta(days=params.days)
-    what = f"{params.gpus:,} GPUs, {params.days} days"
-    return inputs, until, f"scenario family month ({what}), {len(submissions):,} workloads"
+    what = f"family A: {params.gpus:,} GPUs, {params.days} days of submissions, seed {seed}, to its end"
+    return inputs, None, f"scenario family month ({what}), {len(submissions):,} workloads"
 
 
-def family_params(family: object) -> object:
-    """Return the scenario-family parameters of the benchmark's month: the family's defaults over 30 days."""
-    return family.Params(days=30)  # type: ignore[attr-defined]
+def family_month(family: object) -> tuple[object, int]:
+    """Return the parameters and seed of the benchmark's scenario-family month: family A of docs/rules.md.
+
+    Close budgets, a third of the workloads short jobs whose work equals their minimum runtime,
+    replayed until all work is done (no cut-off).
+    """
+    params = family.Params(demand=2.5, close_budgets=True, exact_share=0.35, fill_share=0.15)  # type: ignore[attr-defined]
+    return params, 1
 
 
 def _child(month: str, build: str, until_days: float) -> dict[str, float | str]:

@@ -108,6 +108,7 @@ def main() -> None:
     )
     if ITP.exists():
         itp = load_inputs(ITP, None)
+        _run(f"ITP {ITP.stem} ({len(itp.inputs):,} jobs), fifo", itp, Knobs(policy="fifo"))
         _run(f"ITP {ITP.stem} ({len(itp.inputs):,} jobs), fairshare", itp, Knobs(policy="fairshare"))
     peak = _peak_bytes()
     met = "met" if peak < TARGET_PEAK_BYTES else "NOT met"

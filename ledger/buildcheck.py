@@ -41,7 +41,7 @@ MANIFEST = "_compiled.json"
 COMPILED_PACKAGES: dict[str, tuple[str, ...]] = {
     "ledger.core": (
         "contract", "fairshare", "occupancy", "placement", "policies", "preemption", "queues", "reasons",
-        "scheduler", "tree",
+        "rooms", "scheduler", "tree", "walk",
     ),
     "ledger.replay": ("driver", "logwriter"),
 }

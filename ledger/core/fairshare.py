@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ledger.core.contract import Workload
@@ -47,7 +47,7 @@ from ledger.core.pickling import field_state, set_fields
 from ledger.core.queues import Key, SizedQueue
 from ledger.core.tree import BudgetTree
 
-__all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "Walker", "percent"]
+__all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "percent"]
 
 ALLOCATED, UNALLOCATED, ORPHAN = 0, 1, 2
 _FOREVER = 1 << 62  # µs: a line that holds until the node's meters change
@@ -92,9 +92,9 @@ class FairShareOrder:
         self._live: set[str] = set()  # nodes whose entitlement has been positive
         self._steady: dict[str, float] = {}  # node -> fraction × capacity while it has not changed since seeding
         self._cache: dict[str, tuple[float, str, float]] = {}  # path -> (rounded ratio, path, ratio)
-        # parent path ("" for the roots) -> its children ranked, valid with the ratio cache: a meter
-        # change drops the rankings of the touched nodes' parents only
-        self._order_cache: dict[str, tuple[list[str], int]] = {}  # parent -> (children ranked, valid before µs)
+        # parent path ("" for the roots) -> (its children ranked, valid before µs, children whose meters
+        # changed since: moved to their new places when the ranking is next read)
+        self._order_cache: dict[str, tuple[list[str], int, list[str]]] = {}
         self._alloc_cache: dict[str, float] = {}  # path -> allocation_us, until shares or capacity change
         self._line_cache: dict[str, tuple[int, int, int]] = {}  # path -> charge as a + b·t, valid before a time
         self._cache_t = self._cache_v = -1
@@ -178,7 +178,9 @@ class FairShareOrder:
                 lin.pop(p, None)
                 node = nodes.get(p)
                 if node is not None:
-                    order.pop(node.parent or "", None)
+                    got = order.get(node.parent or "")
+                    if got is not None and len(got[0]) > 1 and p not in got[2]:
+                        got[2].append(p)  # only this child's place in its parent's ranking can have changed
             self.occ.touched.clear()
             self._cache_v = self.occ.version
         return self._cache
@@ -194,22 +196,65 @@ class FairShareOrder:
     def ranked_children(self, parent: str | None, t: int) -> list[str]:
         """Return a node's children (the roots for None) lowest ratio first. Do not modify the list.
 
-        A ranking is kept until a child's meters change (``_fresh`` drops it) or until the
-        earliest moment two neighbours in it could swap: in window mode each child's charge is a
-        line in t (``_linear``), so the gap between neighbours is linear too and the ranking
-        provably holds while every gap stays above ``_TIE_GAP`` (where 9-decimal rounding could
-        make them tie) and every line holds. O(b log b) to rank, O(1) while it holds: walks at
-        later instants reuse it.
+        A ranking is kept until the earliest moment two neighbours in it could swap: in window
+        mode each child's charge is a line in t (``_linear``), so the gap between neighbours is
+        linear too and the ranking provably holds while every gap stays above ``_TIE_GAP`` (where
+        9-decimal rounding could make them tie) and every line holds. O(b log b) to rank, O(1)
+        while it holds: walks at later instants reuse it. When children's meters change while it
+        holds (``_fresh`` notes them), only those children move: O(log b) comparisons each
+        (``_moved``) instead of ranking the level again.
         """
         self._fresh(t)
         key = parent or ""
         got = self._order_cache.get(key)
         if got is not None and t < got[1]:
-            return got[0]
-        names = self.tree.children_of(parent)
-        ranked = self.ranked(names, t)
-        self._order_cache[key] = (ranked, self._holds_until(ranked, t))
+            if not got[2]:
+                return got[0]
+            ranked, until = self._moved(got[0], got[2], got[1], t)
+        else:
+            ranked = self.ranked(self.tree.children_of(parent), t)
+            until = self._holds_until(ranked, t)
+        self._order_cache[key] = (ranked, until, [])
         return ranked
+
+    def _moved(self, kept: list[str], moved: list[str], until: int, t: int) -> tuple[list[str], int]:
+        """Return the ranking ``kept`` with the ``moved`` children where they now rank, and until when it holds.
+
+        The other children's meters did not change, so their order still holds at ``t`` and
+        ``until`` still bounds it (two neighbours a removal brings together part no sooner than
+        their two former pairs). Each moved child is placed by binary search on the sort keys at
+        ``t``, and bounds the result by its line and by its two new neighbours. A new list: a walk
+        may still be reading the old one.
+        """
+        cache = self._fresh(t)
+        names = [p for p in kept if p not in moved]
+        for x in moved:
+            entry = cache.get(x)
+            mine = entry if entry is not None else self._entry(x, t, cache)
+            lo, hi = 0, len(names)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                other = cache.get(names[mid])
+                if (other if other is not None else self._entry(names[mid], t, cache)) < mine:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            names.insert(lo, x)
+            if self.occ.half_life_us is not None:
+                until = t + 1  # decayed scores are not lines: rank again at the next instant
+                continue
+            here = self._motion(x, t)
+            if here is None:
+                until = t + 1
+                continue
+            until = min(until, here[2])
+            if lo > 0:
+                before = self._motion(names[lo - 1], t)
+                until = t + 1 if before is None else min(until, _gap_until(before, here, t))
+            if lo + 1 < len(names):
+                after = self._motion(names[lo + 1], t)
+                until = t + 1 if after is None else min(until, _gap_until(here, after, t))
+        return names, max(until, t + 1)
 
     def _holds_until(self, ranked: list[str], t: int) -> int:
         """Return until when (µs, exclusive) the order ``ranked`` cannot change without a meter change."""
@@ -217,30 +262,35 @@ class FairShareOrder:
             return _FOREVER
         if self.occ.half_life_us is not None:
             return t + 1  # decayed scores are not lines: rank again at the next instant
-        cache, lin, alloc = self._cache, self._line_cache, self._alloc_cache
         until = _FOREVER
-        prev_r = prev_slope = 0.0
-        for k, p in enumerate(ranked):
-            r = cache[p][2]
-            line = lin.get(p)
-            a = alloc.get(p)
-            if a is None:
-                return t + 1  # its allocation still moves as the window slides over a change
-            if line is None or a <= 0:
-                slope = 0.0  # no allocation: the ratio is inf for ever
-            else:
-                until = min(until, line[2])
-                slope = line[1] / a
-            if k and math.isfinite(r):
-                gap = r - prev_r
-                closing = prev_slope - slope  # how fast the gap shrinks per µs
-                if gap <= _TIE_GAP:
-                    return t + 1  # (near) tie: decided by rounding and path, rank again next time
-                if closing > 0:
-                    # the gap reaches the tie zone no sooner than this (floor, one µs of slack)
-                    until = min(until, t + int((gap - _TIE_GAP) / closing))
-            prev_r, prev_slope = r, slope
+        prev: tuple[float, float, int] | None = None
+        for p in ranked:
+            here = self._motion(p, t)
+            if here is None:
+                return t + 1
+            until = min(until, here[2])
+            if prev is not None:
+                until = min(until, _gap_until(prev, here, t))
+                if until <= t:
+                    return t + 1
+            prev = here
         return max(until, t + 1)
+
+    def _motion(self, p: str, t: int) -> tuple[float, float, int] | None:
+        """Return a node's (ratio at ``t``, its change per µs, until when its line holds); call after ``_fresh(t)``.
+
+        None while its allocation still moves as the window slides over a change of shares.
+        """
+        cache = self._cache
+        entry = cache.get(p)
+        r = (entry if entry is not None else self._entry(p, t, cache))[2]
+        a = self._alloc_cache.get(p)
+        if a is None:
+            return None
+        line = self._line_cache.get(p)
+        if line is None or a <= 0:
+            return r, 0.0, _FOREVER  # no allocation: the ratio is inf for ever
+        return r, line[1] / a, line[2]
 
     def _entry(self, path: str, t: int, cache: dict[str, tuple[float, str, float]]) -> tuple[float, str, float]:
         alloc = self._alloc_cache.get(path)
@@ -459,48 +509,21 @@ class FairShareOrder:
             names = self.tree.nodes[p].children
         return ahead + self.queues[(node, tier)].position(key) + 1
 
-    def walk_allocated(
-        self, t: int, wanted: Callable[[dict[int, int]], bool] = lambda sizes: True
-    ) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
-        """Yield (node, its allocated queue, waiting ahead, walker) in fair-share order, for preemption.
 
-        The walker counts the past-protection GPUs of the work ranked before the yielded node
-        (an upper bound on what its waiters may preempt). Subtrees without allocated waiters are
-        passed over whole (O(1) each), and so are subtrees whose waiting sizes ``wanted`` rejects
-        (checked as the walk goes), so a walk is O(visited nodes) plus one ranking per visited
-        internal node (O(b log b), shared by every walk of the instant until a meter changes).
-        """
-        walker = Walker()
-        totals, sizes, queues = self.totals[ALLOCATED], self.sizes[ALLOCATED], self.queues
-        nodes, occ_nodes = self.tree.nodes, self.occ.nodes
-        ahead = 0
+def _gap_until(first: tuple[float, float, int], second: tuple[float, float, int], t: int) -> int:
+    """Return until when (µs, exclusive) ``first`` provably ranks ahead of its neighbour ``second``; t near a tie.
 
-        def visit(parent: str | None) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
-            nonlocal ahead
-            for p in self.ranked_children(parent, t):
-                waiting = totals.get(p)
-                if not waiting or not wanted(sizes[p]):
-                    walker.passed_exposed += occ_nodes[p].exposed
-                    ahead += waiting or 0
-                    continue
-                own = queues.get((p, ALLOCATED))
-                if own is not None and own.keys:
-                    yield p, own, ahead, walker
-                    ahead += len(own.keys)
-                if nodes[p].children:
-                    yield from visit(p)
-                # the whole subtree is now ranked before what comes next: add its own work's GPUs
-                # (its children's were added as they were passed)
-                node = nodes[p]
-                walker.passed_exposed += occ_nodes[p].exposed - sum(occ_nodes[c].exposed for c in node.children)
-
-        yield from visit(None)
-
-
-class Walker:
-    """What a preemption walk has passed: the past-protection GPUs ranked before the current waiter."""
-
-    __slots__ = ("passed_exposed",)
-
-    def __init__(self) -> None:
-        self.passed_exposed = 0  # past-protection GPUs in passed subtrees: no longer preemptible
+    Both are ``_motion`` answers (ratio, change per µs, line end). Infinite ratios rank last by
+    path for ever; a gap within ``_TIE_GAP`` is decided by rounding and path, so the ranking is
+    renewed at the next instant.
+    """
+    if not math.isfinite(second[0]):
+        return _FOREVER
+    gap = second[0] - first[0]
+    if gap <= _TIE_GAP:
+        return t
+    closing = first[1] - second[1]  # how fast the gap shrinks per µs
+    if closing > 0:
+        # the gap reaches the tie zone no sooner than this (floor, one µs of slack)
+        return t + int((gap - _TIE_GAP) / closing)
+    return _FOREVER

@@ -127,12 +127,16 @@ class Occupancy:
         self.nodes: dict[str, NodeUsage] = {self.CLUSTER: NodeUsage()}
         self.version = 0  # bumped at every change of a meter: lets readers cache ratios for one instant
         self.touched: dict[str, None] = {}  # nodes changed since a reader last looked (cache invalidation)
+        # derived, never in a snapshot: node -> exposed GPUs of the work charged to the node itself (not
+        # to a descendant); None until rebuilt from the tree (``walk.own_exposed``)
+        self.own_exposed_cache: dict[str, int] | None = {}
 
     def __getstate__(self) -> dict[str, object]:
         return field_state(self, ("window_us", "half_life_us", "upfront", "nodes", "version", "touched"))
 
     def __setstate__(self, state: object) -> None:
         set_fields(self, state)
+        self.own_exposed_cache = None
 
     def add_node(self, path: str) -> None:
         """Start meters for a newly defined node."""
@@ -162,6 +166,9 @@ class Occupancy:
         """Count GPUs of allocated runs that left their protected window (negative to uncount). O(depth)."""
         for p in chain:
             self.nodes[p].exposed += gpus
+        own = self.own_exposed_cache
+        if own is not None and chain:
+            own[chain[0]] = own.get(chain[0], 0) + gpus
 
     def charged(self, path: str, t: int) -> float:
         """Return the allocated usage charged to a node at ``t`` in GPU-microseconds (window or decayed).

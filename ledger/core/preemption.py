@@ -29,7 +29,7 @@ preemptible workloads.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from ledger.core.contract import WAITING, Workload
@@ -37,6 +37,8 @@ from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick, percent
 from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
 from ledger.core.reasons import start_reason
+from ledger.core.rooms import refused_from, room_buckets, room_possible
+from ledger.core.walk import walk_allocated
 from ledger.events import Event
 
 if TYPE_CHECKING:
@@ -63,13 +65,25 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
     if free + core.unalloc_gpus + exposed_total < smallest:
         return False  # not even every preemptible GPU would seat the smallest waiter: no walk (O(roots))
+    per = core.hosts.per_node
+    # Sizes at or above ``cap`` are refused by make_room before it looks at a victim (no host
+    # could make the room): they are not tried, and a walk whose smallest size is refused is not
+    # made. Each skip records the failure the refused attempt would have, so the walk decides
+    # exactly as if it had tried.
+    cap = refused_from(room_buckets(core), per)
+    if cap <= smallest:
+        return False
     fail = math.inf
 
     def wanted(subtree_sizes: dict[int, int]) -> bool:
-        return min(subtree_sizes) < fail
+        nonlocal fail
+        least = min(subtree_sizes)
+        if cap <= least < fail:
+            fail = min(fail, least)  # its first attempt would be refused at once, and every other size is larger
+        return least < fail
 
     made = False
-    for _node, queue, ahead, walker in order.walk_allocated(t, wanted):
+    for _node, queue, ahead, walker in walk_allocated(order, t, wanted):
         bound = free + core.unalloc_gpus + exposed_total - walker.passed_exposed
         if bound < smallest or fail <= smallest:
             return made
@@ -77,7 +91,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
             waiter = core.workloads[key[2]]
             if size >= fail or waiter.state != WAITING:
                 continue
-            if size > bound:  # sizes are GPUs held: whole hosts for wide work
+            if size > bound or size >= cap:  # sizes are GPUs held: whole hosts for wide work
                 fail = min(fail, size)
                 continue
             if make_room(core, waiter, eligibility(core, waiter, t), t, out, ahead + queue.position(key) + 1):
@@ -89,6 +103,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                 core._fill(t, out, allocated_only=True)
                 free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
                 exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
+                cap = refused_from(room_buckets(core), per)
                 continue
             fail = min(fail, size)
     return made
@@ -214,17 +229,20 @@ def make_room(
     """
     hosts = core.hosts
     per = hosts.per_node
+    buckets = room_buckets(core)
+    if waiter.size >= refused_from(buckets, per):
+        return False  # too few hosts could make the room even with every possible victim on them gone
+    healthy = hosts.healthy
+    sick = not all(healthy)  # O(hosts) once, rather than a health check per candidate when all are healthy
+
+    def may_take(v: Workload) -> bool:
+        return (not sick or all(healthy[i] for i in v.hosts)) and eligible(v)
+
+    if not room_possible(core, buckets, waiter.size, may_take):
+        return False  # what the scan below would find, asked of the hosts that could make the room only
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
-    healthy = hosts.healthy
-    rooms = _room_counts(core)
-    if waiter.size <= per:
-        if not any(rooms[waiter.size :]):
-            return False  # no healthy host reaches the size even with every possible victim on it gone
-    elif rooms[per] < hosts_needed(waiter.size, per):
-        return False  # too few hosts could be wholly freed even with every possible victim gone
     tiers, ready = _victim_tiers(core, t)
-    sick = not all(healthy)  # O(hosts) once, rather than a health check per candidate when all are healthy
 
     def reachable() -> Iterator[Workload]:
         # a tier is only sorted once the cheaper ones did not make enough room (and then kept sorted
@@ -239,7 +257,7 @@ def make_room(
                 tier[:] = [v for *_, v in keyed]
                 ready[k] = True
             for v in tier:
-                if (not sick or all(healthy[i] for i in v.hosts)) and eligible(v):
+                if may_take(v):
                     yield v
 
     chosen_hosts: list[int]
@@ -296,40 +314,6 @@ def make_room(
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     return True
-
-
-def _room_counts(core: DecisionCore) -> list[int]:
-    """Return how many healthy hosts could offer k GPUs (k = 0..gpus_per_node): free + every possible victim's.
-
-    ``counts[gpus_per_node]`` is the number of whole hosts that could be wholly freed. Kept
-    across calls: only hosts marked dirty since the last call (a placement, a release, a health
-    or pool change on them) are recounted, so a call is O(changed hosts) instead of O(hosts).
-    """
-    hosts = core.hosts
-    on = core.pool_on_host
-    healthy = hosts.healthy
-    hl = hosts.hosts
-    cached = core.room_cache
-    if cached is None or len(cached[0]) != len(hl):
-        rooms = [-1] * len(hl)
-        counts = [0] * (hosts.per_node + 1)
-        cached = core.room_cache = (rooms, counts)
-        dirty: Iterable[int] = range(len(hl))
-    else:
-        rooms, counts = cached
-        dirty = hosts.dirty_cache
-    for i in dirty:
-        h = hl[i]
-        room = min(h.gpus - h.used + on.get(i, 0), hosts.per_node) if healthy[i] else -1
-        old = rooms[i]
-        if old != room:
-            if old >= 0:
-                counts[old] -= 1
-            if room >= 0:
-                counts[room] += 1
-            rooms[i] = room
-    hosts.dirty_cache.clear()
-    return counts
 
 
 def _victim_tiers(core: DecisionCore, t: int) -> tuple[tuple[list[Workload], ...], list[bool]]:

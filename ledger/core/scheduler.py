@@ -38,6 +38,7 @@ from ledger.core.placement import Hosts, hosts_needed
 from ledger.core.policies import FlatOrder, team_limit
 from ledger.core.preemption import preempt_for, preempt_once
 from ledger.core.reasons import start_reason
+from ledger.core.rooms import RoomBuckets
 from ledger.core.tree import BudgetTree
 from ledger.errors import InputError
 from ledger.events import (
@@ -105,7 +106,7 @@ class DecisionCore:
         self.pool_version = 0  # moves whenever the victim pool or a member's checkpoint changes
         # derived, never in a snapshot: ((t, pool_version), victims by tier, which tiers are sorted)
         self.victims_cache: tuple[tuple[int, int], tuple[list[Workload], ...], list[bool]] | None = None
-        self.room_cache: tuple[list[int], list[int]] | None = None  # derived: see preemption._room_counts
+        self.room_cache: RoomBuckets | None = None  # derived: see rooms.room_buckets
         # derived: (t, meters version) -> {waiter node (and charge with the margin) -> {victim node -> verdict}}
         self.rank_cache: tuple[tuple[int, int], dict[object, dict[str, bool]]] | None = None
         self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team

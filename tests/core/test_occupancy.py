@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import heapq
 import math
+from collections.abc import Iterator
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.core import CLUSTER, budget_tree, setup_events, workloads
+from ledger import events as ev
+from ledger.core import DecisionCore, Knobs
+from ledger.core.fairshare import FairShareOrder
 from ledger.core.occupancy import Meter
+from ledger.core.walk import own_exposed
 
 WINDOW = 1_000
 
@@ -49,41 +56,39 @@ def test_half_life_decay_halves_past_usage_after_one_half_life() -> None:
     assert math.isclose(meter.decayed_at(2 * h, h), held / 2, rel_tol=1e-12)
 
 
+def _steps(knobs: Knobs, n: int = 400, days: float = 0.4) -> Iterator[DecisionCore]:
+    """Drive seeded submissions through a fair-share core (runs last 45 min); yield it after every step."""
+    leaves = [p for p, _, _ in budget_tree() if p.count("/") == 3]
+    subs = workloads(leaves, n, days)
+    core = DecisionCore(knobs, CLUSTER)
+    for e in setup_events():
+        core.handle(e)
+    inputs: list[tuple[int, int, ev.Event]] = [(t, i, s) for i, (t, s) in enumerate(subs)]
+    heapq.heapify(inputs)
+    seq = len(inputs)
+    while inputs:
+        nxt = core.next_wakeup()
+        due = nxt is not None and nxt <= inputs[0][0]
+        outs = core.advance(nxt) if due and nxt is not None else core.handle(heapq.heappop(inputs)[2])
+        for o in outs:
+            if isinstance(o, ev.WorkloadStarted):
+                seq += 1
+                done = ev.to_us(o.time) + 45 * 60 * 1_000_000
+                heapq.heappush(
+                    inputs,
+                    (done, seq, ev.WorkloadCompleted(
+                        event_id=f"c{seq}", cluster=CLUSTER, time=ev.from_us(done),
+                        workload_id=o.workload_id, outcome="succeeded",
+                    )),
+                )
+        yield core
+
+
 def test_rankings_kept_across_instants_match_a_fresh_ranking_at_every_step() -> None:
     """A kept ranking (valid until neighbours could swap) must equal ranking the children afresh."""
-    import heapq
-
-    from bench.core import CLUSTER, budget_tree, setup_events, workloads
-    from ledger import events as ev
-    from ledger.core import DecisionCore, Knobs
-    from ledger.core.fairshare import FairShareOrder
-
-    leaves = [p for p, _, _ in budget_tree() if p.count("/") == 3]
-    subs = workloads(leaves, 400, 0.4)
-    for knobs in (Knobs(), Knobs(charge="accrued", window_s=3600)):
-        core = DecisionCore(knobs, CLUSTER)
-        for e in setup_events():
-            core.handle(e)
-        inputs: list[tuple[int, int, ev.Event]] = [(t, i, s) for i, (t, s) in enumerate(subs)]
-        heapq.heapify(inputs)
-        seq, checked = len(inputs), 0
-        while inputs:
-            nxt = core.next_wakeup()
-            if nxt is not None and nxt <= inputs[0][0]:
-                outs = core.advance(nxt)
-            else:
-                outs = core.handle(heapq.heappop(inputs)[2])
-            for o in outs:
-                if isinstance(o, ev.WorkloadStarted):
-                    seq += 1
-                    done = ev.to_us(o.time) + 45 * 60 * 1_000_000
-                    heapq.heappush(
-                        inputs,
-                        (done, seq, ev.WorkloadCompleted(
-                            event_id=f"c{seq}", cluster=CLUSTER, time=ev.from_us(done),
-                            workload_id=o.workload_id, outcome="succeeded",
-                        )),
-                    )
+    for knobs in (Knobs(), Knobs(charge="accrued", window_s=3600), Knobs(half_life_s=6 * 3600)):
+        checked = 0
+        for core in _steps(knobs):
             order = core.order
             assert isinstance(order, FairShareOrder)
             t = core.now
@@ -95,3 +100,23 @@ def test_rankings_kept_across_instants_match_a_fresh_ranking_at_every_step() -> 
                 assert kept == fresh.ranked(core.tree.children_of(parent), t), (parent, t)
                 checked += 1
         assert checked > 1000
+
+
+def test_own_exposed_counters_match_the_subtree_counts_and_come_back_after_a_restore() -> None:
+    """A node's own exposed GPUs, kept as a counter, equal its subtree's less its children's; restores rebuild them."""
+    checked = 0
+    for step, core in enumerate(_steps(Knobs(), 300, 0.3)):
+        order = core.order
+        assert isinstance(order, FairShareOrder)
+        nodes = core.occ.nodes
+        want = {
+            p: nodes[p].exposed - sum(nodes[c].exposed for c in node.children) for p, node in core.tree.nodes.items()
+        }
+        kept = own_exposed(order)
+        assert {p: kept.get(p, 0) for p in want} == want
+        checked += sum(1 for v in want.values() if v)
+        if step % 50 == 0:
+            restored = DecisionCore.restore(core.snapshot()).order
+            assert isinstance(restored, FairShareOrder)
+            assert {p: own_exposed(restored).get(p, 0) for p in want} == want
+    assert checked > 100  # exposed work was actually counted

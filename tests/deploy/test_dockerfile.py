@@ -60,6 +60,24 @@ def test_every_package_and_its_data_is_copied_into_the_build() -> None:
     assert {"pyproject.toml", project["project"]["readme"]} <= copied  # type: ignore[index]
 
 
+def test_the_image_builds_and_checks_the_compiled_modules() -> None:
+    # setup.py compiles the hot modules (mypyc) where a C compiler is present: the build stage has
+    # one and the sources setup.py needs; the final stage fails unless the compiled build runs
+    steps = instructions()
+    starts = [i for i, (word, _) in enumerate(steps) if word == "FROM"]
+    assert len(starts) == 2, "a build stage and the image"
+    build = steps[starts[0] : starts[1]]
+    copied = {s for word, rest in build if word == "COPY" for s in shlex.split(rest)[:-1]}
+    assert "setup.py" in copied and "ledger" in copied
+    assert any(word == "RUN" and "gcc" in rest.split() for word, rest in build), "no C compiler in the build stage"
+    wheel = [rest for word, rest in build if word == "RUN" and "pip wheel" in rest]
+    assert wheel and "GPULEDGER_COMPILE=0" not in wheel[0]
+    final = [rest for word, rest in steps[starts[1] :] if word == "RUN"]
+    assert any("c.COMPILED and r.COMPILED" in rest for rest in final), "the image does not check its build"
+    ignored = (DEPLOY / "Dockerfile.dockerignore").read_text(encoding="utf-8").split()
+    assert "ledger/*/*.so" in ignored and "ledger/*/_compiled.json" in ignored  # never a local build's modules
+
+
 def test_the_entrypoint_is_the_console_script_and_the_default_command_parses() -> None:
     scripts = _pyproject()["project"]["scripts"]  # type: ignore[index]
     entry = _args("ENTRYPOINT")

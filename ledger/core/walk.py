@@ -1,0 +1,81 @@
+"""The preemption walk: allocated waiters in fair-share order, with what the walk has passed.
+
+``preemption.preempt_once`` walks the fair-share tree depth first in ranking order and tries the
+waiters of each node it reaches. Subtrees with no allocated waiter, or holding only sizes the
+caller no longer wants, are passed over whole; the walker counts the past-protection GPUs of
+everything passed, which no later waiter may preempt (they rank ahead of it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from ledger.core.fairshare import ALLOCATED, FairShareOrder
+from ledger.core.queues import SizedQueue
+
+__all__ = ["Walker", "own_exposed", "walk_allocated"]
+
+
+def walk_allocated(
+    order: FairShareOrder, t: int, wanted: Callable[[dict[int, int]], bool] = lambda sizes: True
+) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
+    """Yield (node, its allocated queue, waiting ahead, walker) in fair-share order, for preemption.
+
+    The walker counts the past-protection GPUs of the work ranked before the yielded node
+    (an upper bound on what its waiters may preempt). Subtrees without allocated waiters are
+    passed over whole (O(1) each), and so are subtrees whose waiting sizes ``wanted`` rejects
+    (checked as the walk goes), so a walk is O(visited nodes) plus one ranking per visited
+    internal node (O(b log b), shared by every walk of the instant until a meter changes).
+    """
+    walker = Walker()
+    totals, sizes, queues = order.totals[ALLOCATED], order.sizes[ALLOCATED], order.queues
+    nodes, occ_nodes = order.tree.nodes, order.occ.nodes
+    own_gpus = own_exposed(order)
+    ahead = 0
+
+    def visit(parent: str | None) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
+        nonlocal ahead
+        for p in order.ranked_children(parent, t):
+            waiting = totals.get(p)
+            if not waiting or not wanted(sizes[p]):
+                walker.passed_exposed += occ_nodes[p].exposed
+                ahead += waiting or 0
+                continue
+            own = queues.get((p, ALLOCATED))
+            if own is not None and own.keys:
+                yield p, own, ahead, walker
+                ahead += len(own.keys)
+            if nodes[p].children:
+                yield from visit(p)
+            # the whole subtree is now ranked before what comes next: add its own work's GPUs
+            # (its children's were added as they were passed)
+            walker.passed_exposed += own_gpus.get(p, 0)
+
+    yield from visit(None)
+
+
+def own_exposed(order: FairShareOrder) -> dict[str, int]:
+    """Return per node the exposed GPUs of work charged to the node itself (O(1); O(nodes) once restored).
+
+    Kept by ``Occupancy.exposed_changed`` as a counter; a restored core has none yet and gets
+    it back from the subtree counts: a node's own = its subtree's less its children's subtrees.
+    """
+    occ = order.occ
+    own = occ.own_exposed_cache
+    if own is None:
+        nodes = occ.nodes
+        own = occ.own_exposed_cache = {
+            p: nodes[p].exposed - sum(nodes[c].exposed for c in node.children)
+            for p, node in order.tree.nodes.items()
+            if p in nodes
+        }
+    return own
+
+
+class Walker:
+    """What a preemption walk has passed: the past-protection GPUs ranked before the current waiter."""
+
+    __slots__ = ("passed_exposed",)
+
+    def __init__(self) -> None:
+        self.passed_exposed = 0  # past-protection GPUs in passed subtrees: no longer preemptible
