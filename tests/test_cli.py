@@ -99,6 +99,10 @@ def bad_paths(tmp: Path, lab: tuple[Path, Path], binary: Path) -> list[tuple[lis
          "--max-preemptions 'two': expected a whole number, or a comma list of them"),
         (["compare", trace, "--budgets", budgets, "--max-preemptions", "-1"], "compare",
          "--max-preemptions -1: must be 0 or more"),
+        (["compare", trace, "--budgets", budgets, "--fill-headroom", "lots"], "compare",
+         "--fill-headroom 'lots': expected a share such as 3% or 0.03"),
+        (["replay", trace, "--budgets", budgets, "--out", tmp / "r", "--fill-headroom", "100%"], "replay",
+         "--fill-headroom '100%': must be at least 0 and less than 100%"),
         (["audit", tmp / "nope"], "audit", f"{tmp / 'nope'}: no such run directory or event log"),
         (["audit", a_file], "audit", f"{a_file}: neither a run directory"),
         (["explain", tmp / "nope", "w1"], "explain", f"{tmp / 'nope'}: no such run directory or event log"),
@@ -226,6 +230,9 @@ def test_compare_varies_a_boolean_knob_side_by_side(lab: tuple[Path, Path], tmp_
     code, out, _ = run(capsys, "compare", trace, "--budgets", budgets, "--max-preemptions", "1,2", "--quiet",
                        "--format", "csv")
     assert code == 0 and out.splitlines()[0] == "measure,unit,max 1 preemptions,max 2 preemptions"
+    code, out, _ = run(capsys, "compare", trace, "--budgets", budgets, "--fill-headroom", "0,3%", "--quiet",
+                       "--format", "csv")
+    assert code == 0 and out.splitlines()[0] == "measure,unit,fill headroom 0%,fill headroom 3%"
     code, _, err = run(capsys, "compare", trace, "--budgets", budgets, "--quiet", "--out", tmp_path / "runs")
     assert code == 2 and "pass --force" in err
     code, out, _ = run(capsys, "compare", trace, "--budgets", budgets, "--quiet", "--out", tmp_path / "runs",

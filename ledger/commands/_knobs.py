@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from ledger.core.knobs import CHARGES, POLICIES, STRATEGIES, Knobs, Policy, parse_duration
+from ledger.core.knobs import (
+    CHARGES,
+    FILL_HEADROOM,
+    MAX_PREEMPTIONS,
+    POLICIES,
+    STRATEGIES,
+    Knobs,
+    Policy,
+    parse_duration,
+)
 from ledger.errors import ConfigError
 
 
@@ -27,13 +36,18 @@ def _add_rule_flags(p: argparse.ArgumentParser) -> None:
         "--max-preemptions", type=int, default=None,
         help="preemptions for fair share after which a workload keeps its GPUs until its run checkpoints (default 1)",
     )
+    p.add_argument(
+        "--fill-headroom", default=None,
+        help="share of the capacity kept free of new free fill while allocated work runs or waits, e.g. 3%% or 0 "
+        "(default 3%%)",
+    )
 
 
 def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = False) -> None:
     """Register --policy, --window, --half-life, --max-min-runtime, --charge, --gpus-per-node, --grace.
 
-    Also --preemption-strategy (--swap-margin), --preempt-cycle and --max-preemptions (single values, applied to
-    every combination).
+    Also --preemption-strategy (--swap-margin), --preempt-cycle, --max-preemptions and --fill-headroom (single
+    values, applied to every combination).
 
     With ``many_policies`` (compare), --policy repeats and every knob takes a comma list of values.
     """
@@ -57,6 +71,10 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
             "--max-preemptions", default=None,
             help="preemptions before a workload keeps its GPUs until it checkpoints, e.g. 1,2 (default 1)",
         )
+        p.add_argument(
+            "--fill-headroom", default=None,
+            help="share(s) of the capacity kept free of new free fill, e.g. 0,3%%,5%% (default 3%%)",
+        )
         return
     else:
         p.add_argument("--policy", choices=POLICIES, default="fairshare", help="scheduling policy (default fairshare)")
@@ -76,7 +94,23 @@ def _rule_knobs(args: argparse.Namespace) -> dict[str, object]:
     }
     if getattr(args, "max_preemptions", None) is not None:
         knobs["max_preemptions"] = args.max_preemptions
+    headroom = _share("--fill-headroom", getattr(args, "fill_headroom", None))
+    if headroom is not None:
+        knobs["fill_headroom"] = headroom
     return knobs
+
+
+def _share(flag: str, text: str | None) -> float | None:
+    if text is None:
+        return None
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: expected a share such as 3% or 0.03") from None
+    if not 0 <= value < 1:
+        raise ConfigError(f"{flag} {text!r}: must be at least 0 and less than 100%")
+    return value
 
 
 def _count(flag: str, text: str | None) -> int | None:
@@ -136,8 +170,8 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
     """Return every combination the flags list: each knob may be a comma list (``--max-min-runtime 2h,4h,8h``).
 
     Policies come from repeated ``--policy`` flags (or comma lists); the order is policies, then windows,
-    half-lives, caps, charges, graces, preemption strategies (``final-share,instant``), preemption cycles and
-    preemption bounds (``--max-preemptions 1,2``),
+    half-lives, caps, charges, graces, preemption strategies (``final-share,instant``), preemption cycles,
+    preemption bounds (``--max-preemptions 1,2``) and fill headrooms (``--fill-headroom 0,3%``),
     each in the order given.
     """
     import itertools
@@ -152,6 +186,7 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
         policies, _split(args.window), _split(args.half_life), _split(args.max_min_runtime), _split(args.charge),
         _split(args.grace), _strategies(args), _split(getattr(args, "preempt_cycle", None) or "0s"),
         [_count("--max-preemptions", x) for x in _split(getattr(args, "max_preemptions", None))],
+        [_share("--fill-headroom", x) for x in _split(getattr(args, "fill_headroom", None))],
     )
     return [
         Knobs(
@@ -164,7 +199,8 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
             grace_s=parse_duration(grace or "0s"),
             preemption_strategy=strategy,  # type: ignore[arg-type]
             preempt_cycle_s=parse_duration(cycle or "0s"),
-            **({} if most is None else {"max_preemptions": most}),
+            max_preemptions=MAX_PREEMPTIONS if most is None else most,
+            fill_headroom=FILL_HEADROOM if headroom is None else headroom,
         )
-        for policy, window, half_life, cap, charge, grace, strategy, cycle, most in combos
+        for policy, window, half_life, cap, charge, grace, strategy, cycle, most, headroom in combos
     ]

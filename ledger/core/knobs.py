@@ -39,6 +39,7 @@ def format_duration(seconds: int) -> str:
 
 
 MAX_PREEMPTIONS = 1  # the default bound on preemptions for fair share before a workload settles
+FILL_HEADROOM = 0.03  # the default share of the capacity kept free of new fill while allocated work runs or waits
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,9 @@ class Knobs:
     # gap only to give it up seconds later.
     fill_protect_s: int = 60
     fill_protect_cap_s: int = 3600
+    # Under fair share, free fill is not started into the last 3 % of the capacity left free while
+    # allocated work runs or waits: the room the next allocated request takes (docs/rules.md).
+    fill_headroom: float = FILL_HEADROOM
 
     @property
     def swap_margin(self) -> bool:
@@ -94,6 +98,8 @@ class Knobs:
         ):
             if getattr(self, name) < (1 if name in ("window_s", "gpus_per_node") else 0):
                 raise ConfigError(f"{name} = {getattr(self, name)} is out of range")
+        if not 0 <= self.fill_headroom < 1:
+            raise ConfigError(f"fill_headroom = {self.fill_headroom} is out of range (a share of capacity, 0 to < 1)")
         if self.half_life_s is not None and self.half_life_s <= 0:
             raise ConfigError(f"half_life_s = {self.half_life_s} must be positive")
 
@@ -112,4 +118,5 @@ class Knobs:
         text += f" grace={format_duration(self.grace_s)}" if self.grace_s else ""
         text += f" cycle={format_duration(self.preempt_cycle_s)}" if self.preempt_cycle_s else ""
         text += f" max-preemptions={self.max_preemptions}" if self.max_preemptions != MAX_PREEMPTIONS else ""
+        text += f" fill-headroom={self.fill_headroom * 100:g}%" if self.fill_headroom != FILL_HEADROOM else ""
         return text + ("" if self.preemption_strategy == "final-share" else f" {self.preemption_strategy}")

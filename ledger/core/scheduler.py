@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
-from ledger.core.fairshare import FairShareOrder
+from ledger.core.fairshare import ALLOCATED, FairShareOrder
 from ledger.core.knobs import Knobs, format_duration
 from ledger.core.occupancy import Occupancy
 from ledger.core.placement import Hosts, hosts_needed
@@ -707,9 +707,31 @@ class DecisionCore:
             if pick is None:
                 return
             w = self.workloads[pick.key[2]]
+            if not w.wants_allocation and self._headroom_kept(w.size):
+                return
             hosts = self.hosts.choose(w.size)
             assert hosts is not None
             self._start(w, hosts, t, pick.position, out, start_reason(self, w, pick, hosts, t))
+
+    def _headroom_kept(self, size: int) -> bool:
+        """Return whether starting free fill of ``size`` GPUs now would eat into the headroom kept for allocated work.
+
+        Under fair share, fill is not started into the last ``fill_headroom`` of the capacity left
+        free while allocated work runs or waits: that room is what the next allocated request
+        takes, and fill started there would be preempted for it moments later (or make it wait out
+        fill's protected window). With no allocated work in the cluster the headroom is not kept,
+        so fill never waits for ever.
+        """
+        knobs = self.knobs
+        if not knobs.fill_headroom or knobs.policy != "fairshare":
+            return False
+        order = self.order
+        assert isinstance(order, FairShareOrder)
+        allocated_waiting = order.totals[ALLOCATED]
+        if not self.occ.nodes[""].allocated.rate and not any(allocated_waiting.values()):
+            return False
+        free = sum(k * len(b) for k, b in enumerate(self.hosts.buckets))
+        return free - size < math.ceil(knobs.fill_headroom * self.hosts.capacity)
 
     # ================================================================ events out
     def _at(self, t: int) -> Any:

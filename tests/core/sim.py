@@ -24,11 +24,14 @@ class Ledger:
     used: dict[str, int] = field(default_factory=dict)
     waiting: dict[str, None] = field(default_factory=dict)
     health: dict[str, str] = field(default_factory=dict)
+    fill: set[str] = field(default_factory=set)  # free fill: minimum runtime 0 or an undefined budget
 
     def submitted(self, e: ev.WorkloadSubmitted, defined: bool) -> None:
         self.budgets[e.workload_id] = e.budget if defined else None
         self.gpus[e.workload_id] = e.gpus
         self.waiting[e.workload_id] = None
+        if e.min_runtime_s == 0 or not defined:
+            self.fill.add(e.workload_id)
 
     def fact(self, o: ev.Event) -> None:
         t = ev.to_us(o.time)
@@ -82,13 +85,21 @@ class Ledger:
         self.runs = kept
         return totals
 
-    def nothing_waiting_fits(self) -> str | None:
-        """Return a waiting workload that fits the free healthy room now, if any (there must be none)."""
+    def nothing_waiting_fits(self, headroom: int = 0) -> str | None:
+        """Return a waiting workload that fits the free healthy room now, if any (there must be none).
+
+        Free fill is held back while the room it would leave is under ``headroom`` GPUs and allocated
+        work runs or waits (the fill headroom of fair share): such fill does not count as fitting.
+        """
         healthy = [h for h in self.host_gpus if self.health.get(h, "healthy") == "healthy"]
         free = {h: self.host_gpus[h] - self.used.get(h, 0) for h in healthy}
         whole = sum(1 for h, f in free.items() if f == self.per_node and self.host_gpus[h] == self.per_node)
+        allocated_busy = any(r[3] for r in self.open.values()) or any(w not in self.fill for w in self.waiting)
+        total_free = sum(free.values())
         for wid in self.waiting:
             g = self.gpus[wid]
+            if wid in self.fill and allocated_busy and total_free - g < headroom:
+                continue
             if g <= self.per_node and any(f >= g for f in free.values()):
                 return wid
             if g > self.per_node and whole >= -(-g // self.per_node):

@@ -10,7 +10,11 @@ margin became the opt-in ``swap_margin`` knob; ``preempt_cycle_s`` 60 -> 0 so a 
 ending is acted on at that instant), and once more for the progress rules: facts of an
 instant before its wake-ups, the final-share preemption strategy by default, protection that
 grows with each preemption and covers a restart, at most ``max_preemptions`` preemptions per
-workload, and free fill's short protected window.
+workload, and free fill's short protected window. The fair-share hashes changed once more
+for the fill headroom (free fill is not started into the last 3 % of the capacity left free
+while allocated work runs or waits): on the 2,500-workload month preemptions fell from 1,936 to
+777 and outputs from 16,438 to 9,514. The priority and fifo hashes did not change (the rule is
+fair share's).
 """
 
 from __future__ import annotations
@@ -78,11 +82,11 @@ def month_digest(knobs: Knobs, n: int, days: float) -> tuple[str, int]:
 GOLDEN = [
     pytest.param(
         Knobs(policy="fairshare"), 2500, 0.75,
-        "d051e7a84980a9f8df2a0783e22c83dc72708fcb7766e4eb36a7340b706f2b0f", 16438, id="fairshare",
+        "ffa886f6b691a1535e4d899b6bf4bc0ca50e244b23010371abbef65dc252b3bc", 9514, id="fairshare",
     ),
     pytest.param(
         Knobs(policy="fairshare", grace_s=120, charge="accrued"), 1500, 0.45,
-        "b8ef058feb613d592bed460f4a294547812dfb7152a0c806190b8bffe041fc02", 9826, id="fairshare-grace",
+        "d9ecf281bc40c606640764e1e5f2550efe00dd58f5d830dfa066bf4737e4a373", 5756, id="fairshare-grace",
     ),
     pytest.param(
         Knobs(policy="priority"), 2500, 0.75,
@@ -94,11 +98,11 @@ GOLDEN = [
     ),
     pytest.param(
         Knobs(policy="fairshare", preempt_cycle_s=60), 1500, 0.45,
-        "da7ea9ead34ca738686761bb47a405fdaa2cd9ec97993b387b0dccf054b088da", 10124, id="fairshare-cycle",
+        "2e1248fd021a86da743c5c68892bc72045d6094c5d9b617889b5f261ca757f26", 5798, id="fairshare-cycle",
     ),
     pytest.param(
         Knobs(policy="fairshare", preemption_strategy="instant"), 1500, 0.45,
-        "1b6f94820d4ef6c324167b40d82dea83d68c71c03425de2452168afa847f8eed", 9822, id="fairshare-instant",
+        "25c4faf05d637351cec34b671b31129caeb2c63efbabdfcfdbbc66b098d95175", 5972, id="fairshare-instant",
     ),
 ]
 

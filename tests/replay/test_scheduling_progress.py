@@ -49,3 +49,21 @@ def test_two_teams_standing_level_do_not_trade_gpus_back_and_forth_under_final_s
     assert len(_preemptions(final)) < len(_preemptions(instant))
     reasons = [e.reason for e in final if type(e).__name__ == "SchedulingDecision" and e.action == "preempt"]
     assert all("after the swap" in r and "would still rank at or ahead of" in r for r in reasons)
+
+
+def test_an_allocated_request_takes_the_room_kept_from_free_fill_instead_of_evicting_it() -> None:
+    # 16 GPUs. Team a's 8-GPU run holds one host for an hour; eight 1-GPU fill jobs arrive at once;
+    # ten minutes later team b asks for 4 GPUs for half an hour.
+    subs = [submit(0, "a-run", "a", 8, H, min_runtime_s=1800)]
+    subs += [submit(1, f"fill{i}", "a", 1, 2 * H, min_runtime_s=0, interval_s=600) for i in range(8)]
+    subs.append(submit(10, "b-run", "b", 4, 1800, min_runtime_s=1800))
+    kept, _ = drive(lab(16), subs, Knobs(fill_headroom=0.25))  # 4 of the 16 GPUs kept from fill
+    filled, _ = drive(lab(16), subs, Knobs(fill_headroom=0.0))
+
+    b_start = of(kept, "b-run", "WorkloadStarted")[0]
+    assert b_start.time == subs[-1].time and not _preemptions(kept)  # b starts at once in the kept room
+    assert len(_preemptions(filled)) == 4  # without the headroom fill took every GPU and b evicts four
+    # once no allocated work runs or waits the headroom is not kept: every fill job starts and ends
+    for i in range(8):
+        assert [d.outcome for d in of(kept, f"fill{i}", "WorkloadCompleted")] == ["succeeded"]
+    assert of(kept, "fill7", "WorkloadStarted")[0].time >= of(kept, "a-run", "WorkloadCompleted")[0].time
