@@ -57,13 +57,13 @@ class Mark:
         """Return why the record found at the mark's offset contradicts the mark, or None if it is the same."""
         if found is None:
             return (
-                f"{topic}/{partition}: offset {self.offset}, the last input the checkpoints reflect "
-                f"(event {self.event_id or '?'}), is no longer on the broker: its log was lost or truncated"
+                f"{topic}/{partition}: offset {self.offset}, the last input read (event {self.event_id or '?'}), "
+                f"is no longer on the broker: its log was lost or truncated"
             )
         if digest(found.value) != self.digest:
             return (
-                f"{topic}/{partition}: offset {self.offset} holds another record than the checkpoints reflect "
-                f"(expected event {self.event_id or '?'}): the topic was re-created or its offsets went backwards"
+                f"{topic}/{partition}: offset {self.offset} holds another record than the one read there "
+                f"(event {self.event_id or '?'}): the topic was re-created or its offsets went backwards"
             )
         return None
 

@@ -6,13 +6,15 @@ bad records to ``gpuledger.deadletter``, sent and awaited once per batch. Every 
 inputs or ``checkpoint_interval_s`` the changed clusters' states and each partition's mark are written
 to the compacted checkpoint topic (``streams.checkpoints``), then the offsets they cover are committed.
 
-Assignment (the rebalance listener): the worker reads its partitions' checkpoints, runs the resume
-check, seeks each partition to its mark + 1 (no input before the last checkpoint is delivered again)
-and remembers the outputs and dead letters already on their topics after the checkpoint, so a
-restart sends none of them twice. Revocation: a checkpoint first, so the next owner resumes exactly
-here. A failed resume check, an offset out of range or an acknowledgement offset that went backwards
-halts the worker: it stops deciding, logs why, sets ``gpuledger_worker_halted`` and answers 503 on
-``/readyz`` until it is restarted by an operator.
+Assignment (the rebalance listener): the worker reads its partitions' checkpoints, seeks each partition
+to its mark + 1 (no input before the last checkpoint is delivered again) and remembers the outputs and
+dead letters already on their topics after the checkpoint, so a restart sends none of them twice.
+Revocation: a checkpoint first, so the next owner resumes exactly here. The resume check: after each
+assignment and whenever the consumer opened a new broker connection, before anything more is decided,
+the record at each partition's last input offset must still be the one read there. A failed check, an
+offset out of range or an acknowledgement offset that went backwards halts the worker: it stops
+deciding, logs why, sets ``gpuledger_worker_halted`` and answers 503 on ``/readyz`` until it is
+restarted by an operator.
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ class Worker:
         self.dl_end = 0  # dead-letter offset after the last letter known sent
         self.dl_suppress: set[str] = set()  # sources already dead-lettered before a restart
         self.view: dict[str, bytes] = {}  # the occupancy view: cluster|path -> JSON
+        self.conns: dict[Any, Any] = {}  # the consumer's broker connections when the log was last checked
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def run(self) -> int:
@@ -182,11 +185,50 @@ class Worker:
                 await asyncio.sleep(0.2)
                 continue
             async with self.lock:
+                if self.halted is None and not self.assigning and not await self._continuous(batch):
+                    continue
                 if batch and self.halted is None and not self.assigning:
                     await self._on_batch([m for part in batch.values() for m in part])
                 if time.monotonic() - last_tick >= timer:
                     last_tick = time.monotonic()
                     await self._tick()
+
+    async def _continuous(self, batch: dict[Any, list[Any]]) -> bool:
+        """Return whether the log still holds each partition's last input; checked after any (re)connection.
+
+        A broker that came back without its log is only reached over a new connection, so whenever the
+        consumer opened one (and after each assignment), the record at each partition's last processed
+        offset is read again and compared with the one processed, before a fetched batch is decided or
+        a wake-up played. If the check could not be made (broker away, stop asked), the batch is fetched
+        again later and checked then.
+        """
+        conns = dict(self.consumer._client._conns)  # aiokafka has no public view of its connections
+        if [id(c) for c in conns.values()] == [id(c) for c in self.conns.values()]:
+            return True
+        self.conns = conns  # held, so no id is reused; taken before the check: a later reconnection checks again
+        try:
+            await self._until_stopped(self._check_tails())
+            if not self.stopping.is_set():
+                return True
+        except Exception as exc:
+            log.warning("log continuity not checked: %s: %s", type(exc).__name__, exc)
+        self.conns = {}
+        for tp in batch:
+            self.consumer.seek(tp, self.next_offset[tp.partition])
+        return False
+
+    async def _check_tails(self) -> None:
+        assert self.reader is not None
+        for p in sorted(self.assigned):
+            if p not in self.last:
+                continue
+            offset, value = self.last[p]
+            seen = self.marks[p] if value is None else Mark(offset, digest(value), _event_id(value), 0)
+            records = await self.reader.read(self.topics.events, p, offset, offset + 1)
+            problem = seen.check(records[0] if records else None, p, self.topics.events)
+            if problem:
+                self._halt(problem)
+                return
 
     # -- rebalances --------------------------------------------------------------------------
     async def on_revoked(self, partitions: set[int]) -> None:
@@ -235,6 +277,7 @@ class Worker:
                 return
             for p, tp in tps.items():
                 self.consumer.seek(tp, self.next_offset[p])
+            self.conns = {}  # the log is checked before the first batch: see _continuous
             self.assigning = False
             self.metrics.restore_seconds.observe(time.monotonic() - t0)
             log.warning("assigned %s: resuming at %s (restored in %.2f s)", sorted(partitions),
@@ -254,11 +297,6 @@ class Worker:
                 )
                 return
             if mark is not None:
-                records = await self.reader.read(self.topics.events, p, mark.offset, mark.offset + 1)
-                problem = mark.check(records[0] if records else None, p, self.topics.events)
-                if problem:
-                    self._halt(problem)
-                    return
                 marks[p] = mark
             if p not in kept:
                 for cluster, blob in states.items():
