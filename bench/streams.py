@@ -244,6 +244,28 @@ def _metric_or_zero(worker: WorkerProc, name: str) -> float:
         return 0.0
 
 
+async def _rejoin(bootstrap: str, topic: str) -> float:
+    """Return seconds a plain aiokafka consumer takes to get its partitions back in a group another one just left."""
+    from aiokafka import AIOKafkaConsumer
+
+    group = f"bench-rejoin-{time.monotonic_ns()}"
+
+    async def join() -> tuple[AIOKafkaConsumer, float]:
+        c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, session_timeout_ms=2000,
+                             heartbeat_interval_ms=666, rebalance_timeout_ms=1000)  # the worker's, as FAST_GROUP sets
+        t0 = time.perf_counter()
+        await c.start()
+        while not c.assignment():
+            await c.getmany(timeout_ms=10)
+        return c, time.perf_counter() - t0
+
+    first, _ = await join()
+    await first.stop()  # leaves the group, as a worker stopped by SIGTERM does
+    second, seconds = await join()
+    await second.stop()
+    return seconds
+
+
 def restart(bootstrap: str, tmp: Path, signal_name: str) -> dict[str, float]:
     """Return seconds from a restarted worker's start to its first record, and inputs processed twice.
 
@@ -331,6 +353,10 @@ def main() -> None:
         print(f"  decision service, no Kafka    {t['service_only']:>9,.0f}/s  "
               f"({t['service_outside_core']:,.0f}/s with the core apart)")
         print(f"  occupancy processor alone     {t['occupancy_only']:>9,.0f}/s  (ledger events: inputs and outputs)")
+        with running_worker(broker.bootstrap, tmp) as w:
+            rejoin = asyncio.run(_rejoin(broker.bootstrap, w.topics.events))
+        print(f"group rejoin on this broker: {rejoin:.2f} s for a plain aiokafka consumer after another left "
+              "(part of every restart below)")
         for sig in ("SIGKILL", "SIGTERM"):
             r = restart(broker.bootstrap, tmp, sig)
             print(f"restart after {sig}: first record {r['seconds']:.2f} s after the new process started "
