@@ -13,6 +13,9 @@
 3. Restart: a worker is killed (SIGKILL) or stopped (SIGTERM) mid-stream and started again; the time
    from the new process's start to its first record processed, and how many inputs were processed
    twice over the two processes. Target <= 3 s; nothing redone beyond the last checkpoint's batch.
+4. Restore: the time a worker spends reading its checkpoints at an assignment when the checkpoint
+   topic holds 1, 1,000 and 3,000 checkpoints of one busy cluster (compaction leaves the active segment
+   alone, so superseded checkpoints stay there for up to a week).
 
 Run: ``python -m bench streams`` (uses ``GPULEDGER_KAFKA_BOOTSTRAP`` or starts a local tansu broker).
 """
@@ -25,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -35,16 +39,19 @@ if str(ROOT) not in sys.path:
 from ledger.codec import decode, encode  # noqa: E402
 from ledger.core import Knobs  # noqa: E402
 from ledger.events import BudgetNodeDefined, ClusterCapacityChanged, Event, WorkloadSubmitted  # noqa: E402
+from streams.checkpoints import Mark, digest, mark_key  # noqa: E402
 from streams.occupancy import OccupancyProjection  # noqa: E402
+from streams.publisher import event_record  # noqa: E402
 from streams.service import DecisionService  # noqa: E402
 from streams.testbroker import kafka_broker  # noqa: E402
-from streams.topics import ensure_topics_sync  # noqa: E402
+from streams.topics import checkpoint_topic, ensure_topics_sync  # noqa: E402
 from tests.streams.harness import WorkerProc, produce_events, running_worker, wait_for  # noqa: E402
 from tests.streams.scenarios import checkpoint_heavy  # noqa: E402
 
 N_THROUGHPUT = 20_000
 RATE = 1_000
 N_LATENCY = 5_000
+N_CHECKPOINTS = (1, 1_000, 3_000)
 FAST_GROUP = ["--session-timeout", "2", "--rebalance-timeout", "1", "--idle-clock-rate", "0"]
 
 
@@ -237,6 +244,28 @@ def _metric_or_zero(worker: WorkerProc, name: str) -> float:
         return 0.0
 
 
+async def _rejoin(bootstrap: str, topic: str) -> float:
+    """Return seconds a plain aiokafka consumer takes to get its partitions back in a group another one just left."""
+    from aiokafka import AIOKafkaConsumer
+
+    group = f"bench-rejoin-{time.monotonic_ns()}"
+
+    async def join() -> tuple[AIOKafkaConsumer, float]:
+        c = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, session_timeout_ms=2000,
+                             heartbeat_interval_ms=666, rebalance_timeout_ms=1000)  # the worker's, as FAST_GROUP sets
+        t0 = time.perf_counter()
+        await c.start()
+        while not c.assignment():
+            await c.getmany(timeout_ms=10)
+        return c, time.perf_counter() - t0
+
+    first, _ = await join()
+    await first.stop()  # leaves the group, as a worker stopped by SIGTERM does
+    second, seconds = await join()
+    await second.stop()
+    return seconds
+
+
 def restart(bootstrap: str, tmp: Path, signal_name: str) -> dict[str, float]:
     """Return seconds from a restarted worker's start to its first record, and inputs processed twice.
 
@@ -265,6 +294,45 @@ def restart(bootstrap: str, tmp: Path, signal_name: str) -> dict[str, float]:
     return {"seconds": seconds, "redone": redone, "resumed": resumed, "mark_before": mark}
 
 
+async def _fill_checkpoints(bootstrap: str, topic: str, cluster: str, blob: bytes, mark: Mark, n: int) -> None:
+    """Write ``n`` checkpoints of one cluster, each followed by its mark, as a worker's checkpoints do."""
+    from aiokafka import AIOKafkaProducer
+
+    p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=1024 * 1024,
+                         max_request_size=16 * 1024 * 1024)
+    await p.start()
+    try:
+        for _ in range(n):
+            at = (await (await p.send(topic, blob, key=cluster.encode(), partition=0))).offset
+            await p.send(topic, replace(mark, states={cluster: at}).to_bytes(), key=mark_key(0).encode(), partition=0)
+        await p.flush()
+    finally:
+        await p.stop()
+
+
+def restore(bootstrap: str, tmp: Path, n: int) -> dict[str, float]:
+    """Return a worker's time to restore a partition whose checkpoint topic holds ``n`` checkpoints of its cluster.
+
+    Compaction never touches the active segment of a topic, so a busy cluster's superseded checkpoints
+    stay there (at one per 5 s: 720 an hour) until the segment rolls.
+    """
+    events = checkpoint_heavy().inputs[:N_THROUGHPUT]
+    svc = DecisionService(Knobs())
+    svc.process_batch([(encode(e), e.cluster.encode(), 0, i) for i, e in enumerate(events)])
+    (st,) = svc.states.values()
+    last = event_record(events[-1])[1]
+    mark = Mark(len(events) - 1, digest(last), events[-1].event_id, 0)
+    with running_worker(bootstrap, tmp, extra=FAST_GROUP) as worker:
+        produce_events(bootstrap, worker.topics.events, events)
+        asyncio.run(_fill_checkpoints(bootstrap, checkpoint_topic(worker.app_id), st.cluster, st.to_bytes(), mark, n))
+        t0 = time.perf_counter()
+        worker.start()
+        worker.wait_ready()
+        ready = time.perf_counter() - t0
+        seconds = worker.metric("gpuledger_worker_restore_seconds_sum")
+    return {"restore_s": seconds, "ready_s": ready, "blob_bytes": len(st.to_bytes())}
+
+
 def main() -> None:
     """Run the measurements and print them."""
     with tempfile.TemporaryDirectory() as d, kafka_broker(Path(d)) as broker:
@@ -285,11 +353,19 @@ def main() -> None:
         print(f"  decision service, no Kafka    {t['service_only']:>9,.0f}/s  "
               f"({t['service_outside_core']:,.0f}/s with the core apart)")
         print(f"  occupancy processor alone     {t['occupancy_only']:>9,.0f}/s  (ledger events: inputs and outputs)")
+        with running_worker(broker.bootstrap, tmp) as w:
+            rejoin = asyncio.run(_rejoin(broker.bootstrap, w.topics.events))
+        print(f"group rejoin on this broker: {rejoin:.2f} s for a plain aiokafka consumer after another left "
+              "(part of every restart below)")
         for sig in ("SIGKILL", "SIGTERM"):
             r = restart(broker.bootstrap, tmp, sig)
             print(f"restart after {sig}: first record {r['seconds']:.2f} s after the new process started "
                   f"(target <= 3 s); resumed after offset {r['resumed']:.0f} (last checkpoint seen before the "
                   f"signal: {r['mark_before']:.0f}); inputs processed twice: {r['redone']:.0f}")
+        for n in N_CHECKPOINTS:
+            r = restore(broker.bootstrap, tmp, n)
+            print(f"restore with {n:,} checkpoints of {r['blob_bytes'] / 1000:.0f} kB on the partition: "
+                  f"{r['restore_s']:.2f} s reading them at the assignment, ready {r['ready_s']:.2f} s after start")
         for rate, n in ((RATE, N_LATENCY), (RATE // 4, N_LATENCY // 2), (RATE // 10, N_LATENCY // 10)):
             lat = latency(broker.bootstrap, tmp, rate, n)
             print(

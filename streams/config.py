@@ -36,7 +36,6 @@ class WorkerConfig:
     rebalance_timeout_s: float = 3.0
     fetch_max_wait_ms: int = 20
     batch_max: int = 1000
-    batch_within_s: float = 0.005
     loglevel: str = "WARNING"
     replication_factor: int = 1
     security: KafkaSecurity = field(default_factory=KafkaSecurity.from_env)

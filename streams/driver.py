@@ -6,13 +6,15 @@ bad records to ``gpuledger.deadletter``, sent and awaited once per batch. Every 
 inputs or ``checkpoint_interval_s`` the changed clusters' states and each partition's mark are written
 to the compacted checkpoint topic (``streams.checkpoints``), then the offsets they cover are committed.
 
-Assignment (the rebalance listener): the worker reads its partitions' checkpoints, runs the resume
-check, seeks each partition to its mark + 1 (no input before the last checkpoint is delivered again)
-and remembers the outputs and dead letters already on their topics after the checkpoint, so a
-restart sends none of them twice. Revocation: a checkpoint first, so the next owner resumes exactly
-here. A failed resume check, an offset out of range or an acknowledgement offset that went backwards
-halts the worker: it stops deciding, logs why, sets ``gpuledger_worker_halted`` and answers 503 on
-``/readyz`` until it is restarted by an operator.
+Assignment (the rebalance listener): the worker reads its partitions' checkpoints, seeks each partition
+to its mark + 1 (no input before the last checkpoint is delivered again) and remembers the outputs and
+dead letters already on their topics after the checkpoint, so a restart sends none of them twice.
+Revocation: a checkpoint first, so the next owner resumes exactly here. The resume check: after each
+assignment and whenever the consumer opened a new broker connection, before anything more is decided,
+the record at each partition's last input offset must still be the one read there. A failed check, an
+offset out of range or an acknowledgement offset that went backwards halts the worker: it stops
+deciding, logs why, sets ``gpuledger_worker_halted`` and answers 503 on ``/readyz`` until it is
+restarted by an operator.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ import contextlib
 import logging
 import signal
 import time
+from dataclasses import replace
 from typing import Any
 
 from ledger.codec import decode
 from ledger.errors import LedgerError
 from ledger.events import Event
 from streams.budget_metrics import BudgetGauges
-from streams.checkpoints import Mark, digest, latest_values, mark_key, occupancy_records
+from streams.checkpoints import Mark, digest, last_mark, mark_key, occupancy_records, read_states
 from streams.config import WorkerConfig
 from streams.deadletter import deadletter_headers, parse_headers, source_of
 from streams.metrics import WorkerMetrics
@@ -78,6 +81,7 @@ class Worker:
         self.dl_end = 0  # dead-letter offset after the last letter known sent
         self.dl_suppress: set[str] = set()  # sources already dead-lettered before a restart
         self.view: dict[str, bytes] = {}  # the occupancy view: cluster|path -> JSON
+        self.conns: dict[Any, Any] = {}  # the consumer's broker connections when the log was last checked
 
     # -- lifecycle ---------------------------------------------------------------------------
     async def run(self) -> int:
@@ -182,11 +186,53 @@ class Worker:
                 await asyncio.sleep(0.2)
                 continue
             async with self.lock:
-                if batch and self.halted is None and not self.assigning:
-                    await self._on_batch([m for part in batch.values() for m in part])
+                if self.halted is None and not self.assigning and not await self._continuous(batch):
+                    continue
+                # a batch fetched while an assignment was restored may start before the position it set
+                fresh = [m for part in batch.values() for m in part
+                         if m.partition in self.assigned and m.offset >= self.next_offset.get(m.partition, 0)]
+                if fresh and self.halted is None and not self.assigning:
+                    await self._on_batch(fresh)
                 if time.monotonic() - last_tick >= timer:
                     last_tick = time.monotonic()
                     await self._tick()
+
+    async def _continuous(self, batch: dict[Any, list[Any]]) -> bool:
+        """Return whether the log still holds each partition's last input; checked after any (re)connection.
+
+        A broker that came back without its log is only reached over a new connection, so whenever the
+        consumer opened one (and after each assignment), the record at each partition's last processed
+        offset is read again and compared with the one processed, before a fetched batch is decided or
+        a wake-up played. If the check could not be made (broker away, stop asked), the batch is fetched
+        again later and checked then.
+        """
+        conns = dict(self.consumer._client._conns)  # aiokafka has no public view of its connections
+        if [id(c) for c in conns.values()] == [id(c) for c in self.conns.values()]:
+            return True
+        self.conns = conns  # held, so no id is reused; taken before the check: a later reconnection checks again
+        try:
+            await self._until_stopped(self._check_tails())
+            if not self.stopping.is_set():
+                return True
+        except Exception as exc:
+            log.warning("log continuity not checked: %s: %s", type(exc).__name__, exc)
+        self.conns = {}
+        for tp in batch:
+            self.consumer.seek(tp, self.next_offset[tp.partition])
+        return False
+
+    async def _check_tails(self) -> None:
+        assert self.reader is not None
+        for p in sorted(self.assigned):
+            if p not in self.last:
+                continue
+            offset, value = self.last[p]
+            seen = self.marks[p] if value is None else Mark(offset, digest(value), _event_id(value), 0)
+            records = await self.reader.read(self.topics.events, p, offset, offset + 1)
+            problem = seen.check(records[0] if records else None, p, self.topics.events)
+            if problem:
+                self._halt(problem)
+                return
 
     # -- rebalances --------------------------------------------------------------------------
     async def on_revoked(self, partitions: set[int]) -> None:
@@ -235,6 +281,7 @@ class Worker:
                 return
             for p, tp in tps.items():
                 self.consumer.seek(tp, self.next_offset[p])
+            self.conns = {}  # the log is checked before the first batch: see _continuous
             self.assigning = False
             self.metrics.restore_seconds.observe(time.monotonic() - t0)
             log.warning("assigned %s: resuming at %s (restored in %.2f s)", sorted(partitions),
@@ -243,9 +290,9 @@ class Worker:
     async def _restore(self, partitions: set[int], kept: set[int]) -> None:
         assert self.reader is not None
         marks: dict[int, Mark] = {}
-        for p in sorted(partitions):
-            states, found = latest_values(await self.reader.read(self.ckpt_topic, p, 0))
-            mark = found.get(p)
+        loaded: dict[int, dict[str, bytes]] = {}
+        for p in sorted(partitions):  # every partition checked before any state is taken
+            mark = await last_mark(self.reader, self.ckpt_topic, p)
             held = self.marks.get(p)
             if held is not None and (mark is None or mark.offset < held.offset):
                 self._halt(
@@ -254,43 +301,43 @@ class Worker:
                 )
                 return
             if mark is not None:
-                records = await self.reader.read(self.topics.events, p, mark.offset, mark.offset + 1)
-                problem = mark.check(records[0] if records else None, p, self.topics.events)
-                if problem:
-                    self._halt(problem)
-                    return
                 marks[p] = mark
-            if p not in kept:
-                for cluster, blob in states.items():
-                    if ClusterState.partition_of(blob) == p:
-                        self.blobs[cluster] = blob
+                if p not in kept:
+                    loaded[p] = await read_states(self.reader, self.ckpt_topic, p, mark)
         for p in sorted(partitions - kept):
             mark = marks.get(p)
             self.next_offset[p] = mark.offset + 1 if mark else 0
+            self.blobs.update(loaded.get(p, {}))
+            restored = [self.service.state(c, p) for c in sorted(self.blobs)]
+            self.blobs.clear()
             if mark:
                 self.marks[p] = mark
                 self.last[p] = (mark.offset, None)
                 self.metrics.checkpointed.labels(str(p)).set(mark.offset)
-            for cluster in [c for c, b in self.blobs.items() if ClusterState.partition_of(b) == p]:
+                if mark.states is None:  # an older worker's mark: the next one must name every checkpoint
+                    self.service.dirty.update(st.cluster for st in restored)
+            # outputs sent after the checkpoints, also of clusters first seen after them: not sent again
+            start = min((st.decisions_next for st in restored), default=0)
+            for cluster, sent in (await self._emitted_since(p, start)).items():
                 st = self.service.state(cluster, p)
-                st.suppress = await self._emitted_since(cluster, p, st.decisions_next)
+                st.suppress = {event_id for offset, event_id in sent if offset >= st.decisions_next}
                 if st.suppress:
                     log.warning("cluster %s: %d output(s) already emitted, not sent again", cluster, len(st.suppress))
+            for st in restored:
                 self.view.update(occupancy_records(st))
                 self.gauges.update(st)
-                del self.blobs[cluster]
         for p in kept:
             self.next_offset[p] = self.last[p][0] + 1 if p in self.last else 0
         await self._recall_deadletters(partitions - kept, marks)
 
-    async def _emitted_since(self, cluster: str, partition: int, offset: int) -> set[str]:
+    async def _emitted_since(self, partition: int, offset: int) -> dict[str, list[tuple[int, str]]]:
+        """Return, per cluster, the (offset, id) of the outputs on a decisions partition from ``offset`` on."""
         assert self.reader is not None
-        key = cluster.encode()
-        found: set[str] = set()
+        found: dict[str, list[tuple[int, str]]] = {}
         for msg in await self.reader.read(self.topics.decisions, partition, offset):
-            if msg.key == key and msg.value:
+            if msg.key and msg.value:
                 with contextlib.suppress(LedgerError):
-                    found.add(decode(msg.value).event_id)
+                    found.setdefault(msg.key.decode(), []).append((msg.offset, decode(msg.value).event_id))
         return found
 
     async def _recall_deadletters(self, partitions: set[int], marks: dict[int, Mark]) -> None:
@@ -421,10 +468,16 @@ class Worker:
         t0 = time.perf_counter()
         await self._await_sent()
         states = self.service.take_dirty()
+        touched = {st.partition for st in states}
         marks = {}
         for p, (offset, value) in self.last.items():
             held = self.marks.get(p)
-            if p in self.assigned and (held is None or held.offset != offset) and value is not None:
+            if p not in self.assigned:
+                continue
+            if held is not None and held.offset == offset:
+                if p in touched:  # no new input, newer states (wake-ups played): the mark names them
+                    marks[p] = held
+            elif value is not None:
                 marks[p] = Mark(offset, digest(value), _event_id(value), self.dl_end)
         job = Serialisation.start(states, in_process=not self.cfg.checkpoint_fork)
         self.unacked = 0
@@ -439,13 +492,8 @@ class Worker:
 
         try:
             blobs = await job.result()
-            writes = []
-            for st, blob in zip(states, blobs, strict=True):
-                writes.append((st.partition, await self.producer.send(self.ckpt_topic, blob, key=st.cluster.encode(),
-                                                                      partition=st.partition)))
-            for p, mark in marks.items():  # after the states: a mark never claims more than they hold
-                writes.append((p, await self.producer.send(self.ckpt_topic, mark.to_bytes(),
-                                                           key=mark_key(p).encode(), partition=p)))
+            sent = [await self.producer.send(self.ckpt_topic, blob, key=st.cluster.encode(), partition=st.partition)
+                    for st, blob in zip(states, blobs, strict=True)]
             views = []
             for st in states:
                 for key, value in occupancy_records(st).items():
@@ -453,12 +501,16 @@ class Worker:
                         self.view[key] = value
                         views.append(await self.producer.send(self.occ_topic, value, key=key.encode(),
                                                               partition=st.partition))
-            for p, fut in writes:
-                md = await fut
-                if md.offset < self.ckpt_end.get(p, 0):
-                    self._halt(f"{self.ckpt_topic}/{p}: a checkpoint landed at offset {md.offset}, before the "
-                               f"{self.ckpt_end[p]} written earlier: the broker lost its log")
-                self.ckpt_end[p] = max(self.ckpt_end.get(p, 0), md.offset + 1)
+            named = {p: dict(self.marks[p].states or {}) if p in self.marks else {} for p in marks}
+            for st, fut in zip(states, sent, strict=True):
+                offset = self._landed(st.partition, (await fut).offset)
+                named.setdefault(st.partition, {})[st.cluster] = offset
+            # after the states are written: a mark never names more than the topic holds
+            marks = {p: replace(mark, states=named[p]) for p, mark in marks.items()}
+            sent = [await self.producer.send(self.ckpt_topic, mark.to_bytes(), key=mark_key(p).encode(), partition=p)
+                    for p, mark in marks.items()]
+            for p, fut in zip(marks, sent, strict=True):
+                self._landed(p, (await fut).offset)
             await asyncio.gather(*views)
         except BaseException:
             self.service.dirty.update(st.cluster for st in states if st.cluster in self.service.states)
@@ -480,6 +532,14 @@ class Worker:
                 await self.consumer.commit(offsets)
         self.last_checkpoint = time.monotonic()
         self.metrics.checkpoints.inc()
+
+    def _landed(self, partition: int, offset: int) -> int:
+        """Note where a checkpoint-topic write landed; halt if before one written earlier (the log was lost)."""
+        if offset < self.ckpt_end.get(partition, 0):
+            self._halt(f"{self.ckpt_topic}/{partition}: a checkpoint landed at offset {offset}, before the "
+                       f"{self.ckpt_end[partition]} written earlier: the broker lost its log")
+        self.ckpt_end[partition] = max(self.ckpt_end.get(partition, 0), offset + 1)
+        return offset
 
     # -- halting -----------------------------------------------------------------------------
     def _halt(self, reason: str) -> None:

@@ -64,7 +64,7 @@ class WorkerMetrics:
             ["partition"], registry=r,
         )
         self.restore_seconds = Histogram(
-            "gpuledger_worker_restore_seconds", "Time to read checkpoints and check the broker at an assignment",
+            "gpuledger_worker_restore_seconds", "Time to read checkpoints at an assignment",
             registry=r, buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
         )
         self._events_rate = _Rate()

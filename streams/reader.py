@@ -35,6 +35,16 @@ class PartitionReader:
         if self.consumer is not None:
             await self.consumer.stop()
 
+    async def latest(self, topic: str, partition: int) -> int:
+        """Return a partition's latest offset by ListOffsets (its end; on tansu its last batch's start + 1)."""
+        from aiokafka import TopicPartition
+
+        tp = TopicPartition(topic, partition)
+        self.consumer.assign([tp])
+        await self.consumer.seek_to_end(tp)
+        offset: int = await self.consumer.position(tp)
+        return offset
+
     async def read(self, topic: str, partition: int, offset: int, end: int | None = None) -> list[Any]:
         """Return the records from ``offset`` up to ``end`` (excluded) or the partition's end; [] if out of range.
 

@@ -53,8 +53,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--batch-max", type=int, default=1000, help="most input records processed as one batch")
     p.add_argument(
-        "--batch-within", type=float, default=0.005, metavar="S",
-        help="seconds a batch waits to fill before it is processed (default 0.005)",
+        "--batch-within", type=float, default=None, metavar="S",
+        help="accepted for compatibility; a batch is what one fetch returns (see --fetch-max-wait)",
     )
     p.add_argument(
         "--data-dir", type=Path, default=None, help="accepted for compatibility; the worker keeps no local state"
@@ -82,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--http {args.http!r}: expected HOST:PORT")
     if args.partitions < 1:
         raise ConfigError(f"--partitions {args.partitions}: must be at least 1")
-    if args.batch_max < 1 or args.batch_within <= 0:
-        raise ConfigError(f"--batch-max {args.batch_max} / --batch-within {args.batch_within}: must be positive")
+    if args.batch_max < 1:
+        raise ConfigError(f"--batch-max {args.batch_max}: must be positive")
     if args.replication_factor < 1:
         raise ConfigError(f"--replication-factor {args.replication_factor}: must be at least 1")
     cfg = WorkerConfig(
@@ -103,7 +103,6 @@ def run(args: argparse.Namespace) -> int:
         session_timeout_s=args.session_timeout,
         fetch_max_wait_ms=args.fetch_max_wait,
         batch_max=args.batch_max,
-        batch_within_s=args.batch_within,
         rebalance_timeout_s=args.rebalance_timeout,
         loglevel=args.log_level,
         instance_id=args.instance_id or None,

@@ -63,7 +63,7 @@ def test_a_worker_killed_twenty_times_ends_exactly_like_an_uninterrupted_run(
             if worker.metric("gpuledger_worker_checkpointed_offset") >= len(inputs) - 1:
                 break  # every input is checkpointed: nothing left to interrupt
             wait_for(lambda: worker.metric("gpuledger_worker_records_total") > 0, timeout_s=30, every_s=0.05)
-            worker.kill_after(rng.uniform(0.0, 0.8))  # SIGKILL: mid-batch, mid-checkpoint, anywhere
+            worker.kill_after(rng.uniform(0.0, 0.3))  # SIGKILL: mid-batch, mid-checkpoint, anywhere
             kills += 1
         print("kills:", kills)
         assert kills >= 5

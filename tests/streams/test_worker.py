@@ -83,3 +83,26 @@ def _answers(worker: WorkerProc) -> bool:
         return worker.get("/healthz")[0] == 200
     except OSError:
         return False
+
+
+def test_a_worker_killed_before_its_first_checkpoint_sends_no_output_twice(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    from tests.streams.test_faults import reference  # test_faults imports this module
+
+    inputs = lab_month().inputs[:600]
+    expected, _ = reference(inputs)
+    never = ["--idle-clock-rate", "0", "--checkpoint-every", "1000000", "--checkpoint-interval", "3600"]
+    with running_worker(kafka_bootstrap, tmp_path, extra=[*FAST_GROUP, *never]) as worker:
+        produce_events(kafka_bootstrap, worker.topics.events, inputs)
+        worker.start()
+        worker.wait_ready()
+        wait_for(lambda: worker.metric("gpuledger_worker_records_total") >= len(inputs))
+        assert worker.metric("gpuledger_worker_checkpoints_total") == 0
+        worker.kill()  # every output sent, none covered by a checkpoint: the restart processes all inputs again
+        worker.start()
+        worker.wait_ready()
+        wait_for(lambda: worker.metric("gpuledger_worker_records_total") >= len(inputs))
+        assert worker.metric("gpuledger_worker_decisions_total") == 0
+        got = decoded(read_topic(kafka_bootstrap, worker.topics.decisions, want=len(expected), idle_s=2))
+        assert got == expected
