@@ -670,10 +670,10 @@ class DecisionCore:
             out.append(self._new(WorkloadCompleted, t, workload_id=w.wid, outcome="cancelled"))
 
     # ================================================================ the scheduling pass
-    def _fits(self) -> Callable[[int], bool]:
+    def _fits(self, at_most: int = 1 << 30) -> Callable[[int], bool]:
         hosts = self.hosts
         per, mx, whole = hosts.per_node, hosts.max_free(), hosts.whole_free()
-        return lambda g: g <= mx if g <= per else -(-g // per) <= whole
+        return lambda g: g <= at_most and (g <= mx if g <= per else -(-g // per) <= whole)
 
     def _pass(self, t: int, out: list[Event], fresh: list[Workload] | None = None) -> None:
         # Allocated work first, preemption for it next, and only then unallocated work into what is
@@ -707,14 +707,20 @@ class DecisionCore:
             if pick is None:
                 return
             w = self.workloads[pick.key[2]]
-            if not w.wants_allocation and self._headroom_kept(w.size):
-                return
+            if not w.wants_allocation:
+                room = self._fill_room()
+                if w.size > room:
+                    # the best fill is too wide for what fill may take now; a narrower one may fit
+                    pick = order.next_start(t, self._fits(room), allocated_only)
+                    if pick is None:
+                        return
+                    w = self.workloads[pick.key[2]]
             hosts = self.hosts.choose(w.size)
             assert hosts is not None
             self._start(w, hosts, t, pick.position, out, start_reason(self, w, pick, hosts, t))
 
-    def _headroom_kept(self, size: int) -> bool:
-        """Return whether starting free fill of ``size`` GPUs now would eat into the headroom kept for allocated work.
+    def _fill_room(self) -> int:
+        """Return how many of the free GPUs free fill may take now: all but the headroom kept for allocated work.
 
         Under fair share, fill is not started into the last ``fill_headroom`` of the capacity left
         free while allocated work runs or waits: that room is what the next allocated request
@@ -723,15 +729,14 @@ class DecisionCore:
         so fill never waits for ever.
         """
         knobs = self.knobs
+        free = sum(k * len(b) for k, b in enumerate(self.hosts.buckets))
         if not knobs.fill_headroom or knobs.policy != "fairshare":
-            return False
+            return free
         order = self.order
         assert isinstance(order, FairShareOrder)
-        allocated_waiting = order.totals[ALLOCATED]
-        if not self.occ.nodes[""].allocated.rate and not any(allocated_waiting.values()):
-            return False
-        free = sum(k * len(b) for k, b in enumerate(self.hosts.buckets))
-        return free - size < math.ceil(knobs.fill_headroom * self.hosts.capacity)
+        if not self.occ.nodes[""].allocated.rate and not any(order.totals[ALLOCATED].values()):
+            return free
+        return free - math.ceil(knobs.fill_headroom * self.hosts.capacity)
 
     # ================================================================ events out
     def _at(self, t: int) -> Any:

@@ -13,7 +13,8 @@ grows with each preemption and covers a restart, at most ``max_preemptions`` pre
 workload, and free fill's short protected window. The fair-share hashes changed once more
 for the fill headroom (free fill is not started into the last 3 % of the capacity left free
 while allocated work runs or waits): on the 2,500-workload month preemptions fell from 1,936 to
-777 and outputs from 16,438 to 9,514. The priority and fifo hashes did not change (the rule is
+780 and outputs from 16,438 to 9,532 (a fill too wide for the room fill may take leaves it
+to a narrower fill that fits). The priority and fifo hashes did not change (the rule is
 fair share's).
 """
 
@@ -82,11 +83,11 @@ def month_digest(knobs: Knobs, n: int, days: float) -> tuple[str, int]:
 GOLDEN = [
     pytest.param(
         Knobs(policy="fairshare"), 2500, 0.75,
-        "ffa886f6b691a1535e4d899b6bf4bc0ca50e244b23010371abbef65dc252b3bc", 9514, id="fairshare",
+        "0e5c7afcd41707062f5764ee2577705f7cf5a1d8466b70227086acc1022926d9", 9532, id="fairshare",
     ),
     pytest.param(
         Knobs(policy="fairshare", grace_s=120, charge="accrued"), 1500, 0.45,
-        "d9ecf281bc40c606640764e1e5f2550efe00dd58f5d830dfa066bf4737e4a373", 5756, id="fairshare-grace",
+        "324dbc57d14694c783ac1ec05863084a1abb5964f921c960fe7480576345a9cb", 5735, id="fairshare-grace",
     ),
     pytest.param(
         Knobs(policy="priority"), 2500, 0.75,
@@ -98,11 +99,11 @@ GOLDEN = [
     ),
     pytest.param(
         Knobs(policy="fairshare", preempt_cycle_s=60), 1500, 0.45,
-        "2e1248fd021a86da743c5c68892bc72045d6094c5d9b617889b5f261ca757f26", 5798, id="fairshare-cycle",
+        "0cedf696a49404121cae11913f1bde41e2a1602ad387dc9b49d1cfd4b65aa3e1", 6166, id="fairshare-cycle",
     ),
     pytest.param(
         Knobs(policy="fairshare", preemption_strategy="instant"), 1500, 0.45,
-        "25c4faf05d637351cec34b671b31129caeb2c63efbabdfcfdbbc66b098d95175", 5972, id="fairshare-instant",
+        "802b994d0cbffd8603d120a96ef1ee343beec709e2146f7aaa2133eb7c7516b4", 6116, id="fairshare-instant",
     ),
 ]
 
