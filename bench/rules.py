@@ -27,6 +27,7 @@ from ledger.commands._sweep import default_jobs, run_settings
 from ledger.core.knobs import Knobs
 from ledger.replay import scenario_family as family
 from ledger.replay.run import ReplayInputs, inputs_from_budgets
+from ledger.replay.sidebyside import human
 
 MONTHS: dict[str, tuple[family.Params, int]] = {
     "A": (family.Params(demand=2.5, close_budgets=True, exact_share=0.35, fill_share=0.15), 1),
@@ -66,25 +67,9 @@ def row(month: str, rules: str, result: dict[str, Any], workloads: int) -> str:
     return (
         f"| {month} | {rules} | {ended} | {bill['preemptions']:,} ({tiers['allocated']['preemptions']:,} / "
         f"{tiers['unallocated']['preemptions']:,}) | {bill['preemptions'] / workloads:.2f} | "
-        f"{bill['discarded_share'] * 100:.1f} % | {_ratio(bill.get('eviction_ratio'))} | "
-        f"{audit['owed_hours']['overall_ratio'] * 100:.1f} % | {_wait(debug)} |"
+        f"{bill['discarded_share'] * 100:.1f} % | {human(bill.get('eviction_ratio'), 'rate')} | "
+        f"{audit['owed_hours']['overall_ratio'] * 100:.1f} % | {human(debug, 'seconds')} |"
     )
-
-
-def _ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
-
-
-def _wait(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 2 * 86_400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86_400:.1f} d"
 
 
 def main() -> None:
