@@ -433,17 +433,24 @@ class FairShareOrder:
         return sum(self.totals[0].get(r, 0) + self.totals[1].get(r, 0) for r in self.tree.roots) + len(self.orphans)
 
     # ---- picking ------------------------------------------------------------------------------
-    def next_start(self, t: int, fits: Callable[[int], bool], allocated_only: bool = False) -> Pick | None:
-        """Return the first waiting workload in the order that fits the free room, or None."""
+    def next_start(
+        self, t: int, fits: Callable[[int], bool], allocated_only: bool = False,
+        fill_fits: Callable[[int], bool] | None = None,
+    ) -> Pick | None:
+        """Return the first waiting workload in the order that fits the free room, or None.
+
+        ``fill_fits``, when given, is what fits for the tiers of unallocated work (free fill and
+        orphans) instead of ``fits``.
+        """
         ahead = 0
         for tier in (ALLOCATED,) if allocated_only else (ALLOCATED, UNALLOCATED):
-            pick = self._descend(tier, t, fits, ahead)
+            pick = self._descend(tier, t, fits if tier == ALLOCATED or fill_fits is None else fill_fits, ahead)
             if pick is not None:
                 return pick
             ahead += sum(self.totals[tier].get(r, 0) for r in self.tree.roots)
         if allocated_only:
             return None
-        key = self.orphans.best(fits)
+        key = self.orphans.best(fits if fill_fits is None else fill_fits)
         if key is None:
             return None
         return Pick(key, ahead + self.orphans.position(key) + 1, ORPHAN)

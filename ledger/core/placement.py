@@ -121,6 +121,10 @@ class Hosts:
                 return k
         return 0
 
+    def free_gpus(self) -> int:
+        """Return the free GPUs of all schedulable hosts. O(gpus_per_node)."""
+        return sum(k * len(b) for k, b in enumerate(self.buckets))
+
     def whole_free(self) -> int:
         """Return how many schedulable hosts are wholly free. O(1)."""
         return len(self.buckets[self.per_node])

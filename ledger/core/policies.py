@@ -68,8 +68,15 @@ class FlatOrder:
         """Return how many workloads wait."""
         return len(self.queue)
 
-    def next_start(self, t: int, fits: Callable[[int], bool], allocated_only: bool = False) -> Pick | None:
-        """Return the first waiting workload that fits, or None. O(distinct sizes + log n)."""
+    def next_start(
+        self, t: int, fits: Callable[[int], bool], allocated_only: bool = False,
+        fill_fits: Callable[[int], bool] | None = None,
+    ) -> Pick | None:
+        """Return the first waiting workload that fits, or None. O(distinct sizes + log n).
+
+        One queue for every tier: ``allocated_only`` and ``fill_fits`` (the fill headroom is a
+        fair-share rule) do not apply.
+        """
         key = self.queue.best(fits)
         if key is None:
             return None

@@ -703,23 +703,25 @@ class DecisionCore:
     def _fill(self, t: int, out: list[Event], allocated_only: bool = False) -> None:
         order = self.order
         while self.hosts.max_free():  # O(gpus_per_node): a full cluster fits nothing (every size >= 1 GPU)
-            pick = order.next_start(t, self._fits(), allocated_only)
+            # free fill is picked among what fits the room it may take (the best fill that fits
+            # the hosts, or when that one is too wide, the best narrower one: the same pick), and the
+            # fill tiers are not descended at all when that room is gone
+            fill_fits = None if allocated_only else self._fill_fits()
+            pick = order.next_start(t, self._fits(), allocated_only, fill_fits)
             if pick is None:
                 return
             w = self.workloads[pick.key[2]]
-            if not w.wants_allocation:
-                room = self._fill_room()
-                if w.size > room:
-                    # the best fill is too wide for what fill may take now; a narrower one may fit
-                    pick = order.next_start(t, self._fits(room), allocated_only)
-                    if pick is None:
-                        return
-                    w = self.workloads[pick.key[2]]
             hosts = self.hosts.choose(w.size)
             assert hosts is not None
             self._start(w, hosts, t, pick.position, out, start_reason(self, w, pick, hosts, t))
 
-    def _fill_room(self) -> int:
+    def _fill_fits(self) -> Callable[[int], bool] | None:
+        """Return which sizes of free fill fit the room fill may take now, or None when that is all that fits."""
+        free = self.hosts.free_gpus()
+        room = self._fill_room(free)
+        return None if room >= free else self._fits(room)
+
+    def _fill_room(self, free: int) -> int:
         """Return how many of the free GPUs free fill may take now: all but the headroom kept for allocated work.
 
         Under fair share, fill is not started into the last ``fill_headroom`` of the capacity left
@@ -729,12 +731,12 @@ class DecisionCore:
         so fill never waits for ever.
         """
         knobs = self.knobs
-        free = sum(k * len(b) for k, b in enumerate(self.hosts.buckets))
         if not knobs.fill_headroom or knobs.policy != "fairshare":
             return free
         order = self.order
         assert isinstance(order, FairShareOrder)
-        if not self.occ.nodes[""].allocated.rate and not any(order.totals[ALLOCATED].values()):
+        waiting = order.totals[ALLOCATED]  # a root's count covers its whole subtree
+        if not self.occ.nodes[""].allocated.rate and not any(waiting.get(r) for r in order.tree.roots):
             return free
         return free - math.ceil(knobs.fill_headroom * self.hosts.capacity)
 
