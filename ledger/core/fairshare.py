@@ -472,22 +472,29 @@ class FairShareOrder:
                     if key is not None:
                         return Pick(key, ahead + before + own.position(key) + 1, tier)
                     before += len(own.keys)
-            waiting = [n for n in names if totals.get(n)]
             # fits is monotone in the size (a smaller request fits wherever a larger one does), so a
             # subtree holds something that fits iff its smallest waiting size fits: O(distinct sizes) in C
-            fitting = {n for n in waiting if fits(min(sizes[n]))}  # membership only
-            if not fitting:
-                return None
+            waiting = [n for n in names if totals.get(n)]
             if len(waiting) == 1:
                 node = waiting[0]
+                if not fits(min(sizes[node])):
+                    return None
+            elif not waiting or (node is None and not any(fits(min(sizes[n])) for n in waiting)):
+                return None  # below the roots a subtree entered always holds a fitting size: asked once
             else:
-                # the kept ranking of all the children, read in order (the waiting ones keep their order)
-                parent = node
-                for node in self.ranked_children(parent, t):
-                    if node in fitting:
-                        break
-                    before += totals.get(node, 0)
-            assert node is not None
+                # the kept ranking of all the children, read in order up to the first that holds a
+                # fitting size (the waiting ones keep their order)
+                parent, found = node, None
+                for n in self.ranked_children(parent, t):
+                    waits = totals.get(n)
+                    if waits:
+                        if fits(min(sizes[n])):
+                            found = n
+                            break
+                        before += waits
+                if found is None:
+                    return None
+                node = found
             names = self.tree.nodes[node].children
 
     def position_of(self, w: Workload, t: int) -> int:
