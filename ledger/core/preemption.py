@@ -66,33 +66,20 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     if free + core.unalloc_gpus + exposed_total < smallest:
         return False  # not even every preemptible GPU would seat the smallest waiter: no walk (O(roots))
     per = core.hosts.per_node
-    # Sizes at or above ``cap`` are refused by make_room before it looks at a victim (no host
-    # could make the room): they are not tried, and a walk whose smallest size is refused is not
-    # made. Each skip records the failure the refused attempt would have, so the walk decides
-    # exactly as if it had tried.
-    cap = refused_from(room_buckets(core), per)
-    if cap <= smallest:
+    want = _Wanted(refused_from(room_buckets(core), per))
+    if want.cap <= smallest:
         return False
-    fail = math.inf
-
-    def wanted(subtree_sizes: dict[int, int]) -> bool:
-        nonlocal fail
-        least = min(subtree_sizes)
-        if cap <= least < fail:
-            fail = min(fail, least)  # its first attempt would be refused at once, and every other size is larger
-        return least < fail
-
     made = False
-    for _node, queue, ahead, walker in walk_allocated(order, t, wanted):
+    for _node, queue, ahead, walker in walk_allocated(order, t, want):
         bound = free + core.unalloc_gpus + exposed_total - walker.passed_exposed
-        if bound < smallest or fail <= smallest:
+        if bound < smallest or want.fail <= smallest:
             return made
         for key, size in queue.heads():
             waiter = core.workloads[key[2]]
-            if size >= fail or waiter.state != WAITING:
+            if size >= want.fail or waiter.state != WAITING:
                 continue
-            if size > bound or size >= cap:  # sizes are GPUs held: whole hosts for wide work
-                fail = min(fail, size)
+            if size > bound or size >= want.cap:  # sizes are GPUs held: whole hosts for wide work
+                want.failed(size)
                 continue
             if make_room(core, waiter, eligibility(core, waiter, t), t, out, ahead + queue.position(key) + 1):
                 # Carry on along the same walk rather than start over: whatever now fits starts
@@ -103,10 +90,37 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                 core._fill(t, out, allocated_only=True)
                 free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
                 exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
-                cap = refused_from(room_buckets(core), per)
+                want.cap = refused_from(room_buckets(core), per)
                 continue
-            fail = min(fail, size)
+            want.failed(size)
     return made
+
+
+class _Wanted:
+    """Which subtrees a preemption walk still enters: those holding a size below the smallest that failed.
+
+    Sizes at or above ``cap`` are refused by ``make_room`` before it looks at a victim (no host
+    could make the room): they are not tried, and a subtree whose smallest size is refused is not
+    entered. Each skip records the failure the refused attempt would have, so the walk decides
+    exactly as if it had tried. (A class, not a closure: a compiled closure forms a reference cycle.)
+    """
+
+    __slots__ = ("cap", "fail")
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.fail = 1 << 62  # the smallest size whose attempt failed in this walk (none yet)
+
+    def failed(self, size: int) -> None:
+        """Record that an attempt for ``size`` GPUs failed: no larger size can succeed in this walk."""
+        if size < self.fail:
+            self.fail = size
+
+    def __call__(self, subtree_sizes: dict[int, int]) -> bool:
+        least = min(subtree_sizes)
+        if self.cap <= least < self.fail:
+            self.fail = least  # its first attempt would be refused at once, and every other size is larger
+        return least < self.fail
 
 
 def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) -> bool:
@@ -141,22 +155,37 @@ def eligibility(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workl
     cached = core.rank_cache
     if cached is None or cached[0] != state:
         cached = core.rank_cache = (state, {})
-    wnode = waiter.node
     charge = waiter.size * core.protection_s(waiter) if margin else 0
-    verdicts = cached[1].setdefault((wnode, charge) if margin else wnode, {})
+    verdicts = cached[1].setdefault((waiter.node, charge) if margin else waiter.node, {})
+    return _Eligible(core, waiter, t, margin, charge, verdicts)
 
-    def eligible(v: Workload) -> bool:
+
+class _Eligible:
+    """Fair share's test of who may be preempted for one waiter at one instant, its verdicts kept per victim node.
+
+    A class rather than a closure: a compiled closure forms a reference cycle, and a walk makes
+    thousands of these per simulated day.
+    """
+
+    __slots__ = ("charge", "core", "margin", "t", "verdicts", "waiter")
+
+    def __init__(
+        self, core: DecisionCore, waiter: Workload, t: int, margin: bool, charge: int, verdicts: dict[str, bool]
+    ) -> None:
+        self.core, self.waiter, self.t, self.margin, self.charge, self.verdicts = (
+            core, waiter, t, margin, charge, verdicts
+        )
+
+    def __call__(self, v: Workload) -> bool:
         if not v.allocated:
             return True  # unallocated work yields to any allocated request
         node = v.node
         if node is None:
             return False
-        ok = verdicts.get(node)
+        ok = self.verdicts.get(node)
         if ok is None:
-            ok = verdicts[node] = outranks(core, waiter, v, t, margin, charge)
+            ok = self.verdicts[node] = outranks(self.core, self.waiter, v, self.t, self.margin, self.charge)
         return ok
-
-    return eligible
 
 
 def outranks(
@@ -233,32 +262,13 @@ def make_room(
     if waiter.size >= refused_from(buckets, per):
         return False  # too few hosts could make the room even with every possible victim on them gone
     healthy = hosts.healthy
-    sick = not all(healthy)  # O(hosts) once, rather than a health check per candidate when all are healthy
-
-    def may_take(v: Workload) -> bool:
-        return (not sick or all(healthy[i] for i in v.hosts)) and eligible(v)
-
+    # O(hosts) once, rather than a health check per candidate when all are healthy
+    may_take = eligible if all(healthy) else _OnHealthyHosts(healthy, eligible)
     if not room_possible(core, buckets, waiter.size, may_take):
         return False  # what the scan below would find, asked of the hosts that could make the room only
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
     tiers, ready = _victim_tiers(core, t)
-
-    def reachable() -> Iterator[Workload]:
-        # a tier is only sorted once the cheaper ones did not make enough room (and then kept sorted
-        # for the rest of the instant, until the pool changes)
-        for k, tier in enumerate(tiers):
-            if not ready[k]:
-                # key: Workload.lost_if_preempted(t), inlined (it is evaluated for every possible victim)
-                keyed = [
-                    (v.held * max(0, t - (v.last_ckpt_us if v.resumable else v.start_us)), v.wid, v) for v in tier
-                ]
-                keyed.sort()
-                tier[:] = [v for *_, v in keyed]
-                ready[k] = True
-            for v in tier:
-                if may_take(v):
-                    yield v
 
     chosen_hosts: list[int]
     victims: list[Workload]
@@ -266,7 +276,7 @@ def make_room(
         freed: dict[int, int] = {}
         taken: list[Workload] = []
         chosen = -1
-        for v in reachable():
+        for v in _reachable(tiers, ready, may_take, t):
             taken.append(v)
             for i in v.hosts:
                 freed[i] = freed.get(i, 0) + hosts.hosts[i].workloads[v.wid]
@@ -285,7 +295,7 @@ def make_room(
         left: dict[int, int] = {}
         taken = []
         done: list[int] = []
-        for v in reachable():
+        for v in _reachable(tiers, ready, may_take, t):
             taken.append(v)
             for i in v.hosts:
                 h = hosts.hosts[i]
@@ -314,6 +324,38 @@ def make_room(
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     return True
+
+
+class _OnHealthyHosts:
+    """A victim test that also asks that every host of the victim be healthy."""
+
+    __slots__ = ("eligible", "healthy")
+
+    def __init__(self, healthy: list[bool], eligible: Callable[[Workload], bool]) -> None:
+        self.healthy, self.eligible = healthy, eligible
+
+    def __call__(self, v: Workload) -> bool:
+        healthy = self.healthy
+        return all(healthy[i] for i in v.hosts) and self.eligible(v)
+
+
+def _reachable(
+    tiers: tuple[list[Workload], ...], ready: list[bool], may_take: Callable[[Workload], bool], t: int
+) -> Iterator[Workload]:
+    """Yield the victims ``may_take`` admits, cheapest first, sorting a tier only once the cheaper ones ran out.
+
+    A sorted tier stays sorted for the rest of the instant, until the pool changes.
+    """
+    for k, tier in enumerate(tiers):
+        if not ready[k]:
+            # key: Workload.lost_if_preempted(t), inlined (it is evaluated for every possible victim)
+            keyed = [(v.held * max(0, t - (v.last_ckpt_us if v.resumable else v.start_us)), v.wid, v) for v in tier]
+            keyed.sort()
+            tier[:] = [v for *_, v in keyed]
+            ready[k] = True
+        for v in tier:
+            if may_take(v):
+                yield v
 
 
 def _victim_tiers(core: DecisionCore, t: int) -> tuple[tuple[list[Workload], ...], list[bool]]:

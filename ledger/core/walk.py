@@ -27,31 +27,8 @@ def walk_allocated(
     (checked as the walk goes), so a walk is O(visited nodes) plus one ranking per visited
     internal node (O(b log b), shared by every walk of the instant until a meter changes).
     """
-    walker = Walker()
-    totals, sizes, queues = order.totals[ALLOCATED], order.sizes[ALLOCATED], order.queues
-    nodes, occ_nodes = order.tree.nodes, order.occ.nodes
-    own_gpus = own_exposed(order)
-    ahead = 0
-
-    def visit(parent: str | None) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
-        nonlocal ahead
-        for p in order.ranked_children(parent, t):
-            waiting = totals.get(p)
-            if not waiting or not wanted(sizes[p]):
-                walker.passed_exposed += occ_nodes[p].exposed
-                ahead += waiting or 0
-                continue
-            own = queues.get((p, ALLOCATED))
-            if own is not None and own.keys:
-                yield p, own, ahead, walker
-                ahead += len(own.keys)
-            if nodes[p].children:
-                yield from visit(p)
-            # the whole subtree is now ranked before what comes next: add its own work's GPUs
-            # (its children's were added as they were passed)
-            walker.passed_exposed += own_gpus.get(p, 0)
-
-    yield from visit(None)
+    walker = Walker(order, t, wanted)
+    return walker.visit(None)
 
 
 def own_exposed(order: FairShareOrder) -> dict[str, int]:
@@ -73,9 +50,38 @@ def own_exposed(order: FairShareOrder) -> dict[str, int]:
 
 
 class Walker:
-    """What a preemption walk has passed: the past-protection GPUs ranked before the current waiter."""
+    """A preemption walk in progress: what it has passed (the past-protection GPUs ranked before the current waiter).
 
-    __slots__ = ("passed_exposed",)
+    A class whose method recurses, not a recursive closure: a compiled closure forms a reference
+    cycle, and a pass makes a walk at most instants.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("ahead", "nodes", "occ_nodes", "order", "own_gpus", "passed_exposed", "queues", "sizes", "t",
+                 "totals", "wanted")
+
+    def __init__(self, order: FairShareOrder, t: int, wanted: Callable[[dict[int, int]], bool]) -> None:
+        self.order, self.t, self.wanted = order, t, wanted
+        self.totals, self.sizes, self.queues = order.totals[ALLOCATED], order.sizes[ALLOCATED], order.queues
+        self.nodes, self.occ_nodes = order.tree.nodes, order.occ.nodes
+        self.own_gpus = own_exposed(order)
+        self.ahead = 0  # allocated waiters ranked before the node yielded
         self.passed_exposed = 0  # past-protection GPUs in passed subtrees: no longer preemptible
+
+    def visit(self, parent: str | None) -> Iterator[tuple[str, SizedQueue, int, Walker]]:
+        """Yield the nodes under ``parent`` in the walk's order (see ``walk_allocated``)."""
+        totals, occ_nodes = self.totals, self.occ_nodes
+        for p in self.order.ranked_children(parent, self.t):
+            waiting = totals.get(p)
+            if not waiting or not self.wanted(self.sizes[p]):
+                self.passed_exposed += occ_nodes[p].exposed
+                self.ahead += waiting or 0
+                continue
+            own = self.queues.get((p, ALLOCATED))
+            if own is not None and own.keys:
+                yield p, own, self.ahead, self
+                self.ahead += len(own.keys)
+            if self.nodes[p].children:
+                yield from self.visit(p)
+            # the whole subtree is now ranked before what comes next: add its own work's GPUs
+            # (its children's were added as they were passed)
+            self.passed_exposed += self.own_gpus.get(p, 0)

@@ -6,14 +6,12 @@ replay finished, so a failed or interrupted replay never leaves a half-written r
 
 from __future__ import annotations
 
-import gc
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ledger.adapters.common import paused_gc
 from ledger.core.knobs import Knobs
 from ledger.errors import AllRejectedError, InputError, LedgerError
 from ledger.events import Event, to_us
@@ -103,7 +101,10 @@ def replay(
     driver.feed(inputs.setup)
     driver.feed(inputs.inputs)
     try:
-        with _fewer_collections():
+        # The core makes no reference cycles as it decides (its hot paths use small classes, not
+        # closures, which compiled form cycles), so the collector would only rescan the growing
+        # state: paused, the full month takes ~7 % less CPU and the same memory.
+        with paused_gc():
             stats = driver.run(progress=progress, until_us=to_us(until) if until else None)
     except BaseException:
         log.close()
@@ -117,24 +118,6 @@ def replay(
         shutil.rmtree(final)
     building.rename(final)
     return stats
-
-
-@contextmanager
-def _fewer_collections() -> Iterator[None]:
-    """Run the garbage collector's young generation every 50,000 net allocations instead of 700.
-
-    A replay allocates and frees hundreds of thousands of short-lived, acyclic objects (events,
-    their dicts, the core's tuples): at the default threshold the collector ran ~2,000 times over
-    the demo month and took ~12 % of its CPU time, mostly re-scanning the long-lived state in the
-    older generations (15 full collections). With this threshold: ~20 collections, ~5 %. Cycles
-    are still collected, later; memory is unchanged (freed objects go by reference counting).
-    """
-    before = gc.get_threshold()
-    gc.set_threshold(50_000, before[1], before[2])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
 
 
 def _looks_like_log(path: Path) -> bool:
