@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ledger import events as ev
+from ledger.adapters.common import paused_gc
 from ledger.core import DecisionCore, Knobs
 from ledger.core.fairshare import FairShareOrder
 from ledger.replay.demo_month import FULL, generate
 from ledger.replay.driver import ReplayDriver
-from ledger.replay.run import ReplayInputs, _fewer_collections, inputs_from_budgets
+from ledger.replay.run import ReplayInputs, inputs_from_budgets
 
 CLUSTER = "bench"
 GPUS = 1024
@@ -263,7 +264,7 @@ def replay_month(knobs: Knobs, inputs: ReplayInputs, until_us: int | None) -> di
     driver.feed(inputs.setup)
     driver.feed(inputs.inputs)
     cpu0 = time.process_time()
-    with _fewer_collections():
+    with paused_gc():  # as the replay runs it
         driver.run(until_us=until_us)
     cpu = time.process_time() - cpu0
     return {
