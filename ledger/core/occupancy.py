@@ -7,8 +7,9 @@ How usage in the window stays cheap (no rescan of the window, ever):
   so the meter records one breakpoint ``(t, C(t), rate after t)`` per change.
 * Usage in ``[now - W, now]`` is ``C(now) - C(now - W)``. ``C(now)`` is O(1); ``C(now - W)``
   is a binary search among the breakpoints still inside the window, O(log k).
-* Breakpoints older than the window are dropped as events move time forward, amortised
-  O(1) per change, so memory is bounded by the changes inside one window.
+* Breakpoints older than the window are dropped as events move time forward, once they are
+  half of a meter's list (amortised O(1) per change), so memory is bounded by twice the changes
+  inside one window.
 * A start or stop touches the node and each ancestor: O(depth).
 
 Everything is exact integer GPU-microseconds, running workloads included (``rate × elapsed``).
@@ -65,10 +66,13 @@ class Meter:
             self.ts.append(t)
             self.cs.append(self.cum)
             self.rs.append(self.rate)
-        if len(self.ts) > _PRUNE_AT:
+        n = len(self.ts)
+        if n > _PRUNE_AT:
             # keep the last breakpoint at or before the window start: C(window start) needs it
             k = bisect_right(self.ts, t - window_us) - 1
-            if k > _PRUNE_AT // 2:
+            if 2 * k > n:
+                # dropped only once they are half the list: deleting a prefix moves the rest, and a
+                # busy node's meter (the cluster's) keeps a whole window of breakpoints
                 del self.ts[:k], self.cs[:k], self.rs[:k]
 
     def total(self, t: int) -> int:
