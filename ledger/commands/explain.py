@@ -13,14 +13,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("workload_id", metavar="WORKLOAD_ID")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--window", default="7d", help="lookback window of the fair-share standing (default 7d)")
+    p.add_argument(
+        "--fill-headroom", default=None,
+        help="share of the capacity the run kept free of new free fill, e.g. 3%% or 0 (default: the run's own "
+        "setting from its replay.json, else 3%%)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    from ledger.commands._knobs import share_arg
     from ledger.core.knobs import parse_duration
     from queries.explain import as_text, explain
 
-    result = explain(args.source, args.workload_id, window_s=int(parse_duration(args.window)))
+    headroom = share_arg("--fill-headroom", args.fill_headroom)
+    result = explain(args.source, args.workload_id, window_s=int(parse_duration(args.window)), fill_headroom=headroom)
     if args.format == "json":
         sys.stdout.write(json.dumps(result, indent=1) + "\n")
     else:
