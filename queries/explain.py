@@ -16,7 +16,7 @@ import duckdb
 
 from ledger.errors import InputError
 from queries.audit import WEEK_S, Source, connect, prepare, rows
-from queries.headroom import headroom_setting, headroom_text, held_by_headroom
+from queries.headroom import headroom_text, held_by_headroom
 from queries.projection import sql_text
 from queries.timefmt import iso
 
@@ -214,14 +214,13 @@ def _decisions(con: duckdb.DuckDBPyConnection, wid: str) -> list[dict[str, Any]]
     return out
 
 
-def explain(source: Source, workload_id: str, window_s: int = WEEK_S,
-            fill_headroom: float | None = None) -> dict[str, Any]:
+def explain(source: Source, workload_id: str, window_s: int = WEEK_S, fill_headroom: float = 0.0) -> dict[str, Any]:
     """Return the story of one workload: a list of dated sentences and the facts behind them.
 
-    ``fill_headroom`` is the headroom the run kept from free fill (a share of capacity); None takes
-    the run directory's own setting from ``replay.json``, else the default.
+    ``fill_headroom`` is the share of capacity the run kept free of new free fill (0: none, or not
+    to be recounted); a free-fill workload's wait it explains is told as such.
     """
-    headroom = headroom_setting(source, fill_headroom)
+    headroom = fill_headroom
     con = connect(source)
     if not rows(con, "SELECT 1 FROM duckdb_tables() WHERE table_name = 'params'"):
         prepare(con, window_s=window_s)

@@ -10,34 +10,14 @@ has one, else the setting given).
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from ledger.core.knobs import FILL_HEADROOM
-from queries.audit import Source, rows
+from queries.audit import rows
 
 _NEVER = 9_223_372_036_854_775_807
-_LABEL = re.compile(r"fill-headroom=(\d+(?:\.\d+)?)%")
-
-
-def headroom_setting(source: Source, given: float | None) -> float:
-    """Return the fill headroom (share of capacity) to recount with: ``given``, else the run's, else the default."""
-    if given is not None:
-        return given
-    if isinstance(source, str | Path):
-        info = Path(source) / "replay.json"
-        if info.is_file():
-            label = str(json.loads(info.read_text()).get("knobs", ""))
-            if label and not label.startswith("fairshare"):
-                return 0.0  # the headroom is a fair-share rule: the other policies never keep it
-            m = _LABEL.search(label)
-            return float(m.group(1)) / 100 if m else FILL_HEADROOM
-    return FILL_HEADROOM
 
 
 def _free_by_host(con: duckdb.DuckDBPyConnection, t_us: int) -> tuple[int, int, list[int]]:
@@ -105,4 +85,4 @@ def headroom_text(gpus: int, held: dict[str, Any]) -> str:
             f"{max(0, free - held['headroom_gpus'])} of them")
 
 
-__all__ = ["headroom_setting", "headroom_text", "held_by_headroom"]
+__all__ = ["headroom_text", "held_by_headroom"]
