@@ -16,6 +16,7 @@ import duckdb
 
 from ledger.errors import InputError
 from queries.audit import WEEK_S, Source, connect, prepare, rows
+from queries.headroom import headroom_text, held_by_headroom
 from queries.projection import sql_text
 from queries.timefmt import iso
 
@@ -115,7 +116,7 @@ def _standing(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int) -> 
 
 
 def _moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, starter: dict[str, Any] | None,
-            before: dict[str, Any] | None) -> dict[str, Any]:
+            before: dict[str, Any] | None, headroom: float) -> dict[str, Any]:
     """Describe one moment it could have started; repeat only what changed since ``before``."""
     st = _standing(con, me, t_us)
     order, place = st["order"], st["place"]
@@ -138,7 +139,10 @@ def _moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, start
         else:
             why = "it ranked ahead inside the same team" if starter["budget"] == me["budget"] else "it fit first"
         parts.append(f"{who} started instead ({why})")
-    else:
+    kept = None if allocated else held_by_headroom(con, me["gpus"], t_us, headroom)
+    if kept is not None and (before is None or before.get("fill_headroom") is None):
+        parts.append(headroom_text(me["gpus"], kept))
+    elif starter is None:
         parts.append("it waited for room")
     same_standing = before is not None and before["place"] == place and before["teams"] == len(order)
     if not allocated:
@@ -156,15 +160,15 @@ def _moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, start
     if before is None or before["held"] != held:
         parts.append(_holders_text(holders, t_us))
     return {"time": iso(t_us), "event": "could_start", "text": f"{iso(t_us)}: " + "; ".join(parts) + ".",
-            "place": place, "teams": len(order), "held": held,
+            "place": place, "teams": len(order), "held": held, "fill_headroom": kept,
             "started_instead": None if starter is None else starter["workload_id"],
             "ahead": [{"budget": o["budget"], "ratio": o["ratio"]} for o in ahead], "holders": [
                 {"workload_id": h["workload_id"], "budget": h["budget"], "gpus": h["gpus"],
                  "allocated": h["allocated"], "protected_until": iso(h["protected_until"])} for h in holders]}
 
 
-def _waiting_moments(con: duckdb.DuckDBPyConnection, me: dict[str, Any], lo: int, hi: int | None) -> list[
-        dict[str, Any]]:
+def _waiting_moments(con: duckdb.DuckDBPyConnection, me: dict[str, Any], lo: int, hi: int | None,
+                     headroom: float) -> list[dict[str, Any]]:
     if hi is not None and hi <= lo:
         return []  # started again in the same instant: there was no wait to explain
     hi_sql = "(SELECT t1 FROM params) + 1" if hi is None else str(int(hi))
@@ -176,11 +180,14 @@ def _waiting_moments(con: duckdb.DuckDBPyConnection, me: dict[str, Any], lo: int
     moments: list[dict[str, Any]] = []
     before = None
     starters: list[dict[str, Any] | None] = list(others[:MAX_MOMENTS]) or [None]
+    if starters[0] is not None and me["min_runtime_s"] == 0 and held_by_headroom(con, me["gpus"], lo, headroom):
+        starters = [None, *starters[: MAX_MOMENTS - 1]]  # free fill kept out by the headroom as its wait began
     for o in starters:
-        before = _moment(con, me, lo if o is None else o["start_us"], o, before)
+        before = _moment(con, me, lo if o is None else o["start_us"], o, before, headroom)
         moments.append(before)
-    if len(others) > MAX_MOMENTS:
-        rest = others[MAX_MOMENTS:]
+    shown = sum(1 for o in starters if o is not None)
+    if len(others) > shown:
+        rest = others[shown:]
         wide = sum(1 for o in rest if o["gpus"] >= me["gpus"])
         span = f"{iso(rest[0]['start_us'])}" + ("" if len(rest) == 1 else f" to {iso(rest[-1]['start_us'])}")
         moments.append({"time": iso(rest[0]["start_us"]), "event": "more", "text": (
@@ -207,8 +214,13 @@ def _decisions(con: duckdb.DuckDBPyConnection, wid: str) -> list[dict[str, Any]]
     return out
 
 
-def explain(source: Source, workload_id: str, window_s: int = WEEK_S) -> dict[str, Any]:
-    """Return the story of one workload: a list of dated sentences and the facts behind them."""
+def explain(source: Source, workload_id: str, window_s: int = WEEK_S, fill_headroom: float = 0.0) -> dict[str, Any]:
+    """Return the story of one workload: a list of dated sentences and the facts behind them.
+
+    ``fill_headroom`` is the share of capacity the run kept free of new free fill (0: none, or not
+    to be recounted); a free-fill workload's wait it explains is told as such.
+    """
+    headroom = fill_headroom
     con = connect(source)
     if not rows(con, "SELECT 1 FROM duckdb_tables() WHERE table_name = 'params'"):
         prepare(con, window_s=window_s)
@@ -232,7 +244,7 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S) -> dict[st
     pre = {r["event_id"]: r for r in rows(con, f"SELECT * FROM preemptions WHERE workload_id = '{q}'")}
     wait_from = me["submit_us"]
     for run in runs:
-        story.extend(_waiting_moments(con, me, wait_from, run["start_us"]))
+        story.extend(_waiting_moments(con, me, wait_from, run["start_us"], headroom))
         tier = "allocated" if run["allocated"] else "unallocated"
         prot = (f"protected until {iso(run['protected_until'])}" if run["allocated"] else "not protected")
         story.append({"time": iso(run["start_us"]), "event": "started", "text": (
@@ -272,7 +284,7 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S) -> dict[st
             story.append({"time": iso(me["end_us"]), "event": "ended", "text": (
                 f"{iso(me['end_us'])}: ended without running again (completion recorded).")})
         else:
-            story.extend(_waiting_moments(con, me, wait_from, None))
+            story.extend(_waiting_moments(con, me, wait_from, None, headroom))
             story.append({"time": None, "event": "waiting", "text": "Still waiting at the end of the log."})
     decisions = _decisions(con, workload_id)
     anomalies = rows(con, f"SELECT kind, reason FROM anomalies WHERE workload_id = '{q}'")

@@ -94,13 +94,14 @@ def _rule_knobs(args: argparse.Namespace) -> dict[str, object]:
     }
     if getattr(args, "max_preemptions", None) is not None:
         knobs["max_preemptions"] = args.max_preemptions
-    headroom = _share("--fill-headroom", getattr(args, "fill_headroom", None))
+    headroom = share_arg("--fill-headroom", getattr(args, "fill_headroom", None))
     if headroom is not None:
         knobs["fill_headroom"] = headroom
     return knobs
 
 
-def _share(flag: str, text: str | None) -> float | None:
+def share_arg(flag: str, text: str | None) -> float | None:
+    """Return a share given as '3%' or '0.03' (None when not given); raise ConfigError naming the flag otherwise."""
     if text is None:
         return None
     raw = text.strip()
@@ -186,7 +187,7 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
         policies, _split(args.window), _split(args.half_life), _split(args.max_min_runtime), _split(args.charge),
         _split(args.grace), _strategies(args), _split(getattr(args, "preempt_cycle", None) or "0s"),
         [_count("--max-preemptions", x) for x in _split(getattr(args, "max_preemptions", None))],
-        [_share("--fill-headroom", x) for x in _split(getattr(args, "fill_headroom", None))],
+        [share_arg("--fill-headroom", x) for x in _split(getattr(args, "fill_headroom", None))],
     )
     return [
         Knobs(

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from pathlib import Path
+
+_LABEL = re.compile(r"fill-headroom=(\d+(?:\.\d+)?)%")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -13,14 +17,38 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("workload_id", metavar="WORKLOAD_ID")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--window", default="7d", help="lookback window of the fair-share standing (default 7d)")
+    p.add_argument(
+        "--fill-headroom", default=None,
+        help="share of the capacity the run kept free of new free fill, e.g. 3%% or 0 (default: the run's own "
+        "setting from its replay.json, else 3%%)",
+    )
+
+
+def run_headroom(source: str) -> float:
+    """Return the fill headroom a run kept: from its ``replay.json`` knobs when it has one, else the default."""
+    from ledger.core.knobs import FILL_HEADROOM
+
+    where = Path(source)
+    info = where / "replay.json" if where.name != "events" else where.parent / "replay.json"
+    if not info.is_file():
+        return FILL_HEADROOM
+    label = str(json.loads(info.read_text(encoding="utf-8")).get("knobs", ""))
+    if label and not label.startswith("fairshare"):
+        return 0.0  # the headroom is a fair-share rule: the other policies never keep it
+    m = _LABEL.search(label)  # Knobs.label() names the headroom only when it is not the default
+    return float(m.group(1)) / 100 if m else FILL_HEADROOM
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    from ledger.commands._knobs import share_arg
     from ledger.core.knobs import parse_duration
     from queries.explain import as_text, explain
 
-    result = explain(args.source, args.workload_id, window_s=int(parse_duration(args.window)))
+    headroom = share_arg("--fill-headroom", args.fill_headroom)
+    if headroom is None:
+        headroom = run_headroom(args.source)
+    result = explain(args.source, args.workload_id, window_s=int(parse_duration(args.window)), fill_headroom=headroom)
     if args.format == "json":
         sys.stdout.write(json.dumps(result, indent=1) + "\n")
     else:
