@@ -228,6 +228,19 @@ def _defaults(cls: type[Event]) -> dict[str, Any]:
     return {name: f.default for name, f in cls.model_fields.items() if not f.is_required()}
 
 
+@cache
+def _all_fields(cls: type[Event]) -> tuple[int, set[str]]:
+    # one set shared by every complete event of a class: events are frozen, so nothing adds to it
+    # (pydantic's copies copy it first)
+    return len(cls.__pydantic_fields__), set(cls.__pydantic_fields__)
+
+
+_set_dict = object.__setattr__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__  # the slots' own setters
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
+
+
 def trusted(cls: type[E], values: dict[str, Any]) -> E:
     """Build an event from values already known to be valid, without re-validating them.
 
@@ -237,12 +250,16 @@ def trusted(cls: type[E], values: dict[str, Any]) -> E:
     ``values`` dict becomes the event's ``__dict__`` as it is. Tests re-validate such events with
     ``validated``, and the log validates every event again before writing it.
     """
-    data = values if len(values) == len(cls.__pydantic_fields__) else {**_defaults(cls), **values}
+    count, every = _all_fields(cls)
+    if len(values) == count:
+        data, given = values, every
+    else:
+        data, given = {**_defaults(cls), **values}, set(values)
     event = object.__new__(cls)
-    object.__setattr__(event, "__dict__", data)
-    object.__setattr__(event, "__pydantic_fields_set__", set(values))
-    object.__setattr__(event, "__pydantic_extra__", None)
-    object.__setattr__(event, "__pydantic_private__", None)
+    _set_dict(event, "__dict__", data)
+    _set_fields_set(event, given)
+    _set_extra(event, None)
+    _set_private(event, None)
     return event
 
 
