@@ -745,7 +745,7 @@ class DecisionCore:
         """Return ``t`` as a datetime; the outputs of one instant share one conversion (and one object)."""
         clock = self._clock
         if clock[0] != t:
-            clock = self._clock = (t, _EPOCH + timedelta(microseconds=t))  # == from_us(t), 5x cheaper
+            clock = self._clock = (t, _EPOCH + timedelta(0, 0, t))  # == from_us(t); positional: cheaper
         return clock[1]
 
     def _new(self, cls: type[Event], t: int, **fields: Any) -> Any:
