@@ -61,7 +61,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     if not sizes:
         return False
     smallest = min(sizes)
-    free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
+    free = core.hosts.free_gpus()
     exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
     if free + core.unalloc_gpus + exposed_total < smallest:
         return False  # not even every preemptible GPU would seat the smallest waiter: no walk (O(roots))
@@ -88,7 +88,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                 # went, only prunes; the caller walks again after any preemption.)
                 made = True
                 core._fill(t, out, allocated_only=True)
-                free = sum(k * len(b) for k, b in enumerate(core.hosts.buckets))
+                free = core.hosts.free_gpus()
                 exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
                 want.cap = refused_from(room_buckets(core), per)
                 continue
@@ -130,7 +130,7 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
     order = core.order
     if isinstance(order, FairShareOrder):
         exposed = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
-        if waiter.size > sum(k * len(b) for k, b in enumerate(core.hosts.buckets)) + core.unalloc_gpus + exposed:
+        if waiter.size > core.hosts.free_gpus() + core.unalloc_gpus + exposed:
             return False  # not even every preemptible GPU would make room
     return make_room(core, waiter, eligibility(core, waiter, t), t, out, lambda: order.position_of(waiter, t))
 
