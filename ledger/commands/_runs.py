@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from datetime import datetime
@@ -52,6 +53,7 @@ def run_one(
     info: dict[str, Any] = {
         "source": inputs.source,
         "knobs": knobs.label(),
+        "settings": dataclasses.asdict(knobs),  # every knob by name, for tools reading a run back
         "cluster": inputs.cluster,
         "capacity_gpus": inputs.gpus,
         "events": stats.events,

@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
-
-_LABEL = re.compile(r"fill-headroom=(\d+(?:\.\d+)?)%")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,18 +22,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_headroom(source: str) -> float:
-    """Return the fill headroom a run kept: from its ``replay.json`` knobs when it has one, else the default."""
+    """Return the fill headroom a run kept: from its ``replay.json`` settings when it has them, else the default."""
     from ledger.core.knobs import FILL_HEADROOM
 
     where = Path(source)
     info = where / "replay.json" if where.name != "events" else where.parent / "replay.json"
     if not info.is_file():
         return FILL_HEADROOM
-    label = str(json.loads(info.read_text(encoding="utf-8")).get("knobs", ""))
-    if label and not label.startswith("fairshare"):
+    settings = json.loads(info.read_text(encoding="utf-8")).get("settings") or {}
+    if settings.get("policy", "fairshare") != "fairshare":
         return 0.0  # the headroom is a fair-share rule: the other policies never keep it
-    m = _LABEL.search(label)  # Knobs.label() names the headroom only when it is not the default
-    return float(m.group(1)) / 100 if m else FILL_HEADROOM
+    return float(settings.get("fill_headroom", FILL_HEADROOM))
 
 
 def run(args: argparse.Namespace) -> int:
