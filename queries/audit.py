@@ -125,6 +125,7 @@ def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "teams_owed": len(rated),
         "worst_team": None if worst is None else {"budget": worst["budget"], "ratio": worst["ratio"]},
         "teams": teams,
+        "shortfall_by_standing": _shortfall_by_standing(con, owed),
         "by_team_daily": rows(
             con,
             "SELECT budget, iso(day_us) AS day, owed / 3.6e9 AS owed_gpu_hours, "
@@ -134,6 +135,26 @@ def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
             "FROM owed_team_hours GROUP BY ALL) ORDER BY budget, day_us",
         ),
     }
+
+
+STANDINGS = ("below_80", "80_to_100", "100_to_150", "above_150", "no_history")
+
+
+def _shortfall_by_standing(con: duckdb.DuckDBPyConnection, owed: float) -> list[dict[str, Any]]:
+    """Return the owed shortfall by the team's standing over the window before each hour (every standing listed)."""
+    got = {r["standing"]: r for r in rows(con, "SELECT * FROM owed_standing")}
+    out = []
+    for name in STANDINGS:
+        r = got.get(name, {})
+        short = r.get("short_gpu_hours") or 0.0
+        out.append({
+            "standing": name,
+            "team_hours": r.get("team_hours") or 0,
+            "owed_gpu_hours": r.get("owed_gpu_hours") or 0.0,
+            "short_gpu_hours": short,
+            "share_of_owed": short / owed if owed > 0 else None,
+        })
+    return out
 
 
 _DISCARD_KEYS = (

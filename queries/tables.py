@@ -10,6 +10,10 @@ Table = tuple[list[str], list[list[Any]]]
 REPORTS = ("owed_hours", "wait_by_team", "discarded_work", "wait_by_size", "occupancy", "fairness", "anomalies",
            "workloads")
 
+# A team's standing over the fairness window before an hour: what it ran there ÷ its share of it.
+STANDING_LABELS = {"below_80": "below 80%", "80_to_100": "80-100%", "100_to_150": "100-150%",
+                   "above_150": "above 150%", "no_history": "no history"}
+
 SHORT = 0.95  # a team that received less than this share of what it was owed is shown as short
 
 OWED_DEFINITION = (
@@ -57,6 +61,14 @@ def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
         "GPU-hours received / owed: " + ("-" if ratio is None else f"{ratio:.1%}") + f" ({figures})",
         *textwrap.wrap(OWED_DEFINITION, 100, initial_indent="  ", subsequent_indent="  "),
     ]
+    standing = {r["standing"]: r["share_of_owed"] for r in owed.get("shortfall_by_standing", [])}
+    if ratio is not None and standing:
+        parts = "; ".join(f"{STANDING_LABELS[k]} {standing[k] or 0.0:.1%}" for k in STANDING_LABELS if standing.get(k))
+        lines += textwrap.wrap(
+            "Where the shortfall fell, as a share of all owed, by what the team had run in the window before "
+            f"the hour against its share: {parts or 'nowhere'}. Above 100%: it had borrowed idle GPUs and "
+            "waited while the others caught up; below 80%: under-served and still short.", 100,
+            initial_indent="  ", subsequent_indent="  ")
     short = short_teams(audit)
     example = next((t for t in short if t["delivered_gpu_hours"] > 1.5 * t["owed_gpu_hours"]), None)
     if example is not None:
@@ -112,6 +124,11 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
             for t in sorted(owed["teams"], key=_ratio_key)
         ],
     )
+    standing_cols = ["standing_over_window", "team_hours", "owed_gpu_hours", "short_gpu_hours", "short_share"]
+    out["owed_shortfall"] = (standing_cols, [
+        [STANDING_LABELS[r["standing"]], r["team_hours"], r["owed_gpu_hours"], r["short_gpu_hours"], r["share_of_owed"]]
+        for r in owed.get("shortfall_by_standing", [])
+    ])
     wt_cols = ["budget", "workloads", "started", "waiting", "mean_s", "p50_s", "p90_s", "max_s"]
     out["wait_by_team"] = (wt_cols, [[w[c] for c in wt_cols] for w in audit.get("wait_by_team", [])])
     dw = audit["discarded_work"]

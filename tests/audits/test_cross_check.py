@@ -54,6 +54,12 @@ def check(events: list[ev.Event], since: int | None = None, until: int | None = 
     same(got["owed_hours"]["teams_at_95"], want["owed_hours"]["teams_at_95"], "teams_at_95")
     worst = got["owed_hours"]["worst_team"]
     same(worst and worst["budget"], want["owed_hours"]["worst_team"], "worst_team")
+    # the shortfall split by standing covers every owed hour once
+    standings = got["owed_hours"]["shortfall_by_standing"]
+    owed_h = sum(t["owed_gpu_hours"] for t in want["owed_hours"]["teams"])
+    received_h = sum(t["received_gpu_hours"] for t in want["owed_hours"]["teams"])
+    same(sum(r["owed_gpu_hours"] for r in standings), owed_h, "owed over the standings")
+    same(sum(r["short_gpu_hours"] for r in standings), owed_h - received_h, "shortfall over the standings")
 
     gd, wd = got["discarded_work"], want["discarded_work"]
     same_keys(gd, wd, "discarded_work")

@@ -200,3 +200,34 @@ def test_an_account_charged_directly_beside_its_users_nodes_is_owed_what_they_le
     assert close(teams["phys"]["share_gpu_hours"], 12.0)  # what its users left of phys's 12 each hour: 6 + 6
     assert close(oh["owed_gpu_hours"], 32.0) and close(oh["received_gpu_hours"], 22.0)
     assert close(oh["overall_ratio"], 22 / 32)
+
+
+def test_the_shortfall_is_split_by_what_the_team_had_run_in_the_window_before_the_hour() -> None:
+    # 16 GPUs, org/a : org/b = 1 : 1, so each is owed 8 GPU-hours an hour it asks for them.
+    # Hours 0-2: b asks for nothing and a runs all 16 GPUs (borrowing b's idle half).
+    # Hours 3-4: b runs 16 GPUs; a's a2 (8 GPUs) waits: a is short 8 GPU-hours in each.
+    #   Before hour 3 a had run 48 GPU-hours of the 24 its share was worth (200 %): payback;
+    #   before hour 4, 48 of 32 (150 %). b is owed 8 and receives 8 in both (its standing 0 % and 50 %).
+    # Hour 5: a2 runs (a at 48 of 40 before it, 120 %), owed 8, received 8.
+    E = Events()
+    log = [E.capacity(0, 16), E.node(0, "org"), E.node(0, "org/a"), E.node(0, "org/b"),
+           E.submit(0, "a1", "org/a", gpus=16), E.start(0, "a1", ("lab-n001", "lab-n002"), 16),
+           E.complete(180, "a1"), E.submit(180, "a2", "org/a", gpus=8), E.submit(180, "b1", "org/b", gpus=16),
+           E.start(180, "b1", ("lab-n001", "lab-n002"), 16), E.complete(300, "b1"),
+           E.start(300, "a2", ("lab-n001",), 8), E.complete(360, "a2")]
+    owed = audit(log)["owed_hours"]
+    got = {r["standing"]: r for r in owed["shortfall_by_standing"]}
+    assert list(got) == ["below_80", "80_to_100", "100_to_150", "above_150", "no_history"]
+    expect = {  # standing: (team-hours owed something, owed, short)
+        "no_history": (1, 8.0, 0.0),  # a's hour 0: no window before it
+        "above_150": (3, 24.0, 8.0),  # a's hours 1, 2 (200 %) and 3 (200 %, short 8)
+        "100_to_150": (2, 16.0, 8.0),  # a's hour 4 (150 %, short 8) and hour 5 (120 %)
+        "below_80": (2, 16.0, 0.0),  # b's hours 3 and 4
+        "80_to_100": (0, 0.0, 0.0),
+    }
+    for standing, (hours, owed_h, short) in expect.items():
+        row = got[standing]
+        assert row["team_hours"] == hours, standing
+        assert close(row["owed_gpu_hours"], owed_h) and close(row["short_gpu_hours"], short), standing
+        assert close(row["share_of_owed"], short / 64.0), standing
+    assert close(sum(r["short_gpu_hours"] for r in got.values()), owed["owed_gpu_hours"] - owed["received_gpu_hours"])
