@@ -45,6 +45,18 @@ def short_teams(audit: dict[str, Any], threshold: float = SHORT) -> list[dict[st
     return out
 
 
+def shortfall_sentence(audit: dict[str, Any]) -> str:
+    """Return where the owed shortfall fell by the teams' standing, in one sentence ('' when nothing was owed)."""
+    owed = audit["owed_hours"]
+    standing = {r["standing"]: r["share_of_owed"] for r in owed.get("shortfall_by_standing", [])}
+    if owed["overall_ratio"] is None or not standing:
+        return ""
+    parts = "; ".join(f"{STANDING_LABELS[k]} {standing[k] or 0.0:.1%}" for k in STANDING_LABELS if standing.get(k))
+    return ("Where the shortfall fell, as a share of all owed, by what the team had run in the window before "
+            f"the hour against its share: {parts or 'nowhere'}. Above 100%: it had borrowed idle GPUs and "
+            "waited while the others caught up; below 80%: under-served and still short.")
+
+
 def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
     """Return the audit's headline as lines a manager reads first: owed, short teams, debug wait, preemption."""
     from queries.timefmt import duration
@@ -61,14 +73,9 @@ def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
         "GPU-hours received / owed: " + ("-" if ratio is None else f"{ratio:.1%}") + f" ({figures})",
         *textwrap.wrap(OWED_DEFINITION, 100, initial_indent="  ", subsequent_indent="  "),
     ]
-    standing = {r["standing"]: r["share_of_owed"] for r in owed.get("shortfall_by_standing", [])}
-    if ratio is not None and standing:
-        parts = "; ".join(f"{STANDING_LABELS[k]} {standing[k] or 0.0:.1%}" for k in STANDING_LABELS if standing.get(k))
-        lines += textwrap.wrap(
-            "Where the shortfall fell, as a share of all owed, by what the team had run in the window before "
-            f"the hour against its share: {parts or 'nowhere'}. Above 100%: it had borrowed idle GPUs and "
-            "waited while the others caught up; below 80%: under-served and still short.", 100,
-            initial_indent="  ", subsequent_indent="  ")
+    where = shortfall_sentence(audit)
+    if where:
+        lines += textwrap.wrap(where, 100, initial_indent="  ", subsequent_indent="  ")
     short = short_teams(audit)
     example = next((t for t in short if t["delivered_gpu_hours"] > 1.5 * t["owed_gpu_hours"]), None)
     if example is not None:
@@ -243,5 +250,5 @@ def as_csv(named: dict[str, Table]) -> str:
     return buf.getvalue()
 
 
-__all__ = ["OWED_DEFINITION", "REPORTS", "SHORT", "Table", "as_csv", "as_text", "cell", "header",
-           "headline", "short_teams", "tables"]
+__all__ = ["OWED_DEFINITION", "REPORTS", "SHORT", "STANDING_LABELS", "Table", "as_csv", "as_text", "cell",
+           "header", "headline", "short_teams", "shortfall_sentence", "tables"]
