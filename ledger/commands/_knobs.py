@@ -41,13 +41,18 @@ def _add_rule_flags(p: argparse.ArgumentParser) -> None:
         help="share of the capacity kept free of new free fill while allocated work runs or waits, e.g. 3%% or 0 "
         "(default 3%%)",
     )
+    p.add_argument(
+        "--preempt-uncheckpointed", nargs="?", const="yes", default=None, metavar="yes|no",
+        help="let fair share preempt resumable work before its run has checkpointed (the former rule, for "
+        "what-if runs; default no)",
+    )
 
 
 def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = False) -> None:
     """Register --policy, --window, --half-life, --max-min-runtime, --charge, --gpus-per-node, --grace.
 
-    Also --preemption-strategy (--swap-margin), --preempt-cycle, --max-preemptions and --fill-headroom (single
-    values, applied to every combination).
+    Also --preemption-strategy (--swap-margin), --preempt-cycle, --max-preemptions, --fill-headroom and
+    --preempt-uncheckpointed (single values, applied to every combination).
 
     With ``many_policies`` (compare), --policy repeats and every knob takes a comma list of values.
     """
@@ -75,6 +80,11 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
             "--fill-headroom", default=None,
             help="share(s) of the capacity kept free of new free fill, e.g. 0,3%%,5%% (default 3%%)",
         )
+        p.add_argument(
+            "--preempt-uncheckpointed", nargs="?", const="yes", default=None, metavar="no,yes",
+            help="whether fair share may preempt resumable work before its run checkpoints: yes, no (default) "
+            "or no,yes side by side",
+        )
         return
     else:
         p.add_argument("--policy", choices=POLICIES, default="fairshare", help="scheduling policy (default fairshare)")
@@ -97,7 +107,18 @@ def _rule_knobs(args: argparse.Namespace) -> dict[str, object]:
     headroom = share_arg("--fill-headroom", getattr(args, "fill_headroom", None))
     if headroom is not None:
         knobs["fill_headroom"] = headroom
+    uncheckpointed = getattr(args, "preempt_uncheckpointed", None)
+    if uncheckpointed is not None:
+        knobs["preempt_uncheckpointed"] = yes_no("--preempt-uncheckpointed", uncheckpointed)
     return knobs
+
+
+def yes_no(flag: str, text: str) -> bool:
+    """Return a yes/no flag value as a bool; raise ConfigError naming the flag otherwise."""
+    value = text.strip().lower()
+    if value not in ("yes", "no"):
+        raise ConfigError(f"{flag} {text!r}: expected yes or no")
+    return value == "yes"
 
 
 def share_arg(flag: str, text: str | None) -> float | None:
@@ -172,8 +193,8 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
 
     Policies come from repeated ``--policy`` flags (or comma lists); the order is policies, then windows,
     half-lives, caps, charges, graces, preemption strategies (``final-share,instant``), preemption cycles,
-    preemption bounds (``--max-preemptions 1,2``) and fill headrooms (``--fill-headroom 0,3%``),
-    each in the order given.
+    preemption bounds (``--max-preemptions 1,2``), fill headrooms (``--fill-headroom 0,3%``) and
+    ``--preempt-uncheckpointed no,yes``, each in the order given.
     """
     import itertools
 
@@ -187,7 +208,12 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
         policies, _split(args.window), _split(args.half_life), _split(args.max_min_runtime), _split(args.charge),
         _split(args.grace), _strategies(args), _split(getattr(args, "preempt_cycle", None) or "0s"),
         [_count("--max-preemptions", x) for x in _split(getattr(args, "max_preemptions", None))],
-        [share_arg("--fill-headroom", x) for x in _split(getattr(args, "fill_headroom", None))],
+        # the last two as one list of pairs (typing covers product() of at most 10 iterables)
+        list(itertools.product(
+            [share_arg("--fill-headroom", x) for x in _split(getattr(args, "fill_headroom", None))],
+            [x is not None and yes_no("--preempt-uncheckpointed", x)
+             for x in _split(getattr(args, "preempt_uncheckpointed", None))],
+        )),
     )
     return [
         Knobs(
@@ -202,6 +228,7 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
             preempt_cycle_s=parse_duration(cycle or "0s"),
             max_preemptions=MAX_PREEMPTIONS if most is None else most,
             fill_headroom=FILL_HEADROOM if headroom is None else headroom,
+            preempt_uncheckpointed=uncheckpointed,
         )
-        for policy, window, half_life, cap, charge, grace, strategy, cycle, most, headroom in combos
+        for policy, window, half_life, cap, charge, grace, strategy, cycle, most, (headroom, uncheckpointed) in combos
     ]

@@ -61,6 +61,7 @@ def column_labels(grid: list[Knobs]) -> list[str]:
         ("cycle", lambda k: f"cycle {format_duration(k.preempt_cycle_s)}"),
         ("bound", lambda k: f"max {k.max_preemptions} preemptions"),
         ("headroom", lambda k: f"fill headroom {k.fill_headroom * 100:g}%"),
+        ("uncheckpointed", lambda k: "preempt uncheckpointed" if k.preempt_uncheckpointed else "spare uncheckpointed"),
     )
     for _, show in fields:
         values = [show(k) for k in grid]

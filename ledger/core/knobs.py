@@ -69,6 +69,13 @@ class Knobs:
     # every measured month it cut discarded work (e.g. 18.6 % -> 11.6 % of delivered GPU-hours on a
     # month where half the batch work never checkpoints) at no cost in owed hours (docs/rules.md).
     max_preemptions: int = MAX_PREEMPTIONS
+    # Progress: resumable allocated work is not preempted for fair share before its run has written a
+    # checkpoint (host failure and drains aside): until then preempting it would throw away the whole
+    # run, as for work that cannot resume. True restores the former rule (such a run is a victim past
+    # its protected window, until ``max_preemptions``), for what-if comparisons. On the measured
+    # months it cut discarded work by 40-70 % (11.6 % -> 3.4 % of delivered GPU-hours on the month
+    # where half the batch work never checkpoints) and left the demo month's log unchanged (docs/rules.md).
+    preempt_uncheckpointed: bool = False
     # Free fill (unallocated work) keeps its GPUs this long after it starts, doubled after every
     # preemption of the same workload, at most ``fill_protect_cap_s``: fill is not started into a
     # gap only to give it up seconds later.

@@ -272,7 +272,9 @@ class DecisionCore:
                 self.pool_version += 1  # a victim's cost changed
                 fair = self.knobs.policy == "fairshare"
                 if fair and w.exposed and w.state == RUNNING and w.wid not in self.preemptible:
-                    self._pool_add(w)  # settled, past protection, and now holding saved progress: preemptible again
+                    # settled past its protection, now holding saved progress: a victim from this instant on
+                    self._pool_add(w)
+                    return True
             return False
         if isinstance(e, BudgetNodeDefined):
             self.tree.define(e.path, e.parent, e.share, e.managers, t, e.event_id)
@@ -505,17 +507,23 @@ class DecisionCore:
         return min(knobs.fill_protect_cap_s, knobs.fill_protect_s << p)
 
     def settled(self, w: Workload) -> bool:
-        """Return whether ``w``'s run may not be preempted for a waiter: preempted as often as the rules allow.
+        """Return whether ``w``'s run may not be preempted for a waiter until it writes a checkpoint.
 
-        A workload preempted ``max_preemptions`` times (fair share, allocated) is not preempted for a
-        waiter again in a run until that run has written a checkpoint: every later preemption keeps
-        saved progress, so its runs are finite (at most its work ÷ checkpoint interval more), and a
-        run that never checkpoints keeps its GPUs until it ends.
+        Fair share, allocated work: a resumable run holds no saved progress before its first
+        checkpoint, so it is not preempted for a waiter until then (unless
+        ``Knobs.preempt_uncheckpointed``); and a workload preempted ``max_preemptions`` times is not
+        preempted for a waiter again in a run until that run has written a checkpoint. Every such
+        later preemption keeps saved progress, so runs are finite (at most work ÷ checkpoint interval
+        more), and a run that never checkpoints keeps its GPUs until it ends.
         """
-        return (
-            w.allocated and self.knobs.policy == "fairshare" and w.preemptions >= self.knobs.max_preemptions
-            and not (w.resumable and w.last_ckpt_us > w.start_us)
-        )
+        knobs = self.knobs
+        if not w.allocated or knobs.policy != "fairshare":
+            return False
+        if w.resumable:
+            return w.last_ckpt_us <= w.start_us and (
+                not knobs.preempt_uncheckpointed or w.preemptions >= knobs.max_preemptions
+            )
+        return w.preemptions >= knobs.max_preemptions
 
     def _protection_ends(self, w: Workload) -> None:
         if not w.allocated:

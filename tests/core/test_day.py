@@ -45,6 +45,8 @@ def test_morning_two_teams_share_a_small_cluster_and_time_slice_after_protection
     out = run(core, [e.submit(10, "t1", "lab/text")])
     assert out == []
     assert core.waiting() == ["t1"]
+    # 08:45 both vision jobs write a checkpoint
+    assert run(core, [e.checkpoint(45, "v1", progress_s=44 * 60), e.checkpoint(45, "v2", progress_s=44 * 60)]) == []
     # 09:01 the protected windows end; text is under-served, vision ranks after it: one vision job yields
     out = core.advance(to_minutes(61))
     pre = of(out, ev.WorkloadPreempted)

@@ -13,6 +13,7 @@ TEN = 10 * 60  # 10:00 in minutes from midnight
 def _morning(knobs: Knobs) -> tuple[DecisionCore, list[ev.Event]]:
     """One 8-GPU host; team a runs A from 08:00, protected for 2 h; team b's B waits from 08:30.
 
+    A writes a checkpoint at 09:45 (resumable work is only preempted once it holds saved progress).
     At 09:59:30 team c's free-tier sweep arrives too (minimum runtime 0: it cannot preempt and
     waits) — an unrelated event just before A's protection ends.
     """
@@ -29,6 +30,7 @@ def _morning(knobs: Knobs) -> tuple[DecisionCore, list[ev.Event]]:
     assert [s.workload_id for s in of(out, ev.WorkloadStarted)] == ["A"]  # type: ignore[attr-defined]
     out = run(core, [e.submit(8 * 60 + 30, "B", "lab/b", gpus=8, min_runtime_s=3600)])
     assert out == [] and core.waiting() == ["B"]  # A is protected: B waits
+    assert run(core, [e.checkpoint(9 * 60 + 45, "A", progress_s=105 * 60)]) == []
     out = run(core, [e.submit(TEN - 0.5, "sweep", "lab/c", gpus=8, min_runtime_s=0)])
     assert out == []
     return core, out
@@ -66,6 +68,7 @@ def test_with_the_swap_margin_a_waiter_that_would_outrank_a_at_once_is_refused()
         setup = [e.capacity(0, 8), e.node(0, "lab", 1.0), e.node(0, "lab/a", 1.0), e.node(0, "lab/b", 1.0)]
         run(core, [*setup, e.submit(8 * 60, "A", "lab/a", gpus=8, min_runtime_s=2 * 3600)])
         run(core, [e.submit(8 * 60 + 30, "B", "lab/b", gpus=8, min_runtime_s=8 * 3600)])
+        run(core, [e.checkpoint(9 * 60 + 45, "A", progress_s=105 * 60)])
         out = core.advance(to_minutes(TEN))
         assert [p.workload_id for p in of(out, ev.WorkloadPreempted)] == expect  # type: ignore[attr-defined]
         assert ("A" in core.running()) is margin
@@ -86,6 +89,7 @@ def test_the_reason_quotes_the_sibling_branches_where_the_paths_part() -> None:
     ]
     run(core, [*setup, e.submit(60, "T", "lab/text/r2", gpus=8, min_runtime_s=3600)])
     run(core, [e.submit(70, "V", "lab/vision/r1", gpus=8, min_runtime_s=3600)])
+    run(core, [e.checkpoint(110, "T", progress_s=50 * 60)])
     out = core.advance(to_minutes(120))
     decision = next(d for d in of(out, ev.SchedulingDecision) if d.action == "preempt")  # type: ignore[attr-defined]
     reason: str = decision.reason  # type: ignore[attr-defined]
@@ -94,3 +98,27 @@ def test_the_reason_quotes_the_sibling_branches_where_the_paths_part() -> None:
     assert leaf != text  # r2 holds a tenth of text's allocation: the leaves' ratios differ from the branches'
     assert "after the swap lab/vision (" in reason and "ahead of lab/text (" in reason
     assert "where lab/text/r2 and lab/vision/r1 part" in reason
+
+
+def test_a_resumable_run_without_a_checkpoint_keeps_its_host_until_it_writes_one() -> None:
+    """A never checkpoints before 10:00: preempting it then would throw away its whole run, so B waits.
+
+    At 10:20 A writes its first checkpoint; from that instant it holds saved progress and yields to B.
+    Under the former rule (``preempt_uncheckpointed``) A is preempted at 10:00 and loses two hours.
+    """
+    e = Events()
+    for former in (False, True):
+        core = DecisionCore(Knobs(preempt_uncheckpointed=former), "lab")
+        setup = [e.capacity(0, 8), e.node(0, "lab", 1.0), e.node(0, "lab/a", 1.0), e.node(0, "lab/b", 1.0)]
+        run(core, [*setup, e.submit(8 * 60, "A", "lab/a", gpus=8, min_runtime_s=2 * 3600)])
+        run(core, [e.submit(8 * 60 + 30, "B", "lab/b", gpus=8, min_runtime_s=3600)])
+        out = core.advance(to_minutes(TEN))
+        if former:
+            assert [(p.workload_id, p.time) for p in of(out, ev.WorkloadPreempted)] == [("A", at(TEN))]  # type: ignore[attr-defined]
+            continue
+        assert out == [] and core.waiting() == ["B"] and "A" in core.running()
+        out = run(core, [e.checkpoint(TEN + 20, "A", progress_s=140 * 60)])
+        assert [(p.workload_id, p.preempted_by, p.time) for p in of(out, ev.WorkloadPreempted)] == [  # type: ignore[attr-defined]
+            ("A", "B", at(TEN + 20))
+        ]
+        assert [s.workload_id for s in of(out, ev.WorkloadStarted)] == ["B"]  # type: ignore[attr-defined]
