@@ -340,11 +340,12 @@ class DecisionCore:
         if w.state == WAITING:
             self.order.remove(w)
         elif w.state == STARTING:
-            self.hosts.release(w.wid, w.hosts)
+            self._unreserve(w)
         elif w.state == RUNNING:
             self._detach(w)
             self._account_stop(w, t)
         elif w.state == EXITING:
+            self._leave_hosts(w)
             self._account_stop(w, t)
         self._finish(w, t)
         w.epoch += 1
@@ -624,7 +625,7 @@ class DecisionCore:
         return self.nonpreemptible.get(w.node, 0) + w.size <= limit
 
     def _cancel_start(self, w: Workload, t: int, out: list[Event], why: str) -> None:
-        self.hosts.release(w.wid, w.hosts)
+        self._unreserve(w)
         w.state = WAITING
         w.epoch += 1
         self.order.add(w)
@@ -648,11 +649,35 @@ class DecisionCore:
         out.append(self._decision("preempt", w, t, t + grace, why, for_workload=w.exit_by, position=position))
         if grace:
             self._wake_at(t + grace, _EXIT, w)
+            if by is None:
+                self.keep_exiting(w)  # no waiter takes its GPUs: it holds them all until it leaves
         else:
             self._exit(w, t, out)
 
+    def keep_exiting(self, w: Workload) -> None:
+        """Let a victim running out its grace hold what its waiter, placed at once, did not take.
+
+        It still runs there until it exits: those GPUs are free only then, not at the decision.
+        """
+        if w.state == EXITING:
+            self.hosts.keep(w.wid, w.hosts, w.held)
+
+    def _unreserve(self, w: Workload) -> None:
+        """Drop a delayed start's hosts; victims still running out their grace there hold those GPUs again."""
+        self.hosts.release(w.wid, w.hosts)
+        mine = set(w.hosts)
+        for v in self.workloads.values():
+            if v.state == EXITING and not mine.isdisjoint(v.hosts):
+                self.keep_exiting(v)
+
+    def _leave_hosts(self, w: Workload) -> None:
+        """Free what an exiting victim still held through its grace period."""
+        if self.hosts.holds(w.wid, w.hosts):
+            self.hosts.release(w.wid, w.hosts)
+
     def _exit(self, w: Workload, t: int, out: list[Event]) -> None:
-        """The victim leaves: stop its charge; requeue it, or cancel it when it cannot resume."""
+        """The victim leaves: free its hosts, stop its charge; requeue it, or cancel it when it cannot resume."""
+        self._leave_hosts(w)
         self._account_stop(w, t)
         w.epoch += 1
         reason: Any = w.exit_reason
