@@ -347,8 +347,11 @@ class DecisionCore:
         elif w.state == EXITING:
             self._leave_hosts(w)
             self._account_stop(w, t)
+        exiting = w.state == EXITING
         self._finish(w, t)
         w.epoch += 1
+        if exiting:
+            self._victim_left(w, t)
         return True
 
     def _finish(self, w: Workload, t: int) -> None:
@@ -662,6 +665,16 @@ class DecisionCore:
         if w.state == EXITING:
             self.hosts.keep(w.wid, w.hosts, w.held)
 
+    def _victim_left(self, w: Workload, t: int) -> None:
+        """A victim left before its grace ran out: its waiter starts now if none of its other victims remains."""
+        waiter = self.workloads.get(w.exit_by) if w.exit_by is not None and t < w.exit_us else None
+        if waiter is None or waiter.state != STARTING:
+            return
+        if any(v.state == EXITING and v.exit_by == waiter.wid for v in self.workloads.values()):
+            return
+        waiter.epoch += 1  # the wake-up at the end of the grace is void
+        self._wake_at(t, _START, waiter)
+
     def _unreserve(self, w: Workload) -> None:
         """Drop a delayed start's hosts; victims still running out their grace there hold those GPUs again."""
         self.hosts.release(w.wid, w.hosts)
@@ -693,6 +706,7 @@ class DecisionCore:
                 self._decision("complete", w, t, t, "not resumable: cancelled by the preemption, must be resubmitted")
             )
             out.append(self._new(WorkloadCompleted, t, workload_id=w.wid, outcome="cancelled"))
+        self._victim_left(w, t)
 
     # ================================================================ the scheduling pass
     def _fits(self, at_most: int = 1 << 30) -> Callable[[int], bool]:

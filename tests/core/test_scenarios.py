@@ -253,3 +253,25 @@ def test_a_victim_in_its_grace_period_keeps_the_gpus_its_waiter_does_not_take() 
     ]
     started = {s.workload_id: s.time for s in of(out, ev.WorkloadStarted)}  # type: ignore[attr-defined]
     assert started == {"b-4": at(65), "b-4bis": at(65)}
+
+
+def test_a_waiter_starts_as_soon_as_its_victim_is_gone_not_when_the_grace_would_have_run_out() -> None:
+    """One 8-GPU host, a 10-minute grace.
+
+    b's job needs a's 8-GPU run preempted at 60 min; a may take until 70 min to exit, but it
+    finishes its work at 63 min. From then the host is empty, so b's job starts at 63 min
+    instead of leaving the GPUs idle for seven more minutes.
+    """
+    e = Events()
+    core = DecisionCore(Knobs(grace_s=600), "lab")
+    run(core, [*_tree(e, 8, {"a": 1.0, "b": 1.0}), e.submit(0, "a-8", "org/a", gpus=8, min_runtime_s=600)])
+    out = run(core, [e.submit(60, "b-8", "org/b", gpus=8, min_runtime_s=600)])
+    assert [(d.action, d.workload_id) for d in of(out, ev.SchedulingDecision)] == [  # type: ignore[attr-defined]
+        ("preempt", "a-8"),
+        ("start", "b-8"),
+    ]
+    out = run(core, [e.complete(63, "a-8")])
+    assert [(s.workload_id, s.time) for s in of(out, ev.WorkloadStarted)] == [("b-8", at(63))]  # type: ignore[attr-defined]
+    assert not of(out, ev.WorkloadPreempted)  # a-8 completed: it was never preempted
+    assert not of(core.advance(to_minutes(70)), ev.WorkloadStarted)  # the wake-up at 70 min is void
+    assert set(core.running()) == {"b-8"}
