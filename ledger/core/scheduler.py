@@ -42,6 +42,7 @@ from ledger.core.rooms import RoomBuckets
 from ledger.core.tree import BudgetTree
 from ledger.errors import InputError
 from ledger.events import (
+    LATEST,
     AllocationChanged,
     AllocationRefused,
     BudgetNodeDefined,
@@ -67,6 +68,9 @@ SNAPSHOT_MAGIC = b"GPULEDGER-CORE-1\n"
 _US = 1_000_000
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Event times lie before 2100 (the schema's bound): a protected window or a grace period that
+# would end later is told as ending at the last instant an event can hold (nothing later happens)
+_LAST_US = to_us(LATEST) - 1
 _SCHEMA_VERSION: dict[type[Event], int] = {}  # the version each output type is written with
 
 # what a snapshot holds, in the order the attributes are set in ``__init__`` (the order of the
@@ -597,7 +601,7 @@ class DecisionCore:
         out.append(
             self._new(
                 WorkloadStarted, t, workload_id=w.wid, nodes=self.hosts.names(w.hosts), gpus=w.held,
-                allocated=w.allocated, protected_until=from_us(w.protected_until), attempt=w.attempt,
+                allocated=w.allocated, protected_until=from_us(min(w.protected_until, _LAST_US)), attempt=w.attempt,
             )
         )
 
@@ -810,7 +814,7 @@ class DecisionCore:
         result: SchedulingDecision = self._new(
             SchedulingDecision, t, action=action, workload_id=w.wid, nodes=self.hosts.names(w.hosts),
             reason=reason, for_workload=for_workload, budget_ratio=ratio, queue_position=position,
-            effective_time=self._at(effective),
+            effective_time=self._at(min(effective, _LAST_US)),
         )
         return result
 
