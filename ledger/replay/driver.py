@@ -13,7 +13,8 @@ preempted at that instant.
 
 A replay always ends: at ``until_us`` when given, else once nothing is left to happen, with a
 safety stop ``LIMIT_AFTER_LAST_INPUT_S`` after the last input, and at ``LAST_US`` (the end of 2099:
-no event can be told later). When it stops at a limit with work left, ``ReplayStats.unfinished`` names each unfinished workload and how often it was preempted.
+no event can be told later). When it stops at a limit with work left, ``ReplayStats.unfinished``
+names each unfinished workload and how often it was preempted.
 
 Execution is simulated from the submission's hints: a started workload pays ``restart_s`` on every
 attempt after its first, then writes a checkpoint every ``checkpoint_interval_s`` of productive time
