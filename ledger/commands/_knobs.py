@@ -164,7 +164,7 @@ def knobs_from_args(args: argparse.Namespace, policy: Policy | None = None, gpus
         half_life_s=parse_duration(args.half_life) if args.half_life else None,
         max_min_runtime_s=parse_duration(args.max_min_runtime),
         charge=args.charge,
-        gpus_per_node=args.gpus_per_node or gpus_per_node,
+        gpus_per_node=gpus_per_node if args.gpus_per_node is None else args.gpus_per_node,
         grace_s=parse_duration(args.grace),
         **_rule_knobs(args),  # type: ignore[arg-type]
     )
@@ -222,7 +222,7 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
             half_life_s=parse_duration(half_life) if half_life else None,
             max_min_runtime_s=parse_duration(cap or "8h"),
             charge=charge or "upfront",  # type: ignore[arg-type]
-            gpus_per_node=args.gpus_per_node or gpus_per_node,
+            gpus_per_node=gpus_per_node if args.gpus_per_node is None else args.gpus_per_node,
             grace_s=parse_duration(grace or "0s"),
             preemption_strategy=strategy,  # type: ignore[arg-type]
             preempt_cycle_s=parse_duration(cycle or "0s"),

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     from ledger.commands._runs import report_rejected
     from ledger.commands._sweep import default_jobs, run_settings
     from ledger.commands.replay import until_time
-    from ledger.replay.run import load_inputs
+    from ledger.replay.run import load_inputs, on_hosts_of
     from ledger.replay.sidebyside import table
 
     input_source(args.trace)
@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
         output_dir(args.out, force=False)  # raises: --out names a file
     inputs = load_inputs(args.trace, args.budgets, strict=args.strict)
     grid = knob_grid(args, gpus_per_node=inputs.gpus_per_node)  # bad knob values refused before --out is touched
+    inputs = on_hosts_of(inputs, grid[0].gpus_per_node)  # one width for every column
     out = output_dir(args.out, force=args.force, run_subdirs=True, source=args.trace) if args.out else None
     report_rejected(inputs.rejected, out)
     labels = column_labels(grid)

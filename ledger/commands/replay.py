@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._paths import input_file, input_source, output_dir
     from ledger.commands._runs import report_rejected, run_one
-    from ledger.replay.run import load_inputs
+    from ledger.replay.run import load_inputs, on_hosts_of
     from ledger.replay.sidebyside import table
 
     input_source(args.trace)
@@ -63,10 +63,11 @@ def run(args: argparse.Namespace) -> int:
     if Path(args.out).exists() and not Path(args.out).is_dir():
         output_dir(args.out, force=False)  # raises: --out names a file
     inputs = load_inputs(args.trace, args.budgets, strict=args.strict)
-    # checked after the inputs: a bad trace leaves --out as it was
+    knobs = knobs_from_args(args, gpus_per_node=inputs.gpus_per_node)
+    inputs = on_hosts_of(inputs, knobs.gpus_per_node)
+    # checked after the inputs and the knobs: a bad trace or knob leaves --out as it was
     out = output_dir(args.out, force=args.force, source=args.trace)
     report_rejected(inputs.rejected, out)
-    knobs = knobs_from_args(args, gpus_per_node=inputs.gpus_per_node)
     first = min(e.time for e in inputs.inputs)
     result = run_one(inputs, knobs, out, quiet=args.quiet, until=until_time(args.until, first))
     left = result["replay"].get("unfinished")

@@ -163,6 +163,26 @@ class Hosts:
             if healthy:
                 self._bucket_add(h)
 
+    def keep(self, wid: str, indexes: list[int], gpus: int) -> None:
+        """Let a leaving workload hold again what it still uses: up to its share of each host, as far as it is free."""
+        for i, share in zip(indexes, self.share_on(gpus, len(indexes)), strict=True):
+            h = self.hosts[i]
+            held = h.workloads.get(wid, 0)
+            g = min(share - held, h.gpus - h.used)
+            if g <= 0:
+                continue
+            healthy = h.state == "healthy"
+            if healthy:
+                self._bucket_remove(h)
+            h.used += g
+            h.workloads[wid] = held + g
+            if healthy:
+                self._bucket_add(h)
+
+    def holds(self, wid: str, indexes: list[int]) -> bool:
+        """Return whether a workload still holds GPUs on any of these hosts."""
+        return any(wid in self.hosts[i].workloads for i in indexes)
+
     def release(self, wid: str, indexes: list[int]) -> None:
         """Take a workload off its hosts. O(hosts × log n)."""
         for i in indexes:

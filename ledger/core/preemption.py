@@ -323,6 +323,8 @@ def make_room(
         + start_reason(core, waiter, Pick(waiter.key, position, ALLOCATED), chosen_hosts, t)
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
+    for v in victims:
+        core.keep_exiting(v)
     return True
 
 

@@ -42,6 +42,7 @@ from ledger.core.rooms import RoomBuckets
 from ledger.core.tree import BudgetTree
 from ledger.errors import InputError
 from ledger.events import (
+    LATEST,
     AllocationChanged,
     AllocationRefused,
     BudgetNodeDefined,
@@ -67,6 +68,9 @@ SNAPSHOT_MAGIC = b"GPULEDGER-CORE-1\n"
 _US = 1_000_000
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Event times lie before 2100 (the schema's bound): a protected window or a grace period that
+# would end later is told as ending at the last instant an event can hold (nothing later happens)
+_LAST_US = to_us(LATEST) - 1
 _SCHEMA_VERSION: dict[type[Event], int] = {}  # the version each output type is written with
 
 # what a snapshot holds, in the order the attributes are set in ``__init__`` (the order of the
@@ -342,14 +346,18 @@ class DecisionCore:
         if w.state == WAITING:
             self.order.remove(w)
         elif w.state == STARTING:
-            self.hosts.release(w.wid, w.hosts)
+            self._unreserve(w)
         elif w.state == RUNNING:
             self._detach(w)
             self._account_stop(w, t)
         elif w.state == EXITING:
+            self._leave_hosts(w)
             self._account_stop(w, t)
+        exiting = w.state == EXITING
         self._finish(w, t)
         w.epoch += 1
+        if exiting:
+            self._victim_left(w, t)
         return True
 
     def _finish(self, w: Workload, t: int) -> None:
@@ -601,7 +609,7 @@ class DecisionCore:
         out.append(
             self._new(
                 WorkloadStarted, t, workload_id=w.wid, nodes=self.hosts.names(w.hosts), gpus=w.held,
-                allocated=w.allocated, protected_until=from_us(w.protected_until), attempt=w.attempt,
+                allocated=w.allocated, protected_until=from_us(min(w.protected_until, _LAST_US)), attempt=w.attempt,
             )
         )
 
@@ -632,7 +640,7 @@ class DecisionCore:
         return self.nonpreemptible.get(w.node, 0) + w.size <= limit
 
     def _cancel_start(self, w: Workload, t: int, out: list[Event], why: str) -> None:
-        self.hosts.release(w.wid, w.hosts)
+        self._unreserve(w)
         w.state = WAITING
         w.epoch += 1
         self.order.add(w)
@@ -656,11 +664,45 @@ class DecisionCore:
         out.append(self._decision("preempt", w, t, t + grace, why, for_workload=w.exit_by, position=position))
         if grace:
             self._wake_at(t + grace, _EXIT, w)
+            if by is None:
+                self.keep_exiting(w)  # no waiter takes its GPUs: it holds them all until it leaves
         else:
             self._exit(w, t, out)
 
+    def keep_exiting(self, w: Workload) -> None:
+        """Let a victim running out its grace hold what its waiter, placed at once, did not take.
+
+        It still runs there until it exits: those GPUs are free only then, not at the decision.
+        """
+        if w.state == EXITING:
+            self.hosts.keep(w.wid, w.hosts, w.held)
+
+    def _victim_left(self, w: Workload, t: int) -> None:
+        """A victim left before its grace ran out: its waiter starts now if none of its other victims remains."""
+        waiter = self.workloads.get(w.exit_by) if w.exit_by is not None and t < w.exit_us else None
+        if waiter is None or waiter.state != STARTING:
+            return
+        if any(v.state == EXITING and v.exit_by == waiter.wid for v in self.workloads.values()):
+            return
+        waiter.epoch += 1  # the wake-up at the end of the grace is void
+        self._wake_at(t, _START, waiter)
+
+    def _unreserve(self, w: Workload) -> None:
+        """Drop a delayed start's hosts; victims still running out their grace there hold those GPUs again."""
+        self.hosts.release(w.wid, w.hosts)
+        mine = set(w.hosts)
+        for v in self.workloads.values():
+            if v.state == EXITING and not mine.isdisjoint(v.hosts):
+                self.keep_exiting(v)
+
+    def _leave_hosts(self, w: Workload) -> None:
+        """Free what an exiting victim still held through its grace period."""
+        if self.hosts.holds(w.wid, w.hosts):
+            self.hosts.release(w.wid, w.hosts)
+
     def _exit(self, w: Workload, t: int, out: list[Event]) -> None:
-        """The victim leaves: stop its charge; requeue it, or cancel it when it cannot resume."""
+        """The victim leaves: free its hosts, stop its charge; requeue it, or cancel it when it cannot resume."""
+        self._leave_hosts(w)
         self._account_stop(w, t)
         w.epoch += 1
         reason: Any = w.exit_reason
@@ -676,6 +718,7 @@ class DecisionCore:
                 self._decision("complete", w, t, t, "not resumable: cancelled by the preemption, must be resubmitted")
             )
             out.append(self._new(WorkloadCompleted, t, workload_id=w.wid, outcome="cancelled"))
+        self._victim_left(w, t)
 
     # ================================================================ the scheduling pass
     def _fits(self, at_most: int = 1 << 30) -> Callable[[int], bool]:
@@ -779,7 +822,7 @@ class DecisionCore:
         result: SchedulingDecision = self._new(
             SchedulingDecision, t, action=action, workload_id=w.wid, nodes=self.hosts.names(w.hosts),
             reason=reason, for_workload=for_workload, budget_ratio=ratio, queue_position=position,
-            effective_time=self._at(effective),
+            effective_time=self._at(min(effective, _LAST_US)),
         )
         return result
 

@@ -12,8 +12,9 @@ workload that completes at the very instant its protected window ends has comple
 preempted at that instant.
 
 A replay always ends: at ``until_us`` when given, else once nothing is left to happen, with a
-safety stop ``LIMIT_AFTER_LAST_INPUT_S`` after the last input. When it stops at a limit with work
-left, ``ReplayStats.unfinished`` names each unfinished workload and how often it was preempted.
+safety stop ``LIMIT_AFTER_LAST_INPUT_S`` after the last input, and at ``LAST_US`` (the end of 2099:
+no event can be told later). When it stops at a limit with work left, ``ReplayStats.unfinished``
+names each unfinished workload and how often it was preempted.
 
 Execution is simulated from the submission's hints: a started workload pays ``restart_s`` on every
 attempt after its first, then writes a checkpoint every ``checkpoint_interval_s`` of productive time
@@ -32,6 +33,7 @@ from typing import Protocol, cast
 
 from ledger.errors import LedgerError
 from ledger.events import (
+    LATEST,
     CheckpointWritten,
     Event,
     WorkloadCompleted,
@@ -47,6 +49,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SIM, _INPUT = 0, 1  # at one instant, simulated facts come before trace inputs
 _CHECKPOINT, _COMPLETE, _EVENT = 0, 1, 2
 LIMIT_AFTER_LAST_INPUT_S = 90 * 86_400  # safety stop: the rules' progress bound ends replays long before
+LAST_US = to_us(LATEST) - 1  # the last instant an event can carry (times lie before 2100): the clock stops there
 
 
 class Core(Protocol):
@@ -176,6 +179,7 @@ class ReplayDriver:
         limit = until_us
         if limit is None and self._last_input_us:
             limit = self._last_input_us + LIMIT_AFTER_LAST_INPUT_S * _US
+        limit = LAST_US if limit is None else min(limit, LAST_US)
         stopped: int | None = None
         while True:
             wake = core.next_wakeup()

@@ -7,14 +7,14 @@ replay finished, so a failed or interrupted replay never leaves a half-written r
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from ledger.adapters.common import paused_gc
 from ledger.core.knobs import Knobs
-from ledger.errors import AllRejectedError, InputError, LedgerError
-from ledger.events import Event, to_us
+from ledger.errors import AllRejectedError, ConfigError, InputError, LedgerError
+from ledger.events import ClusterCapacityChanged, Event, to_us
 from ledger.replay.budgets import Budgets, load_budgets
 from ledger.replay.driver import Progress, ReplayDriver, ReplayStats
 from ledger.replay.trace import RejectedRow, listed, read_trace
@@ -44,6 +44,33 @@ def inputs_from_budgets(budgets: Budgets, inputs: list[Event], *, start: datetim
 
 def _time(e: Event) -> datetime:
     return e.time
+
+
+def on_hosts_of(inputs: ReplayInputs, per_node: int) -> ReplayInputs:
+    """Return the inputs on hosts of ``per_node`` GPUs (``--gpus-per-node``); raise ConfigError if a capacity cannot be.
+
+    The knob reshapes the cluster the inputs describe: every capacity they set is split into
+    hosts of that width, which must divide it (as a budgets file's ``gpus_per_node`` must).
+    """
+    if per_node == inputs.gpus_per_node and all(
+        e.gpus_per_node == per_node for e in (*inputs.setup, *inputs.inputs) if isinstance(e, ClusterCapacityChanged)
+    ):
+        return inputs
+
+    def reshaped(events: list[Event]) -> list[Event]:
+        out: list[Event] = []
+        for e in events:
+            if isinstance(e, ClusterCapacityChanged):
+                if e.gpus % per_node:
+                    raise ConfigError(
+                        f"--gpus-per-node {per_node}: the cluster's {e.gpus} GPUs are not a whole number of "
+                        f"{per_node}-GPU hosts"
+                    )
+                e = e.model_copy(update={"gpus_per_node": per_node})
+            out.append(e)
+        return out
+
+    return replace(inputs, gpus_per_node=per_node, setup=reshaped(inputs.setup), inputs=reshaped(inputs.inputs))
 
 
 def load_trace(trace: str | Path, budgets_file: str | Path, *, strict: bool = False) -> ReplayInputs:
@@ -90,6 +117,7 @@ def replay(
     from ledger.log import EventLog
     from ledger.replay.logwriter import LogWriter
 
+    inputs = on_hosts_of(inputs, knobs.gpus_per_node)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     final = out / "events"
@@ -125,4 +153,4 @@ def _looks_like_log(path: Path) -> bool:
     return all(p.is_file() for p in path.iterdir())
 
 
-__all__ = ["ReplayInputs", "inputs_from_budgets", "load_inputs", "load_trace", "replay"]
+__all__ = ["ReplayInputs", "inputs_from_budgets", "load_inputs", "load_trace", "on_hosts_of", "replay"]

@@ -184,3 +184,25 @@ def test_grace_delays_the_victims_exit_and_the_waiters_start_by_the_same_amount(
     later = core.advance(core.next_wakeup() or 0)
     kinds = [type(o).__name__ for o in later]
     assert kinds.index("WorkloadPreempted") < kinds.index("WorkloadStarted")
+
+
+GRACE_KNOBS = st.sampled_from(
+    [Knobs(grace_s=120), Knobs(grace_s=600, preemption_strategy="instant"), Knobs(grace_s=300, max_min_runtime_s=600)]
+)
+
+
+@FAST
+@given(clusters(), GRACE_KNOBS)
+def test_with_a_grace_period_hosts_are_never_overfilled_and_every_workload_still_finishes(
+    cluster: tuple[list[ev.Event], dict[str, float], int, list[str]], knobs: Knobs
+) -> None:
+    """A victim runs on through its grace period: nothing else may start on the GPUs it still uses."""
+    inputs, work, hosts, _ = cluster
+    ordered = _ordered(inputs)
+    ledger = _ledger(hosts)
+    # Ledger.fact frees a victim's GPUs at its WorkloadPreempted (when it exits) and asserts every host's capacity
+    _, core = drive(DecisionCore(knobs, "lab"), ordered, work, ledger=ledger)
+    assert not ledger.waiting and not ledger.open, f"left unfinished: {sorted(ledger.waiting)} {sorted(ledger.open)}"
+    assert core.next_wakeup() is None
+    bound = liveness_bound_us(core, ordered, work)
+    assert bound is None or core.now <= bound

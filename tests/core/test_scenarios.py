@@ -7,7 +7,7 @@ from datetime import timedelta
 from ledger import events as ev
 from ledger.core import DecisionCore, Knobs
 from tests.core.test_day import of, run, to_minutes
-from tests.factories import Events
+from tests.factories import Events, at
 
 HOUR = 60
 
@@ -226,3 +226,54 @@ def test_a_share_change_counts_as_the_window_slides_over_it() -> None:
 
     assert (worth("b", 18), worth("a", 18)) == (8 * 18 + 12 * 6, 8 * 18 + 4 * 6)
     assert (worth("b", 36), worth("a", 36)) == (12 * 24, 4 * 24)
+
+
+def test_a_victim_in_its_grace_period_keeps_the_gpus_its_waiter_does_not_take() -> None:
+    """One 8-GPU host, a 5-minute grace, teams a and b at equal shares.
+
+    a's 8-GPU run (checkpointed at 50 min) has held the host for an hour when b submits two 4-GPU jobs. The first needs
+    a preempted: a gets five minutes to exit, and b's job starts when a is gone. a still holds
+    all 8 GPUs during those five minutes, so b's second job cannot start before a exits either:
+    it starts at 65 min beside the first, not at 60 min on GPUs a is still using.
+    """
+    e = Events()
+    core = DecisionCore(Knobs(grace_s=300), "lab")
+    run(core, [*_tree(e, 8, {"a": 1.0, "b": 1.0}), e.submit(0, "a-8", "org/a", gpus=8, min_runtime_s=600)])
+    run(core, [e.checkpoint(50, "a-8", progress_s=50 * 60)])  # saved progress: a victim past its protection
+    out = run(core, [e.submit(60, "b-4", "org/b", gpus=4, min_runtime_s=600)])
+    out += run(core, [e.submit(60, "b-4bis", "org/b", gpus=4, min_runtime_s=600)])
+    assert [(d.action, d.workload_id) for d in of(out, ev.SchedulingDecision)][:2] == [  # type: ignore[attr-defined]
+        ("preempt", "a-8"),
+        ("start", "b-4"),
+    ]
+    assert not of(out, ev.WorkloadStarted), "nothing may start on the host while a-8 still runs there"
+    assert core.waiting() == ["b-4bis"]
+    out = core.advance(to_minutes(65))
+    assert [type(o).__name__ for o in out if not isinstance(o, ev.SchedulingDecision)] == [
+        "WorkloadPreempted", "WorkloadRequeued", "WorkloadStarted", "WorkloadStarted"
+    ]
+    started = {s.workload_id: s.time for s in of(out, ev.WorkloadStarted)}  # type: ignore[attr-defined]
+    assert started == {"b-4": at(65), "b-4bis": at(65)}
+
+
+def test_a_waiter_starts_as_soon_as_its_victim_is_gone_not_when_the_grace_would_have_run_out() -> None:
+    """One 8-GPU host, a 10-minute grace.
+
+    b's job needs a's 8-GPU run preempted at 60 min; a may take until 70 min to exit, but it
+    finishes its work at 63 min. From then the host is empty, so b's job starts at 63 min
+    instead of leaving the GPUs idle for seven more minutes.
+    """
+    e = Events()
+    core = DecisionCore(Knobs(grace_s=600), "lab")
+    run(core, [*_tree(e, 8, {"a": 1.0, "b": 1.0}), e.submit(0, "a-8", "org/a", gpus=8, min_runtime_s=600)])
+    run(core, [e.checkpoint(50, "a-8", progress_s=50 * 60)])
+    out = run(core, [e.submit(60, "b-8", "org/b", gpus=8, min_runtime_s=600)])
+    assert [(d.action, d.workload_id) for d in of(out, ev.SchedulingDecision)] == [  # type: ignore[attr-defined]
+        ("preempt", "a-8"),
+        ("start", "b-8"),
+    ]
+    out = run(core, [e.complete(63, "a-8")])
+    assert [(s.workload_id, s.time) for s in of(out, ev.WorkloadStarted)] == [("b-8", at(63))]  # type: ignore[attr-defined]
+    assert not of(out, ev.WorkloadPreempted)  # a-8 completed: it was never preempted
+    assert not of(core.advance(to_minutes(70)), ev.WorkloadStarted)  # the wake-up at 70 min is void
+    assert set(core.running()) == {"b-8"}

@@ -214,3 +214,81 @@ def test_a_replay_stopped_at_a_limit_with_work_left_says_so_and_names_the_worklo
     assert left["workloads"] == len(left["preemptions_by_workload"]) > 0
     assert all(n >= 0 for n in left["preemptions_by_workload"].values())
     assert "stopped at a limit" in capsys.readouterr().err
+
+
+def test_a_replay_that_would_run_past_2100_stops_there_and_its_log_reads_back_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Event times end at 2100: a run whose work would go on past it stops there, saying so.
+
+    On a 24-GPU cluster, three 8-GPU jobs are submitted four hours before 2100. The first needs an
+    hour and completes; the other two need a day, so the rest of their runs cannot be told in the
+    log. A fourth, submitted at 23:30 on the GPUs the first freed, is protected for 2 h, past 2100,
+    and completes after 10 minutes; its start records its protected window as lasting to the end
+    of 2099, the last instant the log can hold. Before, the replay wrote those events anyway, and the
+    log, on reading them back, dropped the whole batch as torn: the run read as empty.
+    """
+    (tmp_path / "budgets.yaml").write_text(
+        "cluster: {name: c, gpus: 24, gpus_per_node: 8}\nnodes:\n  - {path: org}\n  - {path: org/a}\n"
+    )
+    header = "workload_id,submit_time,budget,user,gpus,min_runtime_s,resumable,work_s,checkpoint_interval_s\n"
+    (tmp_path / "trace.csv").write_text(
+        header
+        + "a-short,2099-12-31T20:00:00Z,org/a,u,8,3600,true,3600,600\n"
+        + "b-long,2099-12-31T20:00:00Z,org/a,u,8,3600,true,86400,3600\n"
+        + "c-filler,2099-12-31T20:00:00Z,org/a,u,8,3600,true,86400,3600\n"
+        + "d-late,2099-12-31T23:30:00Z,org/a,u,8,7200,true,600,0\n"
+    )
+    assert replay(tmp_path / "trace.csv", tmp_path / "budgets.yaml", tmp_path / "run") == 0
+    info = json.loads((tmp_path / "run" / "replay.json").read_text())
+    assert info["ended"] == "stopped at a limit with work left"
+    assert info["unfinished"]["preemptions_by_workload"] == {"b-long": 0, "c-filler": 0}
+    assert "stopped at a limit" in capsys.readouterr().err
+    events = list(open_log(tmp_path / "run"))
+    assert len(events) == info["events"] > 0
+    assert all(e.time.year == 2099 for e in events)
+    done = [e.workload_id for e in events if e.type_name == "WorkloadCompleted"]  # type: ignore[attr-defined]
+    assert done == ["a-short", "d-late"]
+    late = [e for e in events if e.type_name == "WorkloadStarted" and e.workload_id == "d-late"]  # type: ignore[attr-defined]
+    assert [e.protected_until.isoformat() for e in late] == ["2099-12-31T23:59:59.999999+00:00"]  # type: ignore[attr-defined]
+    audit = json.loads((tmp_path / "run" / "audit.json").read_text())
+    assert [w["workload_id"] for w in audit["workloads"]] == ["a-short", "b-long", "c-filler", "d-late"]
+
+
+def test_gpus_per_node_sets_the_width_of_the_replayed_hosts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--gpus-per-node`` reshapes the cluster a trace is replayed on; a width that cannot hold it is refused.
+
+    A 16-GPU cluster of 8-GPU hosts runs a 4-GPU and a 12-GPU job side by side: the 12-GPU job
+    takes two whole hosts. With ``--gpus-per-node 4`` the same 16 GPUs are four 4-GPU hosts and it
+    takes three of them. Before, the flag was written into replay.json and nothing else: the
+    budgets file's width won and the two logs were the same bytes.
+    """
+    (tmp_path / "budgets.yaml").write_text(
+        "cluster: {name: c, gpus: 16, gpus_per_node: 8}\nnodes:\n  - {path: org}\n  - {path: org/a}\n"
+    )
+    (tmp_path / "trace.csv").write_text(
+        "workload_id,submit_time,budget,user,gpus,min_runtime_s,resumable,work_s\n"
+        "narrow,2026-03-02T00:00:00Z,org/a,u,4,600,true,600\n"
+        "wide,2026-03-02T00:00:00Z,org/a,u,12,600,true,600\n"
+    )
+    trace, budgets = tmp_path / "trace.csv", tmp_path / "budgets.yaml"
+
+    def hosts_of_wide(run: Path) -> tuple[str, ...]:
+        starts = [e for e in open_log(run) if e.type_name == "WorkloadStarted" and e.workload_id == "wide"]  # type: ignore[attr-defined]
+        return tuple(starts[0].nodes)  # type: ignore[attr-defined]
+
+    assert replay(trace, budgets, tmp_path / "eight") == 0
+    assert replay(trace, budgets, tmp_path / "four", "--gpus-per-node", "4") == 0
+    assert len(hosts_of_wide(tmp_path / "eight")) == 2
+    assert len(hosts_of_wide(tmp_path / "four")) == 3
+    capacity = [e for e in open_log(tmp_path / "four") if e.type_name == "ClusterCapacityChanged"]
+    assert [(e.gpus, e.gpus_per_node) for e in capacity] == [(16, 4)]  # type: ignore[attr-defined]
+    assert json.loads((tmp_path / "four" / "replay.json").read_text())["settings"]["gpus_per_node"] == 4
+    capsys.readouterr()
+    for width in ("0", "5"):
+        assert replay(trace, budgets, tmp_path / f"w{width}", "--gpus-per-node", width) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "gpus" in err and width in err, err
+        assert not (tmp_path / f"w{width}" / "events").exists()
