@@ -231,8 +231,8 @@ def test_a_share_change_counts_as_the_window_slides_over_it() -> None:
 def test_a_victim_in_its_grace_period_keeps_the_gpus_its_waiter_does_not_take() -> None:
     """One 8-GPU host, a 5-minute grace, teams a and b at equal shares.
 
-    a's 8-GPU run (checkpointed at 50 min) has held the host for an hour when b submits two 4-GPU jobs. The first needs
-    a preempted: a gets five minutes to exit, and b's job starts when a is gone. a still holds
+    a's 8-GPU run (checkpointed at 50 min) has held the host for an hour when b submits two 4-GPU
+    jobs. The first needs a preempted: a gets five minutes to exit, and b's job starts when a is gone. a still holds
     all 8 GPUs during those five minutes, so b's second job cannot start before a exits either:
     it starts at 65 min beside the first, not at 60 min on GPUs a is still using.
     """
