@@ -76,6 +76,10 @@ class Knobs:
     # months it cut discarded work by 40-70 % (11.6 % -> 3.4 % of delivered GPU-hours on the month
     # where half the batch work never checkpoints) and left the demo month's log unchanged (docs/rules.md).
     preempt_uncheckpointed: bool = False
+    # Standings drift with time alone: while allocated work waits and some running work could be a
+    # victim, a scheduling pass runs at least this often (s) even with no event, so a swap the rules
+    # allow is made within this long of becoming allowed. 0: passes only at events and wake-ups.
+    standing_check_s: int = 60
     # Free fill (unallocated work) keeps its GPUs this long after it starts, doubled after every
     # preemption of the same workload, at most ``fill_protect_cap_s``: fill is not started into a
     # gap only to give it up seconds later.
@@ -101,7 +105,7 @@ class Knobs:
             raise ConfigError(f"charge {self.charge!r}: expected one of {', '.join(CHARGES)}")
         for name in (
             "window_s", "max_min_runtime_s", "gpus_per_node", "grace_s", "preempt_cycle_s", "max_preemptions",
-            "fill_protect_s", "fill_protect_cap_s",
+            "fill_protect_s", "fill_protect_cap_s", "standing_check_s",
         ):
             if getattr(self, name) < (1 if name in ("window_s", "gpus_per_node") else 0):
                 raise ConfigError(f"{name} = {getattr(self, name)} is out of range")

@@ -78,11 +78,12 @@ _SCHEMA_VERSION: dict[type[Event], int] = {}  # the version each output type is 
 _STATE = (
     "knobs", "cluster", "n", "now", "tree", "occ", "hosts", "workloads", "order", "wakeups", "wseq",
     "preemptible", "unalloc_gpus", "pool_on_host", "pool_version", "nonpreemptible", "_clock", "finished",
-    "walk_after", "cycle_pending", "lookback", "pending", "pending_fresh",
+    "walk_after", "cycle_pending", "lookback", "pending", "pending_fresh", "pass_at", "recheck_pending",
 )
 
 # wake-up kinds
-_PROTECT, _EXIT, _START, _DRAIN, _CYCLE = 0, 1, 2, 3, 4
+_PROTECT, _EXIT, _START, _DRAIN, _CYCLE, _SPARED, _RECHECK = 0, 1, 2, 3, 4, 5, 6
+_TIMED = (_CYCLE, _RECHECK)  # wake-ups of the core itself, not of a workload
 
 
 class DecisionCore:
@@ -125,6 +126,8 @@ class DecisionCore:
             if knobs.half_life_s
             else f"{format_duration(knobs.window_s)} window"
         )
+        self.pass_at = -1  # µs: the last scheduling pass
+        self.recheck_pending = False  # a standing re-check is queued (see ``_pass``)
 
     # ================================================================ public API
     def handle(self, event: Event, decide: bool = True) -> list[Event]:
@@ -176,6 +179,10 @@ class DecisionCore:
                 self.cycle_pending = False
                 changed = True
                 continue
+            if kind == _RECHECK:
+                self.recheck_pending = False
+                changed |= self._recheck(t)
+                continue
             w = self.workloads.get(wid)
             if w is not None and w.epoch == epoch:
                 changed |= self._wake(kind, w, t, out)
@@ -191,7 +198,7 @@ class DecisionCore:
         while heap:
             _, _, kind, wid, epoch = heap[0]
             w = self.workloads.get(wid)
-            if kind == _CYCLE or (w is not None and w.epoch == epoch):
+            if kind in _TIMED or (w is not None and w.epoch == epoch):
                 return heap[0][0]
             heapq.heappop(heap)  # stale: its workload moved on
         return None
@@ -481,6 +488,11 @@ class DecisionCore:
         if kind == _START:
             self._begin_run(w, t, out)
             return False
+        if kind == _SPARED:
+            if w.state == RUNNING and w.exposed and w.wid not in self.preemptible and not self.settled(w):
+                self._pool_add(w)  # spared this long without a checkpoint: a victim like any other now
+                return True
+            return False
         if kind == _DRAIN and w.draining and w.state == RUNNING:
             if w.prepaid or not w.exposed:
                 self._protection_ends(w)
@@ -515,23 +527,28 @@ class DecisionCore:
         return min(knobs.fill_protect_cap_s, knobs.fill_protect_s << p)
 
     def settled(self, w: Workload) -> bool:
-        """Return whether ``w``'s run may not be preempted for a waiter until it writes a checkpoint.
+        """Return whether ``w``'s run may not be preempted for a waiter now (fair share, allocated work).
 
-        Fair share, allocated work: a resumable run holds no saved progress before its first
-        checkpoint, so it is not preempted for a waiter until then (unless
-        ``Knobs.preempt_uncheckpointed``); and a workload preempted ``max_preemptions`` times is not
-        preempted for a waiter again in a run until that run has written a checkpoint. Every such
-        later preemption keeps saved progress, so runs are finite (at most work ÷ checkpoint interval
-        more), and a run that never checkpoints keeps its GPUs until it ends.
+        * A resumable run holds no saved progress before its first checkpoint: it is *spared* until
+          then, for at most the protection cap (``max_min_runtime_s``) from its start, so a job that
+          never checkpoints cannot keep its GPUs for ever (off with ``Knobs.preempt_uncheckpointed``).
+        * A workload preempted ``max_preemptions`` times is not preempted for a waiter again in a run
+          until that run has written a checkpoint. Every such later preemption keeps saved progress,
+          so runs are finite (at most work ÷ checkpoint interval more), and a run that never
+          checkpoints keeps its GPUs until it ends.
         """
         knobs = self.knobs
         if not w.allocated or knobs.policy != "fairshare":
             return False
-        if w.resumable:
-            return w.last_ckpt_us <= w.start_us and (
-                not knobs.preempt_uncheckpointed or w.preemptions >= knobs.max_preemptions
-            )
-        return w.preemptions >= knobs.max_preemptions
+        if w.resumable and w.last_ckpt_us > w.start_us:
+            return False
+        return w.preemptions >= knobs.max_preemptions or self._spared_until(w) > self.now
+
+    def _spared_until(self, w: Workload) -> int:
+        """Return until when (µs) a resumable run without a checkpoint is spared (0: it is not)."""
+        if not w.resumable or self.knobs.preempt_uncheckpointed:
+            return 0
+        return w.start_us + self.knobs.max_min_runtime_s * _US
 
     def _protection_ends(self, w: Workload) -> None:
         if not w.allocated:
@@ -545,8 +562,15 @@ class DecisionCore:
         if w.allocated and not w.exposed and self.knobs.policy != "priority":
             w.exposed = True
             self.occ.exposed_changed(chain, w.held)
-            if self.knobs.policy == "fairshare" and not self.settled(w):
-                self._pool_add(w)
+            if self.knobs.policy == "fairshare":
+                self._pool_unless_settled(w)
+
+    def _pool_unless_settled(self, w: Workload) -> None:
+        """Make a past-protection run a victim now, or when its spared time ends if that alone holds it back."""
+        if not self.settled(w):
+            self._pool_add(w)
+        elif w.preemptions < self.knobs.max_preemptions:
+            self._wake_at(self._spared_until(w), _SPARED, w)
 
     # ================================================================ runs
     def _chain(self, w: Workload) -> list[str]:
@@ -750,6 +774,35 @@ class DecisionCore:
                 heapq.heappush(self.wakeups, (self.walk_after, self.wseq, _CYCLE, "", 0))
             break
         self._fill(t, out)
+        self.pass_at = t
+        self._queue_recheck(t)
+
+    def _queue_recheck(self, t: int) -> None:
+        # Standings drift with time alone: a swap the rules refused at this pass may be allowed a
+        # minute later with no event in between (a quiet cluster whose runs only checkpoint). While
+        # allocated work waits and some running work could be a victim, a pass runs at least every
+        # ``standing_check_s``; a pass for any other reason in the meantime puts the check off.
+        check = self.knobs.standing_check_s * _US
+        if check and not self.recheck_pending and self.preemptible and self._allocated_waiting():
+            self.recheck_pending = True
+            self.wseq += 1
+            heapq.heappush(self.wakeups, (t + check, self.wseq, _RECHECK, "", 0))
+
+    def _recheck(self, t: int) -> bool:
+        """Return whether a standing re-check due at ``t`` needs a pass (none ran in the last check period)."""
+        due = self.pass_at + self.knobs.standing_check_s * _US
+        if due > t:
+            self._queue_recheck(self.pass_at)  # a pass ran since this was queued: check a period after it
+            return False
+        return bool(self.preemptible) and self._allocated_waiting()
+
+    def _allocated_waiting(self) -> bool:
+        """Return whether allocated work waits (fair share; O(roots): a root's count covers its subtree)."""
+        order = self.order
+        if not isinstance(order, FairShareOrder):
+            return False  # priority standings do not drift, and fifo never preempts
+        waiting = order.totals[ALLOCATED]
+        return any(waiting.get(r) for r in order.tree.roots)
 
     def _fill(self, t: int, out: list[Event], allocated_only: bool = False) -> None:
         order = self.order
@@ -784,10 +837,7 @@ class DecisionCore:
         knobs = self.knobs
         if not knobs.fill_headroom or knobs.policy != "fairshare":
             return free
-        order = self.order
-        assert isinstance(order, FairShareOrder)
-        waiting = order.totals[ALLOCATED]  # a root's count covers its whole subtree
-        if not self.occ.nodes[""].allocated.rate and not any(waiting.get(r) for r in order.tree.roots):
+        if not self.occ.nodes[""].allocated.rate and not self._allocated_waiting():
             return free
         return free - math.ceil(knobs.fill_headroom * self.hosts.capacity)
 

@@ -122,3 +122,46 @@ def test_a_resumable_run_without_a_checkpoint_keeps_its_host_until_it_writes_one
             ("A", "B", at(TEN + 20))
         ]
         assert [s.workload_id for s in of(out, ev.WorkloadStarted)] == ["B"]  # type: ignore[attr-defined]
+
+
+def test_a_run_that_never_checkpoints_is_spared_no_longer_than_the_protection_cap() -> None:
+    """A (from 08:00, protected 2 h) never writes a checkpoint: it is spared until 16:00, the 8 h cap from its start.
+
+    A job cannot keep its GPUs for ever by never checkpointing: at 16:00 it is a victim like any
+    other, and B, waiting since 08:30, preempts it then.
+    """
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    setup = [e.capacity(0, 8), e.node(0, "lab", 1.0), e.node(0, "lab/a", 1.0), e.node(0, "lab/b", 1.0)]
+    run(core, [*setup, e.submit(8 * 60, "A", "lab/a", gpus=8, min_runtime_s=2 * 3600)])
+    run(core, [e.submit(8 * 60 + 30, "B", "lab/b", gpus=8, min_runtime_s=3600)])
+    assert of(core.advance(to_minutes(16 * 60) - 1), ev.WorkloadPreempted) == []
+    out = core.advance(to_minutes(16 * 60))
+    assert [(p.workload_id, p.preempted_by, p.time) for p in of(out, ev.WorkloadPreempted)] == [  # type: ignore[attr-defined]
+        ("A", "B", at(16 * 60))
+    ]
+
+
+def test_standings_that_cross_between_events_are_acted_on_within_the_standing_check() -> None:
+    """One 8-GPU host, a : b = 1 : 1; a's 1-GPU run checkpoints hourly from 00:00; b's 8-GPU run waits from 00:10.
+
+    Under final-share b may take the host once a, charged what it ran, stands at or above b charged
+    the 8 GPU-hours of its protected hour: at 08:00, when a has run 8 GPU-hours. Nothing arrives
+    then (checkpoints do not change standings), yet the swap is made by 08:01: a pass runs at least
+    every ``standing_check_s`` while allocated work waits. With the check off, b still waits at 09:00.
+    """
+    e = Events()
+    for check in (60, 0):
+        core = DecisionCore(Knobs(standing_check_s=check), "lab")
+        setup = [e.capacity(0, 8), e.node(0, "lab", 1.0), e.node(0, "lab/a", 1.0), e.node(0, "lab/b", 1.0)]
+        run(core, [*setup, e.submit(0, "big", "lab/a", gpus=1, min_runtime_s=60)])
+        run(core, [e.submit(10, "cl", "lab/b", gpus=8, min_runtime_s=3600)])
+        started = []
+        for hour in range(1, 10):
+            out = core.advance(to_minutes(hour * 60) - 1)
+            out += run(core, [e.checkpoint(hour * 60, "big", progress_s=hour * 3600)])
+            started += [(s.workload_id, s.time) for s in of(out, ev.WorkloadStarted)]  # type: ignore[attr-defined]
+        if check:
+            assert len(started) == 1 and started[0][0] == "cl" and at(8 * 60) <= started[0][1] <= at(8 * 60 + 1)
+        else:
+            assert started == [] and core.waiting() == ["cl"]
