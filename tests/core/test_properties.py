@@ -80,6 +80,8 @@ KNOBS = st.sampled_from(
         Knobs(half_life_s=7200, grace_s=0),
         Knobs(policy="priority"),
         Knobs(policy="fifo"),
+        Knobs(preempt_uncheckpointed=True),
+        Knobs(standing_check_s=0),
     ]
 )
 
@@ -103,20 +105,29 @@ def test_hosts_are_never_overfilled_protected_work_is_never_preempted_and_nothin
     drive(DecisionCore(knobs, "lab"), _ordered(inputs), work, ledger=ledger, check=check)
 
 
-@FAST
-@given(clusters(), KNOBS)
-def test_liveness_every_workload_finishes_within_the_stated_bound_and_none_is_preempted_as_it_completes(
-    cluster: tuple[list[ev.Event], dict[str, float], int, list[str]], knobs: Knobs
-) -> None:
+def _run_to_the_end(cluster: tuple[list[ev.Event], dict[str, float], int, list[str]], knobs: Knobs) -> tuple[
+    DecisionCore, list[ev.Event]
+]:
+    """Drive a cluster until nothing is left; assert every workload finished within the liveness bound."""
     inputs, work, hosts, _ = cluster
     ordered = _ordered(inputs)
     ledger = _ledger(hosts)
-    # drive() has no cap: it fails past liveness_bound_us, and on a preemption at a completion instant
+    # drive() has no cap: it fails past liveness_bound_us, and on a preemption at a completion instant;
+    # Ledger.fact asserts every host's capacity (a victim's GPUs are freed at its WorkloadPreempted)
     _, core = drive(DecisionCore(knobs, "lab"), ordered, work, ledger=ledger)
     assert not ledger.waiting and not ledger.open, f"left unfinished: {sorted(ledger.waiting)} {sorted(ledger.open)}"
     assert core.next_wakeup() is None
     bound = liveness_bound_us(core, ordered, work)
     assert bound is None or core.now <= bound
+    return core, ordered
+
+
+@FAST
+@given(clusters(), KNOBS)
+def test_liveness_every_workload_finishes_within_the_stated_bound_and_none_is_preempted_as_it_completes(
+    cluster: tuple[list[ev.Event], dict[str, float], int, list[str]], knobs: Knobs
+) -> None:
+    core, ordered = _run_to_the_end(cluster, knobs)
     if knobs.policy == "fairshare":
         ckpts = [e.workload_id for e in ordered if isinstance(e, ev.CheckpointWritten)]
         for w in core.workloads.values():
@@ -197,12 +208,4 @@ def test_with_a_grace_period_hosts_are_never_overfilled_and_every_workload_still
     cluster: tuple[list[ev.Event], dict[str, float], int, list[str]], knobs: Knobs
 ) -> None:
     """A victim runs on through its grace period: nothing else may start on the GPUs it still uses."""
-    inputs, work, hosts, _ = cluster
-    ordered = _ordered(inputs)
-    ledger = _ledger(hosts)
-    # Ledger.fact frees a victim's GPUs at its WorkloadPreempted (when it exits) and asserts every host's capacity
-    _, core = drive(DecisionCore(knobs, "lab"), ordered, work, ledger=ledger)
-    assert not ledger.waiting and not ledger.open, f"left unfinished: {sorted(ledger.waiting)} {sorted(ledger.open)}"
-    assert core.next_wakeup() is None
-    bound = liveness_bound_us(core, ordered, work)
-    assert bound is None or core.now <= bound
+    _run_to_the_end(cluster, knobs)
