@@ -202,6 +202,22 @@ def test_the_preemption_strategy_is_a_knob_and_swap_margin_is_its_final_share_sp
     assert "--swap-margin is the final-share strategy" in capsys.readouterr().err
 
 
+def test_the_former_uncheckpointed_rule_is_a_knob_recorded_in_the_run(
+    lab_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert replay(*lab_trace, tmp_path / "spare") == 0
+    assert replay(*lab_trace, tmp_path / "former", "--preempt-uncheckpointed") == 0
+    assert replay(*lab_trace, tmp_path / "no", "--preempt-uncheckpointed", "no") == 0
+    runs = ("spare", "former", "no")
+    settings = {d: json.loads((tmp_path / d / "replay.json").read_text())["settings"] for d in runs}
+    assert [settings[d]["preempt_uncheckpointed"] for d in runs] == [False, True, False]
+    assert settings["spare"]["standing_check_s"] == 60
+    assert segment_bytes(tmp_path / "spare" / "events") == segment_bytes(tmp_path / "no" / "events")
+    assert replay(*lab_trace, tmp_path / "bad", "--preempt-uncheckpointed", "maybe") == 2
+    assert "--preempt-uncheckpointed 'maybe': expected yes or no" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+
+
 def test_a_replay_stopped_at_a_limit_with_work_left_says_so_and_names_the_workloads(
     lab_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
