@@ -176,6 +176,30 @@ def test_an_import_whose_every_record_is_rejected_exits_1(tmp_path: Path, capsys
     assert code == 1 and "appended" in err  # the good file is still imported; the exit code tells
 
 
+def test_an_import_of_an_export_with_no_record_exits_1_and_creates_no_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # an empty file, an empty JSON list and a sacct header alone: most likely the wrong file, never "done"
+    empty_list, header = tmp_path / "jobs.json", tmp_path / "sacct.txt"
+    empty_list.write_text("[]\n")
+    header.write_text("JobID|User|Account|State|Submit|Start|End|AllocTRES\n")
+    for fmt, path in [("philly", Path("/dev/null")), ("kueue", empty_list), ("slurm", header)]:
+        log = tmp_path / f"log-{fmt}"
+        code, out, err = run(capsys, "import", fmt, path, "--out", log)
+        assert code == 1
+        assert "rows read:   0" in out
+        assert err.splitlines() == [
+            f"gpuledger import: error: {path}: holds no record (an empty {fmt} export)",
+            f"nothing written to {log} (no events)",
+        ]
+        assert not log.exists()  # not even a directory holding a lock file
+    # next to a file that has records, the empty one still sets the exit code; the good one is appended
+    code, _, err = run(capsys, "import", "slurm", header, SACCT, "--out", tmp_path / "log")
+    assert code == 1
+    assert f"gpuledger import: error: {header}: holds no record (an empty slurm export)" in err
+    assert f"appended 3 new events to {tmp_path / 'log'}" in err
+
+
 def test_out_refuses_an_earlier_run_unless_force_which_clears_stale_files(
     lab: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
