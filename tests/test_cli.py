@@ -143,6 +143,38 @@ def test_audit_refuses_bad_periods_and_outputs(run_dir: Path, tmp_path: Path,
         assert message in one_line_error(err, "audit"), (extra, err)
 
 
+def test_a_time_past_the_end_of_2099_is_refused_as_such_not_as_malformed(
+    lab: tuple[Path, Path], run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 2200-01-01 is well-formed, but no event can carry it: the replay clock stops at the end of 2099
+    trace, budgets = lab
+    with trace.open("a") as fh:  # a bad row: rejected_rows.txt would be the first file written
+        fh.write("bad-1,2026-03-02T09:00:00Z,lab/vision/detect,bo,eight,3600,true,3600,0,0,0,batch\n")
+    last = "after the last instant an event log can hold (2099-12-31T23:59:59.999999Z)"
+    cases: list[tuple[list[str | Path], str, str]] = [
+        (["replay", trace, "--budgets", budgets, "--out", tmp_path / "r", "--until", "2200-01-01"], "replay",
+         f"--until '2200-01-01': {last}"),
+        (["replay", trace, "--budgets", budgets, "--out", tmp_path / "r", "--until", "36500d"], "replay",
+         f"--until '36500d' (2126-02-06T00:00:00Z): {last}"),  # 100 years after the first submission
+        (["replay", trace, "--budgets", budgets, "--out", tmp_path / "r", "--until", "1999-12-31"], "replay",
+         "--until '1999-12-31': before the first instant an event log can hold (2000-01-01T00:00:00Z)"),
+        (["compare", trace, "--budgets", budgets, "--out", tmp_path / "r", "--until", "2100-01-01"], "compare",
+         f"--until '2100-01-01': {last}"),
+        (["audit", run_dir, "--until", "2200-01-01"], "audit", f"--until '2200-01-01': {last}"),
+        (["audit", run_dir, "--since", "9999-12-31T23:00:00-05:00"], "audit",
+         f"--since '9999-12-31T23:00:00-05:00': {last}"),
+    ]
+    for argv, command, message in cases:
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == "", (argv, err)
+        assert err == f"gpuledger {command}: error: {message}\n"
+    assert not (tmp_path / "r").exists()  # nothing written, not even the rejected rows
+    # the last instant itself is a stop time like any other
+    code, _, _ = run(capsys, "replay", trace, "--budgets", budgets, "--out", tmp_path / "r", "--quiet",
+                     "--until", "2099-12-31T23:59:59.999999Z")
+    assert code == 0
+
+
 def test_a_trace_with_every_row_rejected_exits_1_naming_line_and_field(
     lab: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
