@@ -253,6 +253,29 @@ def test_out_refuses_an_earlier_run_unless_force_which_clears_stale_files(
     assert code == 2 and f"--out {out}: holds the input {out}" in err
 
 
+def test_out_inside_the_input_run_or_log_is_refused_and_nothing_is_written(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a replay of a run (or of its log) written into that run would land among the files it reads
+    before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
+    cases: list[tuple[list[str | Path], str, str]] = [
+        (["replay", run_dir, "--out", run_dir / "sub", "--quiet"], "replay",
+         f"--out {run_dir / 'sub'}: lies inside the input {run_dir}; write the run somewhere else"),
+        (["replay", run_dir / "events", "--out", run_dir / "events" / "a" / "b", "--quiet"], "replay",
+         f"--out {run_dir / 'events' / 'a' / 'b'}: lies inside the input {run_dir / 'events'}"),
+        (["compare", run_dir, "--out", run_dir / "cmp", "--policy", "fairshare,fifo", "--quiet"], "compare",
+         f"--out {run_dir / 'cmp'}: lies inside the input {run_dir}; write the run somewhere else"),
+    ]
+    for argv, command, message in cases:
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == "", (argv, err)
+        assert message in one_line_error(err, command) and len(err.splitlines()) == 1, (argv, err)
+    assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before  # nothing written
+    # beside the input, not inside it: a directory whose name merely starts with the input's is fine
+    code, _, _ = run(capsys, "replay", run_dir, "--out", f"{run_dir}-again", "--quiet")
+    assert code == 0
+
+
 def test_status_goes_to_stderr_and_data_to_stdout(
     lab: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
