@@ -143,6 +143,38 @@ def test_audit_refuses_bad_periods_and_outputs(run_dir: Path, tmp_path: Path,
         assert message in one_line_error(err, "audit"), (extra, err)
 
 
+def test_a_time_past_the_end_of_2099_is_refused_as_such_not_as_malformed(
+    lab: tuple[Path, Path], run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 2200-01-01 is well-formed, but no event can carry it: the replay clock stops at the end of 2099
+    trace, budgets = lab
+    with trace.open("a") as fh:  # a bad row: rejected_rows.txt would be the first file written
+        fh.write("bad-1,2026-03-02T09:00:00Z,lab/vision/detect,bo,eight,3600,true,3600,0,0,0,batch\n")
+    last = "after the last instant an event log can hold (2099-12-31T23:59:59.999999Z)"
+    cases: list[tuple[list[str | Path], str, str]] = [
+        (["replay", trace, "--budgets", budgets, "--out", tmp_path / "r", "--until", "2200-01-01"], "replay",
+         f"--until '2200-01-01': {last}"),
+        (["replay", trace, "--budgets", budgets, "--out", tmp_path / "r", "--until", "36500d"], "replay",
+         f"--until '36500d' (2126-02-06T00:00:00Z): {last}"),  # 100 years after the first submission
+        (["replay", trace, "--budgets", budgets, "--out", tmp_path / "r", "--until", "1999-12-31"], "replay",
+         "--until '1999-12-31': before the first instant an event log can hold (2000-01-01T00:00:00Z)"),
+        (["compare", trace, "--budgets", budgets, "--out", tmp_path / "r", "--until", "2100-01-01"], "compare",
+         f"--until '2100-01-01': {last}"),
+        (["audit", run_dir, "--until", "2200-01-01"], "audit", f"--until '2200-01-01': {last}"),
+        (["audit", run_dir, "--since", "9999-12-31T23:00:00-05:00"], "audit",
+         f"--since '9999-12-31T23:00:00-05:00': {last}"),
+    ]
+    for argv, command, message in cases:
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == "", (argv, err)
+        assert err == f"gpuledger {command}: error: {message}\n"
+    assert not (tmp_path / "r").exists()  # nothing written, not even the rejected rows
+    # the last instant itself is a stop time like any other
+    code, _, _ = run(capsys, "replay", trace, "--budgets", budgets, "--out", tmp_path / "r", "--quiet",
+                     "--until", "2099-12-31T23:59:59.999999Z")
+    assert code == 0
+
+
 def test_a_trace_with_every_row_rejected_exits_1_naming_line_and_field(
     lab: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -176,6 +208,30 @@ def test_an_import_whose_every_record_is_rejected_exits_1(tmp_path: Path, capsys
     assert code == 1 and "appended" in err  # the good file is still imported; the exit code tells
 
 
+def test_an_import_of_an_export_with_no_record_exits_1_and_creates_no_log(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # an empty file, an empty JSON list and a sacct header alone: most likely the wrong file, never "done"
+    empty_list, header = tmp_path / "jobs.json", tmp_path / "sacct.txt"
+    empty_list.write_text("[]\n")
+    header.write_text("JobID|User|Account|State|Submit|Start|End|AllocTRES\n")
+    for fmt, path in [("philly", Path("/dev/null")), ("kueue", empty_list), ("slurm", header)]:
+        log = tmp_path / f"log-{fmt}"
+        code, out, err = run(capsys, "import", fmt, path, "--out", log)
+        assert code == 1
+        assert "rows read:   0" in out
+        assert err.splitlines() == [
+            f"gpuledger import: error: {path}: holds no record (an empty {fmt} export)",
+            f"nothing written to {log} (no events)",
+        ]
+        assert not log.exists()  # not even a directory holding a lock file
+    # next to a file that has records, the empty one still sets the exit code; the good one is appended
+    code, _, err = run(capsys, "import", "slurm", header, SACCT, "--out", tmp_path / "log")
+    assert code == 1
+    assert f"gpuledger import: error: {header}: holds no record (an empty slurm export)" in err
+    assert f"appended 3 new events to {tmp_path / 'log'}" in err
+
+
 def test_out_refuses_an_earlier_run_unless_force_which_clears_stale_files(
     lab: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -195,6 +251,29 @@ def test_out_refuses_an_earlier_run_unless_force_which_clears_stale_files(
     assert sorted(p.name for p in out.iterdir()) == ["audit.json", "events", "replay.json"]  # the stale file gone
     code, _, err = run(capsys, "replay", out, "--out", out, "--quiet", "--force")
     assert code == 2 and f"--out {out}: holds the input {out}" in err
+
+
+def test_out_inside_the_input_run_or_log_is_refused_and_nothing_is_written(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a replay of a run (or of its log) written into that run would land among the files it reads
+    before = sorted(p.relative_to(run_dir) for p in run_dir.rglob("*"))
+    cases: list[tuple[list[str | Path], str, str]] = [
+        (["replay", run_dir, "--out", run_dir / "sub", "--quiet"], "replay",
+         f"--out {run_dir / 'sub'}: lies inside the input {run_dir}; write the run somewhere else"),
+        (["replay", run_dir / "events", "--out", run_dir / "events" / "a" / "b", "--quiet"], "replay",
+         f"--out {run_dir / 'events' / 'a' / 'b'}: lies inside the input {run_dir / 'events'}"),
+        (["compare", run_dir, "--out", run_dir / "cmp", "--policy", "fairshare,fifo", "--quiet"], "compare",
+         f"--out {run_dir / 'cmp'}: lies inside the input {run_dir}; write the run somewhere else"),
+    ]
+    for argv, command, message in cases:
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == "", (argv, err)
+        assert message in one_line_error(err, command) and len(err.splitlines()) == 1, (argv, err)
+    assert sorted(p.relative_to(run_dir) for p in run_dir.rglob("*")) == before  # nothing written
+    # beside the input, not inside it: a directory whose name merely starts with the input's is fine
+    code, _, _ = run(capsys, "replay", run_dir, "--out", f"{run_dir}-again", "--quiet")
+    assert code == 0
 
 
 def test_status_goes_to_stderr_and_data_to_stdout(

@@ -15,9 +15,11 @@ Per source, the names are: Slurm and Philly ``(account or vc, user)``; Kueue ``(
 namespace)``, the ClusterQueue learnt from the admissions of the LocalQueue's workloads (Kueue
 records no user; the namespace stands for it); CSV the budget path's parts.
 
-A record whose names reach no node keeps the path the adapter gave it, so the audits list it as
-an undefined budget; the charge summary counts such records by account (or LocalQueue) with
-example workload ids. Nothing is dropped.
+A record whose names reach no node keeps the path the adapter gave it. When that path is itself a
+node of the tree (a Philly job that names no virtual cluster keeps ``philly``, which is the root
+of a tree named after the cluster), the record is charged to that node and counted with it;
+otherwise the audits list it as an undefined budget, and the charge summary counts such records
+by account (or LocalQueue) with example workload ids. Nothing is dropped.
 """
 
 from __future__ import annotations
@@ -183,6 +185,10 @@ def _mapping(
     for budget in budgets:
         names, key = _names(source, budget, hints.get(budget))
         node, reason = charger.node_for(names) if names else (None, "")
+        if node is None and budget in charger.paths:
+            # the path the record keeps is itself a node (a Philly job naming no virtual cluster keeps
+            # ``philly``, the root of a tree named after the cluster): it is charged there, not undefined
+            node = budget
         out[budget] = (node, key, _reason(source, names, reason))
     return out
 

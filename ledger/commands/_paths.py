@@ -58,13 +58,17 @@ def output_dir(
     A directory that holds anything gpuledger did not write is refused even with ``force``: --force
     replaces an earlier run, it never deletes someone's files. ``run_subdirs`` also counts run
     directories (with an ``events/`` log inside) as ours, as ``compare --out`` writes one per setting.
-    ``source`` (the command's input) must not lie inside the directory: it would be removed.
+    ``source`` (the command's input) must not lie inside the directory: it would be removed. Nor
+    may the directory lie inside ``source`` when that is a directory (a run directory or a log):
+    the run would be written among the files it reads.
     """
     path = Path(text)
-    if source is not None and path.exists():
-        inside = Path(source).resolve()
-        if inside == path.resolve() or path.resolve() in inside.parents:
+    if source is not None:
+        src, dst = Path(source).resolve(), path.resolve()
+        if path.exists() and (src == dst or dst in src.parents):
             raise InputError(f"--out {text}: holds the input {source}; write the run somewhere else")
+        if src.is_dir() and src in dst.parents:
+            raise InputError(f"--out {text}: lies inside the input {source}; write the run somewhere else")
     if path.exists() and not path.is_dir():
         raise InputError(f"--out {text}: is a file; expected a directory (new or empty)")
     if not path.exists():

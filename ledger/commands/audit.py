@@ -29,20 +29,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
+    from ledger.commands._when import flag_time
     from ledger.core.knobs import parse_duration
+    from ledger.events import to_us
     from queries.audit import audit
     from queries.report import html as page_html
     from queries.report import render_html
     from queries.tables import as_csv, as_text, headline, tables
-    from queries.timefmt import parse_iso
 
     def when(text: str | None, flag: str) -> int | None:
-        if text is None:
-            return None
-        try:
-            return parse_iso(text)
-        except ValueError:
-            raise InputError(f"{flag} {text!r}: not an ISO 8601 time (e.g. 2026-03-02T00:00:00Z)") from None
+        return None if text is None else to_us(flag_time(flag, text))
 
     since, until = when(args.since, "--since"), when(args.until, "--until")
     if since is not None and until is not None and until <= since:

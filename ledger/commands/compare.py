@@ -88,12 +88,13 @@ def run(args: argparse.Namespace) -> int:
     inputs = load_inputs(args.trace, args.budgets, strict=args.strict)
     grid = knob_grid(args, gpus_per_node=inputs.gpus_per_node)  # bad knob values refused before --out is touched
     inputs = on_hosts_of(inputs, grid[0].gpus_per_node)  # one width for every column
-    out = output_dir(args.out, force=args.force, run_subdirs=True, source=args.trace) if args.out else None
-    report_rejected(inputs.rejected, out)
-    labels = column_labels(grid)
     until = until_time(args.until, min(e.time for e in inputs.inputs))
     if args.jobs is not None and args.jobs < 1:
         raise ConfigError(f"--jobs {args.jobs}: expected 1 or more")
+    # checked after every argument: a bad one leaves --out as it was
+    out = output_dir(args.out, force=args.force, run_subdirs=True, source=args.trace) if args.out else None
+    report_rejected(inputs.rejected, out)
+    labels = column_labels(grid)
     with tempfile.TemporaryDirectory(prefix="gpuledger-compare-") as tmp:
         base = Path(args.out) if args.out else Path(tmp)
         settings = []

@@ -9,6 +9,8 @@ Prints an import summary per file: rows read, workloads, events by type, rows sk
 reason, and rejected records (file:line: reason). Malformed records are skipped and listed;
 with --strict any malformed record refuses the whole import and nothing is written.
 Importing a file twice adds nothing: event ids are derived from the source records.
+A file that holds no record, or whose every record is rejected, makes the exit code 1 (the other
+files are still appended); when no file gives an event, no log is created.
 Without --out nothing is written (a dry run that prints the summary).
 
 With --budgets FILE each workload is charged to the deepest node of the file's tree it belongs to
@@ -160,6 +162,17 @@ def _report_and_append(args: argparse.Namespace, results: list[Any]) -> int:
     if args.strict:
         for res in results:
             res.raise_if_rejected()
+    code = 0
+    for res in results:
+        # the other files are still appended; the exit code says one input gave nothing
+        if res.rejected and not res.workloads:
+            print(f"gpuledger import: error: {res.file}: every record was rejected ({len(res.rejected)})",
+                  file=sys.stderr)
+            code = 1
+        elif not res.rows_read:  # an empty file, an empty list, a header alone: most likely the wrong file
+            print(f"gpuledger import: error: {res.file}: holds no record (an empty {res.kind} export)",
+                  file=sys.stderr)
+            code = 1
     if getattr(args, "budgets", None):
         from ledger.commands._tree import charge_imports
 
@@ -167,15 +180,11 @@ def _report_and_append(args: argparse.Namespace, results: list[Any]) -> int:
         if tree is not None:
             results.insert(0, tree)
     total = sum(len(res.type_names()) for res in results)
-    code = 0
-    for res in results:
-        if res.rejected and not res.workloads:
-            # the other files are still appended; the exit code says one input gave nothing
-            print(f"gpuledger import: error: {res.file}: every record was rejected ({len(res.rejected)})",
-                  file=sys.stderr)
-            code = 1
     if args.out is None:
         print(f"dry run: {total} events, nothing written (give --out LOG_DIR)", file=sys.stderr)
+        return code
+    if not total:  # opening the log would create it: a directory holding only its lock file
+        print(f"nothing written to {args.out} (no events)", file=sys.stderr)
         return code
     from ledger.adapters.sink import append_imports_to_log
 

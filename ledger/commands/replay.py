@@ -34,20 +34,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def until_time(text: str | None, first: datetime) -> datetime | None:
-    """Return the stop time --until names: an ISO 8601 time, or a duration (e.g. 30d) after ``first``."""
+    """Return the stop time --until names: an ISO 8601 time, or a duration (e.g. 30d) after ``first``.
+
+    Either must lie within the span an event log can hold (2000 to the end of 2099): the replay
+    clock cannot pass its end, so a later stop time is refused rather than silently cut.
+    """
     if not text:
         return None
+    from ledger.commands._when import flag_time, within_log_span
     from ledger.core.knobs import parse_duration
-    from ledger.replay.trace import parse_time
 
     try:
-        return first + timedelta(seconds=parse_duration(text))
+        seconds = parse_duration(text)
     except ConfigError:
-        pass
+        return flag_time("--until", text, expected="an ISO 8601 time or a duration such as 30d")
     try:
-        return parse_time(text)
-    except ValueError:
-        raise ConfigError(f"--until {text!r}: expected an ISO 8601 time or a duration such as 30d") from None
+        stop: datetime | None = first + timedelta(seconds=seconds)
+    except OverflowError:  # past year 9999
+        stop = None
+    return within_log_span("--until", text, stop, shown=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,11 +70,11 @@ def run(args: argparse.Namespace) -> int:
     inputs = load_inputs(args.trace, args.budgets, strict=args.strict)
     knobs = knobs_from_args(args, gpus_per_node=inputs.gpus_per_node)
     inputs = on_hosts_of(inputs, knobs.gpus_per_node)
-    # checked after the inputs and the knobs: a bad trace or knob leaves --out as it was
+    until = until_time(args.until, min(e.time for e in inputs.inputs))
+    # checked after the inputs, the knobs and --until: a bad one leaves --out as it was
     out = output_dir(args.out, force=args.force, source=args.trace)
     report_rejected(inputs.rejected, out)
-    first = min(e.time for e in inputs.inputs)
-    result = run_one(inputs, knobs, out, quiet=args.quiet, until=until_time(args.until, first))
+    result = run_one(inputs, knobs, out, quiet=args.quiet, until=until)
     left = result["replay"].get("unfinished")
     if left:
         worst = sorted(left["preemptions_by_workload"].items(), key=lambda kv: (-kv[1], kv[0]))[:5]

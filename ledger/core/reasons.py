@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from ledger.core.contract import Workload
@@ -35,10 +36,32 @@ def start_reason(core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], 
             f"unallocated (minimum runtime 0): charged to nobody, preemptible by any allocated request; "
             f"free room and no allocated work that fits waits; {where}"
         )
+    if math.isinf(ratio):  # no allocation: ``percent`` would say "used no allocation of its allocation"
+        standing = _no_allocation(core, w.node)
+    else:
+        standing = f"{w.node} has used {percent(ratio)} of its allocation over the {core.lookback}"
     return (
-        f"{w.node} has used {percent(ratio)} of its allocation over the {core.lookback}; first in the fair-share "
-        f"order among work that fits; protected for {format_duration(w.min_runtime_s)}; {where}"
+        f"{standing}; first in the fair-share order among work that fits; "
+        f"protected for {format_duration(w.min_runtime_s)}; {where}"
     )
+
+
+def _no_allocation(core: DecisionCore, node: str) -> str:
+    """Say why a budget has no allocation: a share of 0, its own or that of a branch above it."""
+    nodes = core.tree.nodes
+    zero = None
+    p: str | None = node
+    while p is not None:  # the highest node whose share is 0 is the one that takes the allocation away
+        if nodes[p].share <= 0:
+            zero = p
+        p = nodes[p].parent
+    if zero is None:  # a share raised from 0 this instant: the window holds none of it yet
+        return f"{node} has had no allocation over the {core.lookback}"
+    last = "ranks after the budgets beside it that have a share"
+    if zero == node:
+        return f"{node} has a share of 0: it has no allocation, so it {last}"
+    return f"{node} is under {zero}, which has a share of 0: it has no allocation, and {zero} {last}"
+
 
 def _where(core: DecisionCore, w: Workload, hosts: list[int]) -> str:
     names = ", ".join(core.hosts.names(hosts))

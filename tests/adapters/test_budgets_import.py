@@ -443,3 +443,32 @@ def test_a_csv_import_charges_its_budget_paths_and_notes_another_cluster_name(
     with EventLog(log, readonly=True) as lg:
         charged = {r["workload_id"]: r["budget"] for name, r in lg.records() if name == "WorkloadSubmitted"}
     assert charged["j1"] == "lab/vision" and charged["j2"] == "lab"  # lab/speech has no node: its parent
+
+
+def test_philly_jobs_naming_no_virtual_cluster_are_charged_to_the_root_their_path_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the published Philly subset dropped vc and user: every job keeps the path ``philly``
+    philly = DATA / "philly" / "jobs-slice.json"
+    jobs = len(json.loads(philly.read_text()))
+    tree = "cluster: {name: philly, gpus: 64}\nnodes:\n  - {path: ROOT}\n  - {path: ROOT/research}\n"
+    named = tmp_path / "philly.yaml"
+    named.write_text(tree.replace("ROOT", "philly"))
+    log = tmp_path / "events"
+    assert main(["import", "philly", str(philly), "--budgets", str(named), "--out", str(log)]) == 0
+    out = capsys.readouterr().out
+    # a tree rooted at ``philly``: that path is its root node, so the summary counts them charged there
+    assert f"  charged:     {jobs} workloads to 1 budget nodes\n    philly{' ' * 35}{jobs}\n" in out
+    assert "  unmatched:   0 workloads of 0 accounts" in out
+    audit = _audit_json(log, capsys)
+    assert audit["anomalies"] == []
+    assert {t["budget"] for t in audit["owed_hours"]["teams"] if t["owed_gpu_hours"] > 0} == {"philly"}
+    # a tree rooted elsewhere: now they match no node, and the audit does list them as undefined
+    other = tmp_path / "msr.yaml"
+    other.write_text(tree.replace("ROOT", "msr"))
+    log = tmp_path / "msr-events"
+    assert main(["import", "philly", str(philly), "--budgets", str(other), "--out", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert f"  unmatched:   {jobs} workloads of 1 accounts match no node (audited as undefined budgets)" in out
+    audit = _audit_json(log, capsys)
+    assert sum(1 for a in audit["anomalies"] if a["kind"] == "undefined_budget") == jobs

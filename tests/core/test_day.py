@@ -63,6 +63,29 @@ def test_morning_two_teams_share_a_small_cluster_and_time_slice_after_protection
     assert "lab/text has used 0% of its allocation" in start.reason  # type: ignore[attr-defined]
 
 
+def test_a_budget_with_a_share_of_0_is_told_as_such_when_it_starts() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    # guests get a share of 0, and so do visitors, a branch with one team of its own below it
+    tree = [*two_teams(e, gpus=24), e.node(0, "lab/guest", 0.0), e.node(0, "lab/visitors", 0.0),
+            e.node(0, "lab/visitors/ada", 1.0)]  # fmt: skip
+    # 08:01 nothing else waits: the guest's job and ada's start on the free hosts, protected for an hour
+    out = run(core, [*tree, e.submit(1, "g1", "lab/guest"), e.submit(1, "a1", "lab/visitors/ada")])
+    starts = {d.workload_id: d for d in of(out, ev.SchedulingDecision) if d.action == "start"}  # type: ignore[attr-defined]
+    assert sorted(starts) == ["a1", "g1"]
+    assert starts["g1"].budget_ratio is None  # type: ignore[attr-defined]  # no ratio to show: no allocation
+    assert starts["g1"].reason == (  # type: ignore[attr-defined]
+        "lab/guest has a share of 0: it has no allocation, so it ranks after the budgets beside it that have a "
+        "share; first in the fair-share order among work that fits; protected for 1h; placed on lab-n000"
+    )
+    assert starts["a1"].reason == (  # type: ignore[attr-defined]
+        "lab/visitors/ada is under lab/visitors, which has a share of 0: it has no allocation, and lab/visitors "
+        "ranks after the budgets beside it that have a share; first in the fair-share order among work that "
+        "fits; protected for 1h; placed on lab-n001"
+    )
+    assert not any("no allocation of its allocation" in d.reason for d in starts.values())  # type: ignore[attr-defined]
+
+
 def pre_nodes(out: list[ev.Event]) -> tuple[str, ...]:
     """Return the hosts of the preempt decision in ``out``."""
     return next(d.nodes for d in of(out, ev.SchedulingDecision) if d.action == "preempt")  # type: ignore[attr-defined]
