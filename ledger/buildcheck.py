@@ -41,7 +41,7 @@ MANIFEST = "_compiled.json"
 COMPILED_PACKAGES: dict[str, tuple[str, ...]] = {
     "ledger.core": (
         "contract", "fairshare", "occupancy", "placement", "policies", "preemption", "queues", "reasons",
-        "rooms", "scheduler", "tree", "walk",
+        "rooms", "scheduler", "tree", "walk", "progress", "grace", "wakeups",
     ),
     "ledger.replay": ("driver", "logwriter"),
 }

@@ -12,7 +12,7 @@ Rules (fair share):
   get), the victim's branch charged what it has used up to this instant and nothing of the run
   it gives up. Under "instant" (the literal rule) it is enough that the victim's branch ranks
   after the waiter's as charged now. Protected work is never a victim (host failure aside), nor
-  is work already preempted ``Knobs.max_preemptions`` times (``DecisionCore.settled``).
+  is work already preempted ``Knobs.max_preemptions`` times (``progress.settled``).
 * victims are taken cheapest first: unallocated, then resumable allocated, then non-resumable
   allocated (the costliest: all its work is lost), and within a tier the fewest GPU-seconds
   since the last checkpoint; ties by id;
@@ -32,8 +32,10 @@ import math
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from ledger.core import progress
 from ledger.core.contract import WAITING, Workload
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick, percent
+from ledger.core.grace import keep_exiting
 from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
 from ledger.core.reasons import start_reason
@@ -155,7 +157,7 @@ def eligibility(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workl
     cached = core.rank_cache
     if cached is None or cached[0] != state:
         cached = core.rank_cache = (state, {})
-    charge = waiter.size * core.protection_s(waiter) if margin else 0
+    charge = waiter.size * progress.protection_s(core, waiter) if margin else 0
     verdicts = cached[1].setdefault((waiter.node, charge) if margin else waiter.node, {})
     return _Eligible(core, waiter, t, margin, charge, verdicts)
 
@@ -324,7 +326,7 @@ def make_room(
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     for v in victims:
-        core.keep_exiting(v)
+        keep_exiting(core, v)
     return True
 
 
@@ -405,7 +407,7 @@ def _victim_reason(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Wo
         # the ratios actually compared: the two sibling branches where the paths part
         where = "" if (mine, theirs) == (waiter.node, v.node) else f" (where {v.node} and {waiter.node} part)"
         if core.knobs.preemption_strategy == "final-share":
-            protect = core.protection_s(waiter)
+            protect = progress.protection_s(core, waiter)
             after = final_share(core, mine, theirs, waiter.size * protect, t)
             if after is not None:
                 return (

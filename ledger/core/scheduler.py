@@ -17,7 +17,12 @@ of one instant before one pass). A pass:
    GPUs still eligible) skip attempts that cannot succeed. If a preemption is made, go to 1.
 
 Wake-ups (a heap, O(log w) each): end of a protected window, end of a grace period (victim
-exits, waiter starts), a drain falling due. Stale wake-ups are recognised by an epoch counter.
+exits, waiter starts), a drain falling due (``wakeups``). Stale wake-ups are recognised by an epoch
+counter.
+
+The rules live in modules of their own, functions of this core's state: ``preemption`` (who may
+preempt whom), ``progress`` (protected windows, sparing, the standing check), ``grace`` (victims
+running out a grace period), ``reasons`` (the words of a start decision).
 """
 
 from __future__ import annotations
@@ -30,8 +35,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ledger.core import progress
 from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
-from ledger.core.fairshare import ALLOCATED, FairShareOrder
+from ledger.core.fairshare import FairShareOrder
+from ledger.core.grace import keep_exiting, leave_hosts, unreserve, victim_left
 from ledger.core.knobs import Knobs, format_duration
 from ledger.core.occupancy import Occupancy
 from ledger.core.placement import Hosts, hosts_needed
@@ -40,6 +47,7 @@ from ledger.core.preemption import preempt_for, preempt_once
 from ledger.core.reasons import start_reason
 from ledger.core.rooms import RoomBuckets
 from ledger.core.tree import BudgetTree
+from ledger.core.wakeups import CYCLE, DRAIN, EXIT, PROTECT, RECHECK, SPARED, START, TIMED
 from ledger.errors import InputError
 from ledger.events import (
     LATEST,
@@ -81,9 +89,6 @@ _STATE = (
     "walk_after", "cycle_pending", "lookback", "pending", "pending_fresh", "pass_at", "recheck_pending",
 )
 
-# wake-up kinds
-_PROTECT, _EXIT, _START, _DRAIN, _CYCLE, _SPARED, _RECHECK = 0, 1, 2, 3, 4, 5, 6
-_TIMED = (_CYCLE, _RECHECK)  # wake-ups of the core itself, not of a workload
 
 
 class DecisionCore:
@@ -175,13 +180,12 @@ class DecisionCore:
         changed = self.pending
         while heap and heap[0][0] <= t:
             _, _, kind, wid, epoch = heapq.heappop(heap)
-            if kind == _CYCLE:
+            if kind == CYCLE:
                 self.cycle_pending = False
                 changed = True
                 continue
-            if kind == _RECHECK:
-                self.recheck_pending = False
-                changed |= self._recheck(t)
+            if kind == RECHECK:
+                changed |= progress.recheck_due(self, t)
                 continue
             w = self.workloads.get(wid)
             if w is not None and w.epoch == epoch:
@@ -198,7 +202,7 @@ class DecisionCore:
         while heap:
             _, _, kind, wid, epoch = heap[0]
             w = self.workloads.get(wid)
-            if kind in _TIMED or (w is not None and w.epoch == epoch):
+            if kind in TIMED or (w is not None and w.epoch == epoch):
                 return heap[0][0]
             heapq.heappop(heap)  # stale: its workload moved on
         return None
@@ -279,13 +283,7 @@ class DecisionCore:
         if isinstance(e, CheckpointWritten):
             w = self.workloads.get(e.workload_id)
             if w is not None and w.state in (RUNNING, EXITING):
-                w.last_ckpt_us = t
-                self.pool_version += 1  # a victim's cost changed
-                fair = self.knobs.policy == "fairshare"
-                if fair and w.exposed and w.state == RUNNING and w.wid not in self.preemptible:
-                    # settled past its protection, now holding saved progress: a victim from this instant on
-                    self._pool_add(w)
-                    return True
+                return progress.checkpoint_written(self, w, t)
             return False
         if isinstance(e, BudgetNodeDefined):
             self.tree.define(e.path, e.parent, e.share, e.managers, t, e.event_id)
@@ -353,18 +351,18 @@ class DecisionCore:
         if w.state == WAITING:
             self.order.remove(w)
         elif w.state == STARTING:
-            self._unreserve(w)
+            unreserve(self, w)
         elif w.state == RUNNING:
             self._detach(w)
             self._account_stop(w, t)
         elif w.state == EXITING:
-            self._leave_hosts(w)
+            leave_hosts(self, w)
             self._account_stop(w, t)
         exiting = w.state == EXITING
         self._finish(w, t)
         w.epoch += 1
         if exiting:
-            self._victim_left(w, t)
+            victim_left(self, w, t)
         return True
 
     def _finish(self, w: Workload, t: int) -> None:
@@ -471,36 +469,34 @@ class DecisionCore:
                 why + f": draining, it leaves when its protected window ends at {from_us(until):%Y-%m-%d %H:%M:%S} UTC",
             )
         )
-        self._wake_at(until, _DRAIN, w)
+        self.wake_at(until, DRAIN, w)
 
     # ================================================================ wake-ups
-    def _wake_at(self, t: int, kind: int, w: Workload) -> None:
+    def wake_at(self, t: int, kind: int, w: Workload) -> None:
+        """Wake ``w`` at ``t`` for ``kind`` (``wakeups``), unless its epoch has moved on by then."""
         self.wseq += 1
         heapq.heappush(self.wakeups, (t, self.wseq, kind, w.wid, w.epoch))
 
     def _wake(self, kind: int, w: Workload, t: int, out: list[Event]) -> bool:
-        if kind == _PROTECT:
-            self._protection_ends(w)
+        if kind == PROTECT:
+            progress.protection_ended(self, w)
             return True
-        if kind == _EXIT:
+        if kind == EXIT:
             self._exit(w, t, out)
             return True
-        if kind == _START:
+        if kind == START:
             self._begin_run(w, t, out)
             return False
-        if kind == _SPARED:
-            if w.state == RUNNING and w.exposed and w.wid not in self.preemptible and not self.settled(w):
-                self._pool_add(w)  # spared this long without a checkpoint: a victim like any other now
-                return True
-            return False
-        if kind == _DRAIN and w.draining and w.state == RUNNING:
+        if kind == SPARED:
+            return progress.spare_ended(self, w)
+        if kind == DRAIN and w.draining and w.state == RUNNING:
             if w.prepaid or not w.exposed:
-                self._protection_ends(w)
+                progress.protection_ended(self, w)
             self._preempt(w, t, out, "host_drain", None, "host draining: its protected window ended, preempted")
             return True
         return False
 
-    def _pool_add(self, w: Workload) -> None:
+    def pool_add(self, w: Workload) -> None:
         """Make a running workload a possible victim (and count its GPUs per host). O(hosts of w)."""
         self.preemptible[w.wid] = None
         self.pool_version += 1
@@ -508,77 +504,14 @@ class DecisionCore:
             self.pool_on_host[i] = self.pool_on_host.get(i, 0) + self.hosts.hosts[i].workloads[w.wid]
             self.hosts.dirty_cache.add(i)
 
-    def protection_s(self, w: Workload) -> int:
-        """Return the protected window (s) of ``w``'s next run: it grows with every preemption, and covers a restart.
-
-        Allocated work: min(cap, minimum runtime × 2^p) for a workload preempted p times so far, plus
-        its declared ``restart_s`` when the run is a restart (not its first). Free fill under fair
-        share: min(``fill_protect_cap_s``, ``fill_protect_s`` × 2^p). A workload preempted
-        ``max_preemptions`` times is not preempted for a waiter again (``settled``), so once
-        submissions stop every workload finishes (see docs/rules.md for the bound).
-        """
-        knobs = self.knobs
-        p = min(w.preemptions, 30)
-        if w.wants_allocation:
-            base = w.min_runtime_s
-            if knobs.policy == "fairshare":
-                base = min(knobs.max_min_runtime_s, w.min_runtime_s << p)
-            return base + (w.restart_s if w.attempt > 0 else 0)
-        return min(knobs.fill_protect_cap_s, knobs.fill_protect_s << p)
-
-    def settled(self, w: Workload) -> bool:
-        """Return whether ``w``'s run may not be preempted for a waiter now (fair share, allocated work).
-
-        * A resumable run holds no saved progress before its first checkpoint: it is *spared* until
-          then, for at most the protection cap (``max_min_runtime_s``) from its start, so a job that
-          never checkpoints cannot keep its GPUs for ever (off with ``Knobs.preempt_uncheckpointed``).
-        * A workload preempted ``max_preemptions`` times is not preempted for a waiter again in a run
-          until that run has written a checkpoint. Every such later preemption keeps saved progress,
-          so runs are finite (at most work ÷ checkpoint interval more), and a run that never
-          checkpoints keeps its GPUs until it ends.
-        """
-        knobs = self.knobs
-        if not w.allocated or knobs.policy != "fairshare":
-            return False
-        if w.resumable and w.last_ckpt_us > w.start_us:
-            return False
-        return w.preemptions >= knobs.max_preemptions or self._spared_until(w) > self.now
-
-    def _spared_until(self, w: Workload) -> int:
-        """Return until when (µs) a resumable run without a checkpoint is spared (0: it is not)."""
-        if not w.resumable or self.knobs.preempt_uncheckpointed:
-            return 0
-        return w.start_us + self.knobs.max_min_runtime_s * _US
-
-    def _protection_ends(self, w: Workload) -> None:
-        if not w.allocated:
-            if self.knobs.policy == "fairshare" and w.wid not in self.preemptible:
-                self._pool_add(w)  # free fill: its short protected window is over
-            return
-        chain = self._chain(w)
-        if w.prepaid:
-            self.occ.prepaid_changed(chain, -w.held, w.protected_until)
-            w.prepaid = False
-        if w.allocated and not w.exposed and self.knobs.policy != "priority":
-            w.exposed = True
-            self.occ.exposed_changed(chain, w.held)
-            if self.knobs.policy == "fairshare":
-                self._pool_unless_settled(w)
-
-    def _pool_unless_settled(self, w: Workload) -> None:
-        """Make a past-protection run a victim now, or when its spared time ends if that alone holds it back."""
-        if not self.settled(w):
-            self._pool_add(w)
-        elif w.preemptions < self.knobs.max_preemptions:
-            self._wake_at(self._spared_until(w), _SPARED, w)
-
     # ================================================================ runs
-    def _chain(self, w: Workload) -> list[str]:
+    def chain(self, w: Workload) -> list[str]:
+        """Return the budget nodes ``w`` is charged to, its own node first (none when unallocated)."""
         return self.tree.ancestors(w.node) if w.node is not None else []
 
     def _account_stop(self, w: Workload, t: int) -> None:
         """Stop charging a run that ends at ``t``: O(depth)."""
-        chain = self._chain(w)
+        chain = self.chain(w)
         self.occ.run_changed(chain, t, -w.held, w.allocated)
         if w.prepaid:
             self.occ.prepaid_changed(chain, -w.held, w.protected_until)
@@ -594,7 +527,7 @@ class DecisionCore:
                 self.hosts.dirty_cache.add(i)
         self.hosts.release(w.wid, w.hosts)
         if w.exposed:
-            self.occ.exposed_changed(self._chain(w), -w.held)
+            self.occ.exposed_changed(self.chain(w), -w.held)
             w.exposed = False
         if not w.allocated:
             self.unalloc_gpus -= w.held
@@ -608,10 +541,10 @@ class DecisionCore:
         w.epoch += 1
         w.attempt += 1
         w.start_us = w.last_ckpt_us = t
-        chain = self._chain(w)
+        chain = self.chain(w)
         self.occ.run_changed(chain, t, w.held, w.allocated)
         if w.allocated and (self.knobs.policy != "priority" or w.shielded):
-            w.protected_until = t + self.protection_s(w) * _US
+            w.protected_until = t + progress.protection_s(self, w) * _US
             if w.shielded:
                 assert w.node is not None
                 self.nonpreemptible[w.node] = self.nonpreemptible.get(w.node, 0) + w.held
@@ -619,17 +552,17 @@ class DecisionCore:
                 if self.occ.upfront:
                     self.occ.prepaid_changed(chain, w.held, w.protected_until)
                     w.prepaid = True
-                self._wake_at(w.protected_until, _PROTECT, w)
+                self.wake_at(w.protected_until, PROTECT, w)
         else:
             # unallocated, or (priority policy) allocated work beyond its team's non-preemptible limit
             w.protected_until = t
             if not w.allocated:
                 self.unalloc_gpus += w.held
                 if self.knobs.policy == "fairshare" and self.knobs.fill_protect_s:
-                    w.protected_until = t + self.protection_s(w) * _US
-                    self._wake_at(w.protected_until, _PROTECT, w)
+                    w.protected_until = t + progress.protection_s(self, w) * _US
+                    self.wake_at(w.protected_until, PROTECT, w)
             if self.knobs.policy != "fifo" and w.protected_until == t:
-                self._pool_add(w)
+                self.pool_add(w)
         out.append(
             self._new(
                 WorkloadStarted, t, workload_id=w.wid, nodes=self.hosts.names(w.hosts), gpus=w.held,
@@ -651,7 +584,7 @@ class DecisionCore:
         if grace:
             w.state = STARTING
             w.epoch += 1
-            self._wake_at(t + grace, _START, w)
+            self.wake_at(t + grace, START, w)
         else:
             self._begin_run(w, t, out)
 
@@ -664,7 +597,7 @@ class DecisionCore:
         return self.nonpreemptible.get(w.node, 0) + w.size <= limit
 
     def _cancel_start(self, w: Workload, t: int, out: list[Event], why: str) -> None:
-        self._unreserve(w)
+        unreserve(self, w)
         w.state = WAITING
         w.epoch += 1
         self.order.add(w)
@@ -687,46 +620,15 @@ class DecisionCore:
         w.exit_us = t + grace
         out.append(self._decision("preempt", w, t, t + grace, why, for_workload=w.exit_by, position=position))
         if grace:
-            self._wake_at(t + grace, _EXIT, w)
+            self.wake_at(t + grace, EXIT, w)
             if by is None:
-                self.keep_exiting(w)  # no waiter takes its GPUs: it holds them all until it leaves
+                keep_exiting(self, w)  # no waiter takes its GPUs: it holds them all until it leaves
         else:
             self._exit(w, t, out)
 
-    def keep_exiting(self, w: Workload) -> None:
-        """Let a victim running out its grace hold what its waiter, placed at once, did not take.
-
-        It still runs there until it exits: those GPUs are free only then, not at the decision.
-        """
-        if w.state == EXITING:
-            self.hosts.keep(w.wid, w.hosts, w.held)
-
-    def _victim_left(self, w: Workload, t: int) -> None:
-        """A victim left before its grace ran out: its waiter starts now if none of its other victims remains."""
-        waiter = self.workloads.get(w.exit_by) if w.exit_by is not None and t < w.exit_us else None
-        if waiter is None or waiter.state != STARTING:
-            return
-        if any(v.state == EXITING and v.exit_by == waiter.wid for v in self.workloads.values()):
-            return
-        waiter.epoch += 1  # the wake-up at the end of the grace is void
-        self._wake_at(t, _START, waiter)
-
-    def _unreserve(self, w: Workload) -> None:
-        """Drop a delayed start's hosts; victims still running out their grace there hold those GPUs again."""
-        self.hosts.release(w.wid, w.hosts)
-        mine = set(w.hosts)
-        for v in self.workloads.values():
-            if v.state == EXITING and not mine.isdisjoint(v.hosts):
-                self.keep_exiting(v)
-
-    def _leave_hosts(self, w: Workload) -> None:
-        """Free what an exiting victim still held through its grace period."""
-        if self.hosts.holds(w.wid, w.hosts):
-            self.hosts.release(w.wid, w.hosts)
-
     def _exit(self, w: Workload, t: int, out: list[Event]) -> None:
         """The victim leaves: free its hosts, stop its charge; requeue it, or cancel it when it cannot resume."""
-        self._leave_hosts(w)
+        leave_hosts(self, w)
         self._account_stop(w, t)
         w.epoch += 1
         reason: Any = w.exit_reason
@@ -742,7 +644,7 @@ class DecisionCore:
                 self._decision("complete", w, t, t, "not resumable: cancelled by the preemption, must be resubmitted")
             )
             out.append(self._new(WorkloadCompleted, t, workload_id=w.wid, outcome="cancelled"))
-        self._victim_left(w, t)
+        victim_left(self, w, t)
 
     # ================================================================ the scheduling pass
     def _fits(self, at_most: int = 1 << 30) -> Callable[[int], bool]:
@@ -771,38 +673,11 @@ class DecisionCore:
             elif not self.cycle_pending and self.preemptible:
                 self.cycle_pending = True
                 self.wseq += 1
-                heapq.heappush(self.wakeups, (self.walk_after, self.wseq, _CYCLE, "", 0))
+                heapq.heappush(self.wakeups, (self.walk_after, self.wseq, CYCLE, "", 0))
             break
         self._fill(t, out)
         self.pass_at = t
-        self._queue_recheck(t)
-
-    def _queue_recheck(self, t: int) -> None:
-        # Standings drift with time alone: a swap the rules refused at this pass may be allowed a
-        # minute later with no event in between (a quiet cluster whose runs only checkpoint). While
-        # allocated work waits and some running work could be a victim, a pass runs at least every
-        # ``standing_check_s``; a pass for any other reason in the meantime puts the check off.
-        check = self.knobs.standing_check_s * _US
-        if check and not self.recheck_pending and self.preemptible and self._allocated_waiting():
-            self.recheck_pending = True
-            self.wseq += 1
-            heapq.heappush(self.wakeups, (t + check, self.wseq, _RECHECK, "", 0))
-
-    def _recheck(self, t: int) -> bool:
-        """Return whether a standing re-check due at ``t`` needs a pass (none ran in the last check period)."""
-        due = self.pass_at + self.knobs.standing_check_s * _US
-        if due > t:
-            self._queue_recheck(self.pass_at)  # a pass ran since this was queued: check a period after it
-            return False
-        return bool(self.preemptible) and self._allocated_waiting()
-
-    def _allocated_waiting(self) -> bool:
-        """Return whether allocated work waits (fair share; O(roots): a root's count covers its subtree)."""
-        order = self.order
-        if not isinstance(order, FairShareOrder):
-            return False  # priority standings do not drift, and fifo never preempts
-        waiting = order.totals[ALLOCATED]
-        return any(waiting.get(r) for r in order.tree.roots)
+        progress.queue_recheck(self, t)
 
     def _fill(self, t: int, out: list[Event], allocated_only: bool = False) -> None:
         order = self.order
@@ -837,7 +712,7 @@ class DecisionCore:
         knobs = self.knobs
         if not knobs.fill_headroom or knobs.policy != "fairshare":
             return free
-        if not self.occ.nodes[""].allocated.rate and not self._allocated_waiting():
+        if not self.occ.nodes[""].allocated.rate and not progress.allocated_waiting(self):
             return free
         return free - math.ceil(knobs.fill_headroom * self.hosts.capacity)
 

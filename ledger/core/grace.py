@@ -1,0 +1,53 @@
+"""A grace period (``Knobs.grace_s``): a victim keeps running until it ends, and its waiter starts after it.
+
+A victim placed next to its waiter holds only what the waiter does not take; a waiter whose
+victims have all left before the grace ran out starts at once. Functions of the core's state,
+like ``preemption``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ledger.core.contract import EXITING, STARTING, Workload
+from ledger.core.wakeups import START
+
+if TYPE_CHECKING:
+    from ledger.core.scheduler import DecisionCore
+
+__all__ = ["keep_exiting", "leave_hosts", "unreserve", "victim_left"]
+
+
+def keep_exiting(core: DecisionCore, w: Workload) -> None:
+    """Let a victim running out its grace hold what its waiter, placed at once, did not take.
+
+    It still runs there until it exits: those GPUs are free only then, not at the decision.
+    """
+    if w.state == EXITING:
+        core.hosts.keep(w.wid, w.hosts, w.held)
+
+
+def victim_left(core: DecisionCore, w: Workload, t: int) -> None:
+    """Start the waiter of a victim that left before its grace ran out, if none of its other victims remains."""
+    waiter = core.workloads.get(w.exit_by) if w.exit_by is not None and t < w.exit_us else None
+    if waiter is None or waiter.state != STARTING:
+        return
+    if any(v.state == EXITING and v.exit_by == waiter.wid for v in core.workloads.values()):
+        return
+    waiter.epoch += 1  # the wake-up at the end of the grace is void
+    core.wake_at(t, START, waiter)
+
+
+def unreserve(core: DecisionCore, w: Workload) -> None:
+    """Drop a delayed start's hosts; victims still running out their grace there hold those GPUs again."""
+    core.hosts.release(w.wid, w.hosts)
+    mine = set(w.hosts)
+    for v in core.workloads.values():
+        if v.state == EXITING and not mine.isdisjoint(v.hosts):
+            keep_exiting(core, v)
+
+
+def leave_hosts(core: DecisionCore, w: Workload) -> None:
+    """Free what an exiting victim still held through its grace period."""
+    if core.hosts.holds(w.wid, w.hosts):
+        core.hosts.release(w.wid, w.hosts)
