@@ -411,15 +411,20 @@ def _victim_reason(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Wo
             after = final_share(core, mine, theirs, waiter.size * protect, t)
             if after is not None:
                 return (
-                    f"past its protected window, and after the swap {mine} ({percent(after[0])} of its allocation "
-                    f"used, charged {waiter.wid}'s {protect} s protected on {waiter.size} GPUs) would still rank at or "
+                    f"past its protected window, and after the swap {mine} ({_used(after[0])}, charged "
+                    f"{waiter.wid}'s {protect} s protected on {waiter.size} GPUs) would still rank at or "
                     f"ahead of {theirs} ({percent(after[1])}: what it used so far, nothing of the run it gives up)"
                     f"{where}, so the swap would not swap back: {waiter.wid} needs the room; {lost}"
                 )
         return (
-            f"past its protected window and {theirs} ({percent(order.ratio(theirs, t))} of its allocation used) "
+            f"past its protected window and {theirs} ({_used(order.ratio(theirs, t))}) "
             f"ranks after {mine} ({percent(order.ratio(mine, t))}) in the fair-share order{where}: "
             f"{waiter.wid} needs the room; {lost}"
         )
 
     return why
+
+
+def _used(ratio: float) -> str:
+    """Say how much of its allocation a branch has used, e.g. '34% of its allocation used' (or 'no allocation')."""
+    return f"{percent(ratio)} of its allocation used" if math.isfinite(ratio) else "no allocation"

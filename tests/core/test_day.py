@@ -86,6 +86,22 @@ def test_a_budget_with_a_share_of_0_is_told_as_such_when_it_starts() -> None:
     assert not any("no allocation of its allocation" in d.reason for d in starts.values())  # type: ignore[attr-defined]
 
 
+def test_a_budget_with_a_share_of_0_is_told_as_such_when_its_run_is_preempted() -> None:
+    for strategy in ("final-share", "instant"):
+        e = Events()
+        core = DecisionCore(Knobs(preemption_strategy=strategy), "lab")
+        # 08:01 the cluster is idle: the guest's job (a share of 0) takes the one host; it checkpoints at 08:50
+        tree = [e.capacity(0, 8), e.node(0, "lab", 1.0), e.node(0, "lab/text", 1.0), e.node(0, "lab/guest", 0.0)]
+        run(core, [*tree, e.submit(1, "g1", "lab/guest"), e.checkpoint(50, "g1", progress_s=49 * 60)])
+        # 08:30 text submits; at 09:01 the guest's protected hour is over and text takes the host
+        run(core, [e.submit(30, "t1", "lab/text")])
+        out = core.advance(to_minutes(61))
+        decision = next(d for d in of(out, ev.SchedulingDecision) if d.action == "preempt")  # type: ignore[attr-defined]
+        assert decision.workload_id == "g1" and decision.for_workload == "t1"  # type: ignore[attr-defined]
+        assert "lab/guest (no allocation" in decision.reason, strategy  # type: ignore[attr-defined]
+        assert "no allocation of its allocation" not in decision.reason, strategy  # type: ignore[attr-defined]
+
+
 def pre_nodes(out: list[ev.Event]) -> tuple[str, ...]:
     """Return the hosts of the preempt decision in ``out``."""
     return next(d.nodes for d in of(out, ev.SchedulingDecision) if d.action == "preempt")  # type: ignore[attr-defined]
