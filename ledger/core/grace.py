@@ -24,7 +24,7 @@ def keep_exiting(core: DecisionCore, w: Workload) -> None:
     It still runs there until it exits: those GPUs are free only then, not at the decision.
     """
     if w.state == EXITING:
-        core.hosts.keep(w.wid, w.hosts, w.held)
+        core.hosts.keep(w.wid, w.hosts, w.held, w.node)
 
 
 def victim_left(core: DecisionCore, w: Workload, t: int) -> None:
@@ -40,7 +40,7 @@ def victim_left(core: DecisionCore, w: Workload, t: int) -> None:
 
 def unreserve(core: DecisionCore, w: Workload) -> None:
     """Drop a delayed start's hosts; victims still running out their grace there hold those GPUs again."""
-    core.hosts.release(w.wid, w.hosts)
+    core.hosts.release(w.wid, w.hosts, w.node)
     mine = set(w.hosts)
     for v in core.workloads.values():
         if v.state == EXITING and not mine.isdisjoint(v.hosts):
@@ -50,4 +50,4 @@ def unreserve(core: DecisionCore, w: Workload) -> None:
 def leave_hosts(core: DecisionCore, w: Workload) -> None:
     """Free what an exiting victim still held through its grace period."""
     if core.hosts.holds(w.wid, w.hosts):
-        core.hosts.release(w.wid, w.hosts)
+        core.hosts.release(w.wid, w.hosts, w.node)

@@ -5,8 +5,11 @@ of host indexes, so the questions a scheduling pass asks are cheap:
 
 * does a workload of g GPUs fit? narrow (g <= gpus_per_node): the largest non-empty
   bucket >= g, O(gpus_per_node); wide: enough hosts in the "all free" bucket, O(1);
-* where does it go? narrow: best fit, the fullest host that still has room (smallest bucket
-  >= g, lowest index) — packing limits fragmentation; wide: the lowest-indexed wholly free hosts;
+* where does it go? narrow: the fullest host that already runs work of the same budget and still
+  has room, else best fit: the fullest host that still has room (smallest bucket >= g, lowest
+  index) — packing limits fragmentation, and packing a budget's runs together leaves hosts whose
+  runs all stand or fall with one budget's standing, which one preemption can free; wide: the
+  lowest-indexed wholly free hosts;
 * placing or freeing a workload moves each of its hosts between buckets, O(hosts × log n).
 """
 
@@ -19,7 +22,7 @@ from ledger.core.pickling import field_state, rebuilt_from_fields, set_fields
 
 __all__ = ["Host", "Hosts", "hosts_needed"]
 
-_STATE = ("cluster", "per_node", "hosts", "by_name", "buckets", "capacity", "healthy")
+_STATE = ("cluster", "per_node", "hosts", "by_name", "buckets", "capacity", "healthy", "budget_hosts")
 
 
 def hosts_needed(gpus: int, per_node: int) -> int:
@@ -50,6 +53,8 @@ class Host:
 class Hosts:
     """All hosts of the cluster, with free-GPU buckets over the schedulable (healthy) ones."""
 
+    budget_hosts: dict[str, dict[int, int]]  # budget node -> {host index: its runs there}
+
     def __init__(self, cluster: str = "", per_node: int = 8) -> None:
         self._setup(cluster, per_node)
         self.dirty_cache: set[int] = set()  # derived: hosts whose free GPUs or health changed since a reader looked
@@ -59,6 +64,7 @@ class Hosts:
         return field_state(self, _STATE)
 
     def __setstate__(self, state: dict[str, object]) -> None:
+        self.budget_hosts = {}  # a snapshot from before budgets were counted per host holds none
         set_fields(self, state)
         self.dirty_cache = set()
 
@@ -70,6 +76,7 @@ class Hosts:
         self.buckets: list[list[int]] = [[] for _ in range(per_node + 1)]
         self.capacity = 0  # GPUs on hosts that are not retired
         self.healthy: list[bool] = []  # by host index: takes new work
+        self.budget_hosts = {}
 
     # ---- shape of the cluster ------------------------------------------------------------
     def resize(self, gpus: int, per_node: int) -> list[int]:
@@ -135,10 +142,20 @@ class Hosts:
             return self.max_free() >= gpus
         return self.whole_free() >= hosts_needed(gpus, self.per_node)
 
-    def choose(self, gpus: int) -> list[int] | None:
-        """Return host indexes for a workload (best fit for narrow, lowest whole hosts for wide), or None."""
-        if gpus <= self.per_node:
-            for k in range(gpus, self.per_node + 1):
+    def choose(self, gpus: int, budget: str | None = None) -> list[int] | None:
+        """Return host indexes for a workload: narrow, its budget's fullest host or else best fit; wide, whole hosts."""
+        per = self.per_node
+        if gpus < per and budget is not None:
+            best, room = -1, per
+            for i in self.budget_hosts.get(budget, ()):  # O(hosts the budget runs on)
+                h = self.hosts[i]
+                free = h.gpus - h.used
+                if h.state == "healthy" and gpus <= free <= room and (free < room or i < best):
+                    best, room = i, free
+            if best >= 0:
+                return [best]
+        if gpus <= per:
+            for k in range(gpus, per + 1):
                 if self.buckets[k]:
                     return [self.buckets[k][0]]
             return None
@@ -151,8 +168,8 @@ class Hosts:
         return [gpus] if gpus <= self.per_node else [self.per_node] * n_hosts
 
     # ---- changes --------------------------------------------------------------------------
-    def place(self, wid: str, indexes: list[int], gpus: int) -> None:
-        """Put a workload on hosts. O(hosts × log n)."""
+    def place(self, wid: str, indexes: list[int], gpus: int, budget: str | None) -> None:
+        """Put a workload (charged to ``budget``, if any) on hosts. O(hosts × log n)."""
         for i, g in zip(indexes, self.share_on(gpus, len(indexes)), strict=True):
             h = self.hosts[i]
             healthy = h.state == "healthy"
@@ -160,10 +177,11 @@ class Hosts:
                 self._bucket_remove(h)
             h.used += g
             h.workloads[wid] = g
+            self._count(budget, i, 1)
             if healthy:
                 self._bucket_add(h)
 
-    def keep(self, wid: str, indexes: list[int], gpus: int) -> None:
+    def keep(self, wid: str, indexes: list[int], gpus: int, budget: str | None) -> None:
         """Let a leaving workload hold again what it still uses: up to its share of each host, as far as it is free."""
         for i, share in zip(indexes, self.share_on(gpus, len(indexes)), strict=True):
             h = self.hosts[i]
@@ -176,6 +194,8 @@ class Hosts:
                 self._bucket_remove(h)
             h.used += g
             h.workloads[wid] = held + g
+            if not held:
+                self._count(budget, i, 1)
             if healthy:
                 self._bucket_add(h)
 
@@ -183,11 +203,14 @@ class Hosts:
         """Return whether a workload still holds GPUs on any of these hosts."""
         return any(wid in self.hosts[i].workloads for i in indexes)
 
-    def release(self, wid: str, indexes: list[int]) -> None:
-        """Take a workload off its hosts. O(hosts × log n)."""
+    def release(self, wid: str, indexes: list[int], budget: str | None) -> None:
+        """Take a workload (charged to ``budget``, if any) off its hosts. O(hosts × log n)."""
         for i in indexes:
             h = self.hosts[i]
-            g = h.workloads.pop(wid, 0)
+            g = h.workloads.pop(wid, -1)
+            if g < 0:
+                continue
+            self._count(budget, i, -1)
             healthy = h.state == "healthy"
             if healthy:
                 self._bucket_remove(h)
@@ -201,6 +224,18 @@ class Hosts:
         if len(indexes) == 1:  # most work holds one host: no generator
             return (hosts[indexes[0]].name,)
         return tuple(hosts[i].name for i in indexes)
+
+    def _count(self, budget: str | None, i: int, runs: int) -> None:
+        if budget is None:
+            return
+        on = self.budget_hosts.setdefault(budget, {})
+        n = on.get(i, 0) + runs
+        if n > 0:
+            on[i] = n
+        else:
+            on.pop(i, None)  # (below 0 only after restoring a snapshot that counted nothing)
+            if not on:
+                del self.budget_hosts[budget]
 
     def _bucket_add(self, h: Host) -> None:
         self.dirty_cache.add(h.index)

@@ -525,7 +525,7 @@ class DecisionCore:
             for i in w.hosts:
                 self.pool_on_host[i] -= self.hosts.hosts[i].workloads[w.wid]
                 self.hosts.dirty_cache.add(i)
-        self.hosts.release(w.wid, w.hosts)
+        self.hosts.release(w.wid, w.hosts, w.node)
         if w.exposed:
             self.occ.exposed_changed(self.chain(w), -w.held)
             w.exposed = False
@@ -579,7 +579,7 @@ class DecisionCore:
         w.held = w.size
         w.allocated = w.wants_allocation
         w.shielded = self._within_team_limit(w)
-        self.hosts.place(w.wid, hosts, w.size)
+        self.hosts.place(w.wid, hosts, w.size, w.node)
         out.append(self._decision("start", w, t, t + grace, why, position=pick_position))
         if grace:
             w.state = STARTING
@@ -690,7 +690,8 @@ class DecisionCore:
             if pick is None:
                 return
             w = self.workloads[pick.key[2]]
-            hosts = self.hosts.choose(w.size)
+            # under fair share a narrow run joins its budget's runs (``placement``); the baselines pack by size alone
+            hosts = self.hosts.choose(w.size, w.node if self.knobs.policy == "fairshare" else None)
             assert hosts is not None
             self._start(w, hosts, t, pick.position, out, start_reason(self, w, pick, hosts, t))
 

@@ -100,6 +100,15 @@ def test_hosts_are_never_overfilled_protected_work_is_never_preempted_and_nothin
         kept = core.knobs.fill_headroom * core.hosts.capacity if core.knobs.policy == "fairshare" else 0
         stuck = led.nothing_waiting_fits(math.ceil(kept))
         assert stuck is None, f"{stuck} waits although it fits the free room"
+        # the hosts each budget runs on, as placement counts them, are the hosts its runs are on
+        counted: dict[str, dict[int, int]] = {}
+        for h in core.hosts.hosts:
+            for wid in h.workloads:
+                node = core.workloads[wid].node
+                if node is not None:
+                    counted.setdefault(node, {}).setdefault(h.index, 0)
+                    counted[node][h.index] += 1
+        assert core.hosts.budget_hosts == counted
 
     # Ledger.fact asserts capacity per host and the protected window on every preemption.
     drive(DecisionCore(knobs, "lab"), _ordered(inputs), work, ledger=ledger, check=check)

@@ -277,3 +277,22 @@ def test_a_waiter_starts_as_soon_as_its_victim_is_gone_not_when_the_grace_would_
     assert not of(out, ev.WorkloadPreempted)  # a-8 completed: it was never preempted
     assert not of(core.advance(to_minutes(70)), ev.WorkloadStarted)  # the wake-up at 70 min is void
     assert set(core.running()) == {"b-8"}
+
+
+def test_a_narrow_run_joins_its_own_budgets_host_under_fair_share_and_packs_by_size_under_priority() -> None:
+    placed = {}
+    for policy in ("fairshare", "priority"):
+        e = Events()
+        core = DecisionCore(Knobs(policy=policy), "lab")
+        inputs = _tree(e, 16, {"vision": 0.5, "text": 0.5})
+        # 08:01 vision takes 6 GPUs of the first host, 08:02 text 4 of the second; then one 2-GPU run each
+        for minute, (wid, team, gpus) in enumerate([("v1", "vision", 6), ("t1", "text", 4), ("t2", "text", 2),
+                                                    ("v2", "vision", 2)], start=1):  # fmt: skip
+            inputs.append(e.submit(minute, wid, f"org/{team}", gpus=gpus))
+        out = run(core, inputs)
+        placed[policy] = {s.workload_id: s.nodes[0] for s in of(out, ev.WorkloadStarted)}  # type: ignore[attr-defined]
+    # fair share: each host ends up holding one budget's runs, whose standing alone decides whether
+    # one preemption can free it
+    assert placed["fairshare"] == {"v1": "lab-n000", "t1": "lab-n001", "t2": "lab-n001", "v2": "lab-n000"}
+    # priority: best fit alone sends text's 2-GPU run into the 2 GPUs vision left on the first host
+    assert placed["priority"] == {"v1": "lab-n000", "t1": "lab-n001", "t2": "lab-n000", "v2": "lab-n001"}
