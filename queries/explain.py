@@ -298,6 +298,9 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S, fill_headr
     anomalies = rows(con, f"SELECT kind, reason FROM anomalies WHERE workload_id = '{q}'")
     waited = sum(int(r["start_us"]) - int(w) for r, w in zip(runs, [me["submit_us"]] + [
         pre[r["end_event_id"]]["preempt_us"] for r in runs if r["end_kind"] == "preempt"], strict=False))
+    if wait_from is not None:  # never started (again): the wait lasts to its completion or the end of the log
+        until = me["end_us"] if me["end_us"] is not None else rows(con, "SELECT t1 FROM params")[0]["t1"]
+        waited += max(0, int(until) - int(wait_from))
     summary = {"attempts": len(runs), "preemptions": len(pre), "waited_s": waited // 1_000_000,
                "discarded_gpu_hours": sum(s.get("discarded_gpu_hours", 0.0) for s in story)}
     return {"workload_id": workload_id, "budget": me["budget"], "gpus": me["gpus"], "summary": summary,

@@ -156,3 +156,21 @@ def test_explain_tells_a_team_mate_ahead_in_the_queue_from_one_that_fit(tmp_path
     assert code == 0
     assert "b1 (org/b at 0.00, 8 GPUs) started instead (it ranked ahead inside the same team)" in out
     assert "b3 (org/b at 0.00, 4 GPUs) started instead (it fit in room too small for 12 GPUs)" in out
+
+
+def test_explain_counts_a_wait_still_open_at_the_end_of_the_log(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # w2 never starts: it waited from 00:30 to the log's last event at 02:00, not 0 s; w3 is cancelled at 01:00
+    E = Events()
+    write_log(tmp_path / "run" / "events", [
+        E.capacity(0, 8), E.node(0, "org", 1.0), E.node(0, "org/a", 1.0),
+        E.submit(0, "w1", "org/a", gpus=8), E.start(0, "w1", ("lab-n000",), 8),
+        E.submit(30, "w2", "org/a", gpus=8), E.submit(40, "w3", "org/a", gpus=8),
+        E.complete(60, "w3", "cancelled"), E.complete(120, "w1"),
+    ])
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "w2", "--format", "json")
+    assert code == 0 and json.loads(out)["summary"]["waited_s"] == 90 * 60
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "w2")
+    assert "started 0 time(s), preempted 0 time(s), waited 90 min in all" in out
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "w3", "--format", "json")
+    assert json.loads(out)["summary"]["waited_s"] == 20 * 60
