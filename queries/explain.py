@@ -115,6 +115,11 @@ def _standing(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int) -> 
     return {"order": order, "place": place, "ratio": order[place - 1]["ratio"] if place else None}
 
 
+def _queue_key(w: dict[str, Any]) -> tuple[int, int, str]:
+    """Return a workload's place in its team's queue: higher priority first, then earlier submission."""
+    return (-int(w["priority"]), int(w["submit_us"]), str(w["workload_id"]))
+
+
 def _moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, starter: dict[str, Any] | None,
             before: dict[str, Any] | None, headroom: float) -> dict[str, Any]:
     """Describe one moment it could have started; repeat only what changed since ``before``."""
@@ -134,10 +139,12 @@ def _moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, start
             why = "unallocated, on GPUs no allocated workload could use"
         elif place is not None and s_place is not None and s_place < place:
             why = "its team ranked ahead"
+        elif starter["budget"] == me["budget"] and _queue_key(starter) < _queue_key(me):
+            why = "it ranked ahead inside the same team"
         elif starter["gpus"] < me["gpus"]:
             why = f"it fit in room too small for {_gpus(me['gpus'])}"
         else:
-            why = "it ranked ahead inside the same team" if starter["budget"] == me["budget"] else "it fit first"
+            why = "it fit first"
         parts.append(f"{who} started instead ({why})")
     kept = None if allocated else held_by_headroom(con, me["gpus"], t_us, headroom)
     if kept is not None and (before is None or before.get("fill_headroom") is None):
@@ -174,7 +181,8 @@ def _waiting_moments(con: duckdb.DuckDBPyConnection, me: dict[str, Any], lo: int
     hi_sql = "(SELECT t1 FROM params) + 1" if hi is None else str(int(hi))
     wid = me["workload_id"].replace("'", "''")
     others = rows(con, f"""
-        SELECT start_us, workload_id, budget, gpus, allocated FROM runs
+        SELECT r.start_us, r.workload_id, r.budget, r.gpus, r.allocated, w.priority, w.submit_us
+        FROM runs r JOIN workloads w USING (workload_id)
         WHERE start_us > {int(lo)} AND start_us < {hi_sql} AND workload_id <> '{wid}'
         ORDER BY start_us, start_seq""")
     moments: list[dict[str, Any]] = []
@@ -290,6 +298,9 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S, fill_headr
     anomalies = rows(con, f"SELECT kind, reason FROM anomalies WHERE workload_id = '{q}'")
     waited = sum(int(r["start_us"]) - int(w) for r, w in zip(runs, [me["submit_us"]] + [
         pre[r["end_event_id"]]["preempt_us"] for r in runs if r["end_kind"] == "preempt"], strict=False))
+    if wait_from is not None:  # never started (again): the wait lasts to its completion or the end of the log
+        until = me["end_us"] if me["end_us"] is not None else rows(con, "SELECT t1 FROM params")[0]["t1"]
+        waited += max(0, int(until) - int(wait_from))
     summary = {"attempts": len(runs), "preemptions": len(pre), "waited_s": waited // 1_000_000,
                "discarded_gpu_hours": sum(s.get("discarded_gpu_hours", 0.0) for s in story)}
     return {"workload_id": workload_id, "budget": me["budget"], "gpus": me["gpus"], "summary": summary,

@@ -149,6 +149,11 @@ def parse_gpus(tres: str) -> int:
     """Return the GPU count in a TRES string ('gres/gpu=4', 'gres/gpu:p100=1'); 0 when there is none."""
     if "gpu" not in tres:
         return 0
+    for entry in tres.split(","):
+        key, eq, value = entry.partition("=")
+        if eq and (key == "gres/gpu" or key.startswith("gres/gpu:")) and not (value.isdigit() and value.isascii()):
+            # a count the pattern below cannot read would make the job a CPU job without a word
+            raise RowError(f"{entry!r} is not a GPU count (gres/gpu=N)")
     generic = 0
     typed = 0
     for m in _GPU_TRES.finditer(tres):
@@ -197,7 +202,9 @@ class _Layout:
         self.pad = any(c not in idx for c in _OPTIONAL)
         self.pick = itemgetter(*(idx.get(c, absent) for c in (*_REQUIRED_COLUMNS, *_OPTIONAL)))
         self.has_timelimit = "timelimit" in idx
-        self.tres = [idx[c] for c in ("alloctres", "reqtres", "allocgres", "reqgres") if c in idx]
+        tres = {"alloctres": "AllocTRES", "reqtres": "ReqTRES", "allocgres": "AllocGRES", "reqgres": "ReqGRES"}
+        self.tres = [idx[c] for c in tres if c in idx]
+        self.tres_names = {idx[c]: name for c, name in tres.items() if c in idx}
 
 
 _REQUIRED_COLUMNS = ("jobid", "state", "submit", "start", "end")
@@ -232,7 +239,10 @@ def _parse_row(f: list[str], lay: _Layout, line: int, opts: SlurmOptions, clock:
     gpus = 0
     for i in lay.tres:
         if "gpu" in f[i]:  # (parse_gpus says 0 without a call for the many CPU jobs)
-            gpus = parse_gpus(f[i])
+            try:
+                gpus = parse_gpus(f[i])
+            except RowError as exc:
+                raise RowError(f"{lay.tres_names[i]} {f[i]!r}: {exc}") from None
             if gpus:
                 break
     cluster = opts.cluster or cluster.strip()

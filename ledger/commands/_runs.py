@@ -72,6 +72,7 @@ def run_one(
         info["unfinished"] = {
             "workloads": len(stats.unfinished),
             "preemptions_by_workload": dict(sorted(stats.unfinished.items())),
+            "not_submitted": stats.not_submitted,
         }
     (out_dir / "replay.json").write_text(json.dumps(info, indent=2) + "\n")
     (out_dir / "audit.json").unlink(missing_ok=True)

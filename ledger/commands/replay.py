@@ -79,9 +79,12 @@ def run(args: argparse.Namespace) -> int:
     if left:
         worst = sorted(left["preemptions_by_workload"].items(), key=lambda kv: (-kv[1], kv[0]))[:5]
         listed_ = ", ".join(f"{wid} ({n} preemptions)" for wid, n in worst)
+        unfinished = (f"{left['workloads']:,} workload(s) unfinished, e.g. {listed_}; all are listed in "
+                      f"{out / 'replay.json'}") if worst else "no workload unfinished"
+        later = left["not_submitted"]
         print(
-            f"stopped at a limit ({result['replay']['stopped_at']}) with {left['workloads']:,} workload(s) unfinished, "
-            f"e.g. {listed_}; all are listed in {out / 'replay.json'}",
+            f"stopped at a limit ({result['replay']['stopped_at']}) with {unfinished}"
+            + (f"; {later:,} workload(s) submitted after it were not replayed" if later else ""),
             file=sys.stderr,
         )
     if not args.quiet:

@@ -93,6 +93,7 @@ class ReplayStats:
     demand_gpu_us: int = 0  # ∫ GPUs of workloads submitted and not yet finished (waiting or running) dt
     stopped_at: int | None = None  # µs: the limit the replay stopped at with work left (None: it ran out)
     unfinished: dict[str, int] = field(default_factory=dict)  # workload -> preemptions, when stopped at a limit
+    not_submitted: int = 0  # workloads whose submission lies after the limit, when stopped at one
 
     def demand_ratio(self, capacity_gpus: int) -> float:
         """Return mean demand (GPUs waiting or running) over capacity across the simulated span."""
@@ -228,10 +229,15 @@ class ReplayDriver:
                     next_report = elapsed + 0.2
                     progress(self.stats.first_us or now, now, self._last_input_us)
         if stopped is not None:
-            left = {wid: self._preempted.get(wid, 0) for wid, run in self._runs.items() if not run.done}
-            if left:
+            # a submission still queued lies past the limit: that workload was never submitted, not left unfinished
+            later = {e.workload_id for *_, e in heap if isinstance(e, WorkloadSubmitted)}
+            left = {
+                wid: self._preempted.get(wid, 0) for wid, run in self._runs.items() if not run.done and wid not in later
+            }
+            if left or later:
                 self.stats.stopped_at = stopped
                 self.stats.unfinished = left
+                self.stats.not_submitted = len(later)
         self._flush()
         self.stats.by_type = {cls.__name__: n for cls, n in self._counts.items()}
         self.stats.wall_s = wallclock.perf_counter() - started

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from ledger.cli import main
+from tests.audits.conftest import write_log
+from tests.factories import Events
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -132,3 +134,43 @@ def test_durations_read_as_durations_in_tables_and_stay_seconds_in_csv_and_json(
     code, out, _ = run(capsys, "audit", str(run_dir), "--report", "wait-by-team", "--format", "json")
     teams = {t["budget"]: t for t in json.loads(out)["wait_by_team"]}
     assert teams["org/b"]["p90_s"] == 3600.0 and teams["org/b"]["started"] == 1
+
+
+def test_explain_tells_a_team_mate_ahead_in_the_queue_from_one_that_fit(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # x1 holds all 16 GPUs; when it ends, b1 (org/b, submitted first, 8 GPUs) starts with all 16 free, so it
+    # went first by its place in the team's queue, not because b2 (12 GPUs) could not fit; then b3, submitted
+    # after b2, takes 4 of the 8 GPUs left, room too small for b2
+    E = Events()
+    write_log(tmp_path / "run" / "events", [
+        E.capacity(0, 16), E.node(0, "org", 1.0), E.node(0, "org/a", 1.0), E.node(0, "org/b", 1.0),
+        E.submit(0, "x1", "org/a", gpus=16), E.start(0, "x1", ("lab-n000", "lab-n001"), 16),
+        E.submit(10, "b1", "org/b", gpus=8), E.submit(20, "b2", "org/b", gpus=12),
+        E.submit(30, "b3", "org/b", gpus=4),
+        E.complete(60, "x1"),
+        E.start(60, "b1", ("lab-n000",), 8), E.start(60, "b3", ("lab-n001",), 4),
+        E.complete(90, "b1"), E.complete(90, "b3"),
+        E.start(90, "b2", ("lab-n000", "lab-n001"), 16), E.complete(120, "b2"),
+    ])
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "b2")
+    assert code == 0
+    assert "b1 (org/b at 0.00, 8 GPUs) started instead (it ranked ahead inside the same team)" in out
+    assert "b3 (org/b at 0.00, 4 GPUs) started instead (it fit in room too small for 12 GPUs)" in out
+
+
+def test_explain_counts_a_wait_still_open_at_the_end_of_the_log(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    # w2 never starts: it waited from 00:30 to the log's last event at 02:00, not 0 s; w3 is cancelled at 01:00
+    E = Events()
+    write_log(tmp_path / "run" / "events", [
+        E.capacity(0, 8), E.node(0, "org", 1.0), E.node(0, "org/a", 1.0),
+        E.submit(0, "w1", "org/a", gpus=8), E.start(0, "w1", ("lab-n000",), 8),
+        E.submit(30, "w2", "org/a", gpus=8), E.submit(40, "w3", "org/a", gpus=8),
+        E.complete(60, "w3", "cancelled"), E.complete(120, "w1"),
+    ])
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "w2", "--format", "json")
+    assert code == 0 and json.loads(out)["summary"]["waited_s"] == 90 * 60
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "w2")
+    assert "started 0 time(s), preempted 0 time(s), waited 90 min in all" in out
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "w3", "--format", "json")
+    assert json.loads(out)["summary"]["waited_s"] == 20 * 60

@@ -232,6 +232,31 @@ def test_a_replay_stopped_at_a_limit_with_work_left_says_so_and_names_the_worklo
     assert "stopped at a limit" in capsys.readouterr().err
 
 
+def test_a_workload_submitted_after_the_limit_is_counted_apart_not_as_unfinished(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 'early' runs 2 h from midnight and is cut at 01:00; 'late' is submitted at 05:00, after the
+    # limit, so the replay never saw it: it was listed as unfinished with 0 preemptions
+    (tmp_path / "budgets.yaml").write_text(
+        "cluster: {name: c, gpus: 8, gpus_per_node: 8}\nnodes:\n  - {path: org}\n  - {path: org/a}\n"
+    )
+    (tmp_path / "trace.csv").write_text(
+        "workload_id,submit_time,budget,user,gpus,min_runtime_s,resumable,work_s\n"
+        "early,2026-03-02T00:00:00Z,org/a,u,8,3600,true,7200\n"
+        "late,2026-03-02T05:00:00Z,org/a,u,8,3600,true,600\n"
+    )
+    assert replay(tmp_path / "trace.csv", tmp_path / "budgets.yaml", tmp_path / "run", "--until", "1h") == 0
+    info = json.loads((tmp_path / "run" / "replay.json").read_text())
+    assert info["ended"] == "stopped at a limit with work left"
+    assert info["unfinished"] == {"workloads": 1, "preemptions_by_workload": {"early": 0}, "not_submitted": 1}
+    assert "1 workload(s) submitted after it were not replayed" in capsys.readouterr().err
+    assert replay(tmp_path / "trace.csv", tmp_path / "budgets.yaml", tmp_path / "run2", "--until", "3h") == 0
+    info = json.loads((tmp_path / "run2" / "replay.json").read_text())
+    assert info["ended"] == "stopped at a limit with work left"  # 'late' is still ahead: not all work was done
+    assert info["unfinished"] == {"workloads": 0, "preemptions_by_workload": {}, "not_submitted": 1}
+    assert "with no workload unfinished; 1 workload(s) submitted after it" in capsys.readouterr().err
+
+
 def test_a_replay_that_would_run_past_2100_stops_there_and_its_log_reads_back_whole(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
