@@ -390,6 +390,7 @@ def _victim_reason(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Wo
         )
     order = core.order
     assert isinstance(order, FairShareOrder)
+    grace = core.knobs.grace_s * _US
 
     def why(v: Workload) -> str:
         if not v.allocated or v.node is None or waiter.node is None:
@@ -398,6 +399,9 @@ def _victim_reason(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Wo
                 f"{waiter.wid} ({waiter.node}) needs the room"
             )
         lost = f"it discards {v.lost_if_preempted(t) // _US} GPU-seconds since its last checkpoint"
+        if grace:  # it runs on until it exits: what it holds then, unless it checkpoints meanwhile
+            later = v.lost_if_preempted(t + grace) // _US
+            lost = f"{lost}, {later} by its exit after the grace period unless it checkpoints first"
         mine, theirs = core.tree.branches(waiter.node, v.node)
         if mine is None or theirs is None:
             return (

@@ -34,7 +34,9 @@ event (the cycle month: outputs 4,486 -> 4,670).
 Every fair-share hash changed again when a narrow run was placed on the fullest host already
 running work of its own budget before best fit (``placement``): the 2,500-workload month's outputs
 went from 7,070 to 7,050 (the former-rule pin from 9,532 to 9,696). The priority and fifo hashes did
-not change (the baselines pack by size alone).
+not change (the baselines pack by size alone). The fairshare-grace hash changed once more, in words
+only: a preemption with a grace period also says what the victim will have run since its last
+checkpoint by the time it exits.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ GOLDEN = [
     ),
     pytest.param(
         Knobs(policy="fairshare", grace_s=120, charge="accrued"), 1500, 0.45,
-        "b3a632e4c6be25ca97e6d46d3bfab4c4b4a325cf9980ca5f51c0e171f0c555a9", 4467, id="fairshare-grace",
+        "d1b3fec563b50c77dd4ad95c993727932c6340c130f3ab1e8bfdeec99360779a", 4467, id="fairshare-grace",
     ),
     pytest.param(  # the former rule: the hash the default had before resumable work was spared until it checkpoints
         Knobs(policy="fairshare", preempt_uncheckpointed=True), 2500, 0.75,

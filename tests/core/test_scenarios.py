@@ -272,6 +272,12 @@ def test_a_waiter_starts_as_soon_as_its_victim_is_gone_not_when_the_grace_would_
         ("preempt", "a-8"),
         ("start", "b-8"),
     ]
+    # the reason counts what a-8 has run since its checkpoint at 50 min, now and by the end of its grace
+    preempt = of(out, ev.SchedulingDecision)[0]
+    assert preempt.reason.endswith(  # type: ignore[attr-defined]
+        "it discards 4800 GPU-seconds since its last checkpoint, "
+        "9600 by its exit after the grace period unless it checkpoints first"
+    )
     out = run(core, [e.complete(63, "a-8")])
     assert [(s.workload_id, s.time) for s in of(out, ev.WorkloadStarted)] == [("b-8", at(63))]  # type: ignore[attr-defined]
     assert not of(out, ev.WorkloadPreempted)  # a-8 completed: it was never preempted
