@@ -88,14 +88,28 @@ def _objects(text: str, file: str) -> list[Any]:
     return out
 
 
+def _field(obj: dict[str, Any], key: str, kind: type, where: str, name: str) -> Any:
+    """Return ``obj[key]`` (an empty ``kind`` when absent or null); raise InputError if it is not a ``kind``."""
+    value = obj.get(key)
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        noun = "a list" if kind is list else "a mapping"
+        raise InputError(f"{where}: {name} = {value!r}: expected {noun}")
+    return value
+
+
 def _gpus(spec: dict[str, Any], resource: str, where: str) -> int:
     total = 0.0
-    groups = spec.get("resourceGroups") or []
-    if not isinstance(groups, list):
-        raise InputError(f"{where}: spec.resourceGroups is not a list")
-    for g, group in enumerate(groups):
-        for f, flavor in enumerate((group or {}).get("flavors") or []):
-            for r, res in enumerate((flavor or {}).get("resources") or []):
+    for g, group in enumerate(_field(spec, "resourceGroups", list, where, "spec.resourceGroups")):
+        at = f"spec.resourceGroups[{g}]"
+        if not isinstance(group, dict):
+            raise InputError(f"{where}: {at} = {group!r}: expected a mapping")
+        for f, flavor in enumerate(_field(group, "flavors", list, where, f"{at}.flavors")):
+            if not isinstance(flavor, dict):
+                raise InputError(f"{where}: {at}.flavors[{f}] = {flavor!r}: expected a mapping")
+            resources = _field(flavor, "resources", list, where, f"{at}.flavors[{f}].resources")
+            for r, res in enumerate(resources):
                 if isinstance(res, dict) and res.get("name") == resource:
                     total += _quantity(
                         res.get("nominalQuota", 0),
@@ -117,21 +131,21 @@ def parse_kueue_objects(text: str, file: str, gpu_resource: str = "nvidia.com/gp
         if kind not in ("Cohort", "ClusterQueue"):
             other[str(kind)] = other.get(str(kind), 0) + 1
             continue
-        name = (obj.get("metadata") or {}).get("name")
+        meta = _field(obj, "metadata", dict, f"{file}: object {i} ({kind})", "metadata")
+        name = meta.get("name")
         if not isinstance(name, str) or not name:
             raise InputError(f"{file}: object {i} ({kind}): metadata.name is missing")
         where = f"{file}: {kind} {name}"
-        spec = obj.get("spec") or {}
-        if not isinstance(spec, dict):
-            raise InputError(f"{where}: spec is not a mapping")
+        spec = _field(obj, "spec", dict, where, "spec")
         parent = spec.get("parentName") if kind == "Cohort" else spec.get("cohortName", spec.get("cohort"))
         if parent is not None and (not isinstance(parent, str) or not parent):
             raise InputError(f"{where}: parent cohort {parent!r} is not a name")
-        weight = _quantity((spec.get("fairSharing") or {}).get("weight", 1), f"{where}: spec.fairSharing.weight")
+        fair = _field(spec, "fairSharing", dict, where, "spec.fairSharing")
+        weight = _quantity(fair.get("weight", 1), f"{where}: spec.fairSharing.weight")
         key = f"{kind}/{name}"
         if key in queues:
             raise InputError(f"{where}: defined twice")
-        stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+        stamp = meta.get("creationTimestamp")
         created = None
         if stamp is not None:
             try:

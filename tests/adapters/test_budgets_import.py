@@ -472,3 +472,48 @@ def test_philly_jobs_naming_no_virtual_cluster_are_charged_to_the_root_their_pat
     assert f"  unmatched:   {jobs} workloads of 1 accounts match no node (audited as undefined budgets)" in out
     audit = _audit_json(log, capsys)
     assert sum(1 for a in audit["anomalies"] if a["kind"] == "undefined_budget") == jobs
+
+
+
+def _bio_flavors_a_name(docs: list[Any]) -> None:
+    docs[2]["spec"]["resourceGroups"][0]["flavors"][0] = "a100"
+
+
+def _bio_group_a_name(docs: list[Any]) -> None:
+    docs[2]["spec"]["resourceGroups"][0] = "cpu"
+
+
+def _bio_fair_sharing_a_number(docs: list[Any]) -> None:
+    docs[2]["spec"]["fairSharing"] = 1
+
+
+def _bio_resources_a_mapping(docs: list[Any]) -> None:
+    docs[2]["spec"]["resourceGroups"][0]["flavors"][0]["resources"] = {"name": "nvidia.com/gpu"}
+
+
+def _cohort_metadata_a_list(docs: list[Any]) -> None:
+    docs[0]["metadata"] = ["ccr"]
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (_bio_flavors_a_name, "ClusterQueue cq-bio: spec.resourceGroups[0].flavors[0] = 'a100': expected a mapping"),
+        (_bio_group_a_name, "ClusterQueue cq-bio: spec.resourceGroups[0] = 'cpu': expected a mapping"),
+        (_bio_fair_sharing_a_number, "ClusterQueue cq-bio: spec.fairSharing = 1: expected a mapping"),
+        (_bio_resources_a_mapping, "ClusterQueue cq-bio: spec.resourceGroups[0].flavors[0].resources = "
+                                   "{'name': 'nvidia.com/gpu'}: expected a list"),
+        (_cohort_metadata_a_list, "object 0 (Cohort): metadata = ['ccr']: expected a mapping"),
+    ],
+)
+def test_from_kueue_names_the_field_of_a_value_of_the_wrong_shape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: Any, named: str
+) -> None:
+    docs = list(yaml.safe_load_all(QUEUES.read_text()))
+    change(docs)
+    bad = tmp_path / "queues.yaml"
+    bad.write_text(yaml.safe_dump_all(docs))
+    out = tmp_path / "budgets.yaml"
+    assert main(["budgets", "from-kueue", str(bad), "--out", str(out)]) == 2
+    assert f"{bad}: {named}" in capsys.readouterr().err
+    assert not out.exists()
