@@ -55,6 +55,7 @@ class KueueTree:
 
     queues: dict[str, _Queue]
     other_kinds: dict[str, int]
+    file: str = "<kueue objects>"
 
 
 def _quantity(value: Any, where: str) -> float:
@@ -153,7 +154,7 @@ def parse_kueue_objects(text: str, file: str, gpu_resource: str = "nvidia.com/gp
             except RowError as exc:
                 raise InputError(f"{where}: {exc}") from None
         queues[key] = _Queue(name, kind, parent or None, weight, _gpus(spec, gpu_resource, where), created)
-    return KueueTree(queues, other)
+    return KueueTree(queues, other, file)
 
 
 def kueue_budgets(
@@ -161,10 +162,11 @@ def kueue_budgets(
 ) -> tuple[Budgets, list[str]]:
     """Return the budgets the cohorts and queues stand for, and notes on what was read."""
     notes: list[str] = []
+    file = tree.file
     cohorts = {q.name: q for q in tree.queues.values() if q.kind == "Cohort"}
     cqs = [q for q in tree.queues.values() if q.kind == "ClusterQueue"]
     if not cqs:
-        raise InputError("no ClusterQueue object found: workloads are charged to ClusterQueues")
+        raise InputError(f"{file}: no ClusterQueue object found: workloads are charged to ClusterQueues")
     implicit = sorted({q.parent for q in [*cqs, *cohorts.values()] if q.parent and q.parent not in cohorts})
     for name in implicit:
         cohorts[name] = _Queue(name, "Cohort", None, 1.0, 0)
@@ -175,19 +177,34 @@ def kueue_budgets(
     if clash:
         notes.append(f"a Cohort and a ClusterQueue share the name(s) {', '.join(clash)}")
 
-    def path_of(q: _Queue, seen: tuple[str, ...] = ()) -> str:
-        if q.parent is None:
-            return budget_path(q.name)
-        if q.parent in seen:
-            raise InputError(f"cohort {q.parent!r} is its own ancestor ({' -> '.join((*seen, q.parent))})")
-        return f"{path_of(cohorts[q.parent], (*seen, q.name))}/{budget_path(q.name)}"
+    def path_of(q: _Queue) -> str:
+        """Return the budget path of a queue or cohort: its cohorts' names from the top, then its own."""
+        parts = [q.name]
+        chain = [q.name] if q.kind == "Cohort" else []  # cohorts only: a queue may share a cohort's name
+        up = q.parent
+        while up is not None:
+            if up in chain:
+                raise InputError(f"{file}: Cohort {up}: is its own ancestor ({' -> '.join([*chain, up])})")
+            chain.append(up)
+            parts.append(up)
+            up = cohorts[up].parent
+        return "/".join(budget_path(p) for p in reversed(parts))
 
-    nodes = {path_of(q): BudgetNode(path_of(q), q.weight, (), q.created) for q in [*cohorts.values(), *cqs]}
+    nodes: dict[str, BudgetNode] = {}
+    owner: dict[str, _Queue] = {}
+    for q in [*cohorts.values(), *cqs]:
+        path = path_of(q)
+        if path in owner:
+            other = owner[path]
+            raise InputError(f"{file}: {other.kind} {other.name} and {q.kind} {q.name} both stand for budget "
+                             f"node {path!r} (same name, same parent cohort): rename one of them")
+        owner[path] = q
+        nodes[path] = BudgetNode(path, q.weight, (), q.created)
     ordered = tuple(sorted(nodes.values(), key=lambda n: n.path.count("/")))
     quota = sum(q.gpus for q in tree.queues.values())
     if gpus is None:
         if quota <= 0:
-            raise InputError("no GPU nominalQuota in any resource group: give --gpus N (or --gpu-resource)")
+            raise InputError(f"{file}: no GPU nominalQuota in any resource group: give --gpus N (or --gpu-resource)")
         gpus = quota
     else:
         notes.append(f"capacity {gpus} GPUs from --gpus (the queues' nominal GPU quota adds up to {quota})")

@@ -517,3 +517,47 @@ def test_from_kueue_names_the_field_of_a_value_of_the_wrong_shape(
     assert main(["budgets", "from-kueue", str(bad), "--out", str(out)]) == 2
     assert f"{bad}: {named}" in capsys.readouterr().err
     assert not out.exists()
+
+
+def _kueue_objects(path: Path, *objs: tuple[str, str, str | None]) -> Path:
+    """Write (kind, name, parent) Cohorts and ClusterQueues, each queue with 8 GPUs of nominal quota."""
+    docs = []
+    for kind, name, parent in objs:
+        spec: dict[str, Any] = {}
+        if kind == "Cohort" and parent:
+            spec["parentName"] = parent
+        if kind == "ClusterQueue":
+            spec["resourceGroups"] = [{"flavors": [{"name": "a100", "resources": [
+                {"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]  # fmt: skip
+            if parent:
+                spec["cohort"] = parent
+        docs.append({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": kind, "metadata": {"name": name}, "spec": spec})
+    path.write_text(yaml.safe_dump_all(docs))
+    return path
+
+
+def test_from_kueue_a_queue_may_share_a_cohorts_name_and_a_cohort_cycle_is_named_in_full(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a queue "b" in cohort "a", itself below cohort "b": Kueue keeps the kinds apart, so this is no cycle
+    ok = _kueue_objects(tmp_path / "ok.yaml", ("Cohort", "a", "b"), ("ClusterQueue", "b", "a"))
+    assert main(["budgets", "from-kueue", str(ok)]) == 0
+    assert [n["path"] for n in yaml.safe_load(capsys.readouterr().out)["nodes"]] == ["b", "b/a", "b/a/b"]
+    cycle = _kueue_objects(tmp_path / "cycle.yaml", ("Cohort", "a", "b"), ("Cohort", "b", "a"),
+                           ("ClusterQueue", "q", "a"))  # fmt: skip
+    assert main(["budgets", "from-kueue", str(cycle)]) == 2
+    assert f"{cycle}: Cohort a: is its own ancestor (a -> b -> a)" in capsys.readouterr().err
+    alone = _kueue_objects(tmp_path / "alone.yaml", ("Cohort", "a", None))
+    assert main(["budgets", "from-kueue", str(alone)]) == 2
+    assert f"{alone}: no ClusterQueue object found" in capsys.readouterr().err
+
+
+def test_from_kueue_refuses_a_cohort_and_a_queue_that_would_be_one_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    both = _kueue_objects(tmp_path / "both.yaml", ("Cohort", "a", None), ("ClusterQueue", "q", "a"),
+                          ("ClusterQueue", "a", None))  # fmt: skip
+    out = tmp_path / "budgets.yaml"
+    assert main(["budgets", "from-kueue", str(both), "--out", str(out)]) == 2
+    assert f"{both}: Cohort a and ClusterQueue a both stand for budget node 'a'" in capsys.readouterr().err
+    assert not out.exists()
