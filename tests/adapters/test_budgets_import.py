@@ -561,3 +561,24 @@ def test_from_kueue_refuses_a_cohort_and_a_queue_that_would_be_one_node(
     assert main(["budgets", "from-kueue", str(both), "--out", str(out)]) == 2
     assert f"{both}: Cohort a and ClusterQueue a both stand for budget node 'a'" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("rows", "named"),
+    [
+        (["c|x|root||1|", "c|a|b||1|", "c|b|a||1|"], "assoc.txt:4: account 'a': is its own ancestor (a -> b -> a)"),
+        (["c|a|a||1|"], "assoc.txt:3: account 'a': is its own ancestor (a -> a)"),
+        (["c|chem|root||1|", "c|calla|chem||1|", "c|chem||calla|1|"],
+         "assoc.txt:5: user 'calla' of account 'chem' has the name of a sub-account of it"),
+        ([], "assoc.txt: the association tree has no account below root"),
+    ],
+)
+def test_from_slurm_refuses_a_tree_it_cannot_write_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: list[str], named: str
+) -> None:
+    assoc = tmp_path / "assoc.txt"
+    assoc.write_text("\n".join(["Cluster|Account|Par Name|User|Share|GrpTRES", "c|root|||1|", *rows]) + "\n")
+    out = tmp_path / "budgets.yaml"
+    assert main(["budgets", "from-slurm", str(assoc), "--gpus", "8", "--out", str(out)]) == 2
+    assert f"{tmp_path}/{named}" in capsys.readouterr().err
+    assert not out.exists()
