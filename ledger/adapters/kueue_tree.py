@@ -55,6 +55,7 @@ class KueueTree:
 
     queues: dict[str, _Queue]
     other_kinds: dict[str, int]
+    file: str = "<kueue objects>"
 
 
 def _quantity(value: Any, where: str) -> float:
@@ -88,14 +89,28 @@ def _objects(text: str, file: str) -> list[Any]:
     return out
 
 
+def _field(obj: dict[str, Any], key: str, kind: type, where: str, name: str) -> Any:
+    """Return ``obj[key]`` (an empty ``kind`` when absent or null); raise InputError if it is not a ``kind``."""
+    value = obj.get(key)
+    if value is None:
+        return kind()
+    if not isinstance(value, kind):
+        noun = "a list" if kind is list else "a mapping"
+        raise InputError(f"{where}: {name} = {value!r}: expected {noun}")
+    return value
+
+
 def _gpus(spec: dict[str, Any], resource: str, where: str) -> int:
     total = 0.0
-    groups = spec.get("resourceGroups") or []
-    if not isinstance(groups, list):
-        raise InputError(f"{where}: spec.resourceGroups is not a list")
-    for g, group in enumerate(groups):
-        for f, flavor in enumerate((group or {}).get("flavors") or []):
-            for r, res in enumerate((flavor or {}).get("resources") or []):
+    for g, group in enumerate(_field(spec, "resourceGroups", list, where, "spec.resourceGroups")):
+        at = f"spec.resourceGroups[{g}]"
+        if not isinstance(group, dict):
+            raise InputError(f"{where}: {at} = {group!r}: expected a mapping")
+        for f, flavor in enumerate(_field(group, "flavors", list, where, f"{at}.flavors")):
+            if not isinstance(flavor, dict):
+                raise InputError(f"{where}: {at}.flavors[{f}] = {flavor!r}: expected a mapping")
+            resources = _field(flavor, "resources", list, where, f"{at}.flavors[{f}].resources")
+            for r, res in enumerate(resources):
                 if isinstance(res, dict) and res.get("name") == resource:
                     total += _quantity(
                         res.get("nominalQuota", 0),
@@ -117,21 +132,21 @@ def parse_kueue_objects(text: str, file: str, gpu_resource: str = "nvidia.com/gp
         if kind not in ("Cohort", "ClusterQueue"):
             other[str(kind)] = other.get(str(kind), 0) + 1
             continue
-        name = (obj.get("metadata") or {}).get("name")
+        meta = _field(obj, "metadata", dict, f"{file}: object {i} ({kind})", "metadata")
+        name = meta.get("name")
         if not isinstance(name, str) or not name:
             raise InputError(f"{file}: object {i} ({kind}): metadata.name is missing")
         where = f"{file}: {kind} {name}"
-        spec = obj.get("spec") or {}
-        if not isinstance(spec, dict):
-            raise InputError(f"{where}: spec is not a mapping")
+        spec = _field(obj, "spec", dict, where, "spec")
         parent = spec.get("parentName") if kind == "Cohort" else spec.get("cohortName", spec.get("cohort"))
         if parent is not None and (not isinstance(parent, str) or not parent):
             raise InputError(f"{where}: parent cohort {parent!r} is not a name")
-        weight = _quantity((spec.get("fairSharing") or {}).get("weight", 1), f"{where}: spec.fairSharing.weight")
+        fair = _field(spec, "fairSharing", dict, where, "spec.fairSharing")
+        weight = _quantity(fair.get("weight", 1), f"{where}: spec.fairSharing.weight")
         key = f"{kind}/{name}"
         if key in queues:
             raise InputError(f"{where}: defined twice")
-        stamp = (obj.get("metadata") or {}).get("creationTimestamp")
+        stamp = meta.get("creationTimestamp")
         created = None
         if stamp is not None:
             try:
@@ -139,7 +154,7 @@ def parse_kueue_objects(text: str, file: str, gpu_resource: str = "nvidia.com/gp
             except RowError as exc:
                 raise InputError(f"{where}: {exc}") from None
         queues[key] = _Queue(name, kind, parent or None, weight, _gpus(spec, gpu_resource, where), created)
-    return KueueTree(queues, other)
+    return KueueTree(queues, other, file)
 
 
 def kueue_budgets(
@@ -147,10 +162,11 @@ def kueue_budgets(
 ) -> tuple[Budgets, list[str]]:
     """Return the budgets the cohorts and queues stand for, and notes on what was read."""
     notes: list[str] = []
+    file = tree.file
     cohorts = {q.name: q for q in tree.queues.values() if q.kind == "Cohort"}
     cqs = [q for q in tree.queues.values() if q.kind == "ClusterQueue"]
     if not cqs:
-        raise InputError("no ClusterQueue object found: workloads are charged to ClusterQueues")
+        raise InputError(f"{file}: no ClusterQueue object found: workloads are charged to ClusterQueues")
     implicit = sorted({q.parent for q in [*cqs, *cohorts.values()] if q.parent and q.parent not in cohorts})
     for name in implicit:
         cohorts[name] = _Queue(name, "Cohort", None, 1.0, 0)
@@ -161,19 +177,34 @@ def kueue_budgets(
     if clash:
         notes.append(f"a Cohort and a ClusterQueue share the name(s) {', '.join(clash)}")
 
-    def path_of(q: _Queue, seen: tuple[str, ...] = ()) -> str:
-        if q.parent is None:
-            return budget_path(q.name)
-        if q.parent in seen:
-            raise InputError(f"cohort {q.parent!r} is its own ancestor ({' -> '.join((*seen, q.parent))})")
-        return f"{path_of(cohorts[q.parent], (*seen, q.name))}/{budget_path(q.name)}"
+    def path_of(q: _Queue) -> str:
+        """Return the budget path of a queue or cohort: its cohorts' names from the top, then its own."""
+        parts = [q.name]
+        chain = [q.name] if q.kind == "Cohort" else []  # cohorts only: a queue may share a cohort's name
+        up = q.parent
+        while up is not None:
+            if up in chain:
+                raise InputError(f"{file}: Cohort {up}: is its own ancestor ({' -> '.join([*chain, up])})")
+            chain.append(up)
+            parts.append(up)
+            up = cohorts[up].parent
+        return "/".join(budget_path(p) for p in reversed(parts))
 
-    nodes = {path_of(q): BudgetNode(path_of(q), q.weight, (), q.created) for q in [*cohorts.values(), *cqs]}
+    nodes: dict[str, BudgetNode] = {}
+    owner: dict[str, _Queue] = {}
+    for q in [*cohorts.values(), *cqs]:
+        path = path_of(q)
+        if path in owner:
+            other = owner[path]
+            raise InputError(f"{file}: {other.kind} {other.name} and {q.kind} {q.name} both stand for budget "
+                             f"node {path!r} (same name, same parent cohort): rename one of them")
+        owner[path] = q
+        nodes[path] = BudgetNode(path, q.weight, (), q.created)
     ordered = tuple(sorted(nodes.values(), key=lambda n: n.path.count("/")))
     quota = sum(q.gpus for q in tree.queues.values())
     if gpus is None:
         if quota <= 0:
-            raise InputError("no GPU nominalQuota in any resource group: give --gpus N (or --gpu-resource)")
+            raise InputError(f"{file}: no GPU nominalQuota in any resource group: give --gpus N (or --gpu-resource)")
         gpus = quota
     else:
         notes.append(f"capacity {gpus} GPUs from --gpus (the queues' nominal GPU quota adds up to {quota})")

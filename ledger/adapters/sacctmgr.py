@@ -62,6 +62,7 @@ class SlurmTree:
     accounts: dict[str, _Account]
     root_gpus: int | None
     notes: list[str]
+    file: str = "<sacctmgr output>"
 
 
 def _share(text: str, where: str) -> float | None:
@@ -169,17 +170,30 @@ def parse_sacctmgr(text: str, file: str, cluster: str | None = None) -> SlurmTre
             root_gpus = _tres_gpus(col(f, "grptres"))
             parent = None
         accounts[account] = _Account(account, parent, share, n)
+    for a in accounts.values():
+        if a.parent is not None and a.parent not in accounts:
+            raise InputError(f"{file}:{a.line}: account {a.name!r}: parent {a.parent!r} has no row of its own")
+    for a in accounts.values():  # a loop of parents would leave its accounts out of the tree unsaid
+        chain = [a.name]
+        up = a.parent
+        while up is not None and up != "root":
+            if up in chain:
+                raise InputError(f"{file}:{a.line}: account {a.name!r}: is its own ancestor "
+                                 f"({' -> '.join([*chain, up])})")
+            chain.append(up)
+            up = accounts[up].parent
+    child_accounts = {(a.parent, budget_path(a.name)) for a in accounts.values()}
     for n, account, user, share in user_rows:
         acct = accounts.get(account)
         if acct is None:
             raise InputError(f"{file}:{n}: user {user!r} belongs to account {account!r}, which has no row of its own")
+        if share is not None and (account, budget_path(user)) in child_accounts:
+            raise InputError(f"{file}:{n}: user {user!r} of account {account!r} has the name of a sub-account of "
+                             "it: both would be one budget node")
         acct.users.setdefault(user, share)
     if skipped_root_users:
         notes.append(f"{skipped_root_users} user association(s) of the root account left out (administrators)")
-    for a in accounts.values():
-        if a.parent is not None and a.parent not in accounts:
-            raise InputError(f"{file}:{a.line}: account {a.name!r}: parent {a.parent!r} has no row of its own")
-    return SlurmTree(cluster, accounts, root_gpus, notes)
+    return SlurmTree(cluster, accounts, root_gpus, notes, file)
 
 
 def parse_sinfo(text: str, file: str) -> tuple[int, int]:
@@ -242,7 +256,7 @@ def slurm_budgets(tree: SlurmTree, gpus: int, gpus_per_node: int) -> tuple[Budge
     for top in children.get("root", []) + [a for a in children.get(None, []) if a != "root"]:
         walk(top, "")
     if not nodes:
-        raise InputError("the association tree has no account below root")
+        raise InputError(f"{tree.file}: the association tree has no account below root")
     if parent_accounts:
         notes.append(f"Share=parent accounts (share = their children's sum): {', '.join(parent_accounts)}")
     mixed = sorted(a.name for a in accts.values()

@@ -472,3 +472,113 @@ def test_philly_jobs_naming_no_virtual_cluster_are_charged_to_the_root_their_pat
     assert f"  unmatched:   {jobs} workloads of 1 accounts match no node (audited as undefined budgets)" in out
     audit = _audit_json(log, capsys)
     assert sum(1 for a in audit["anomalies"] if a["kind"] == "undefined_budget") == jobs
+
+
+
+def _bio_flavors_a_name(docs: list[Any]) -> None:
+    docs[2]["spec"]["resourceGroups"][0]["flavors"][0] = "a100"
+
+
+def _bio_group_a_name(docs: list[Any]) -> None:
+    docs[2]["spec"]["resourceGroups"][0] = "cpu"
+
+
+def _bio_fair_sharing_a_number(docs: list[Any]) -> None:
+    docs[2]["spec"]["fairSharing"] = 1
+
+
+def _bio_resources_a_mapping(docs: list[Any]) -> None:
+    docs[2]["spec"]["resourceGroups"][0]["flavors"][0]["resources"] = {"name": "nvidia.com/gpu"}
+
+
+def _cohort_metadata_a_list(docs: list[Any]) -> None:
+    docs[0]["metadata"] = ["ccr"]
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (_bio_flavors_a_name, "ClusterQueue cq-bio: spec.resourceGroups[0].flavors[0] = 'a100': expected a mapping"),
+        (_bio_group_a_name, "ClusterQueue cq-bio: spec.resourceGroups[0] = 'cpu': expected a mapping"),
+        (_bio_fair_sharing_a_number, "ClusterQueue cq-bio: spec.fairSharing = 1: expected a mapping"),
+        (_bio_resources_a_mapping, "ClusterQueue cq-bio: spec.resourceGroups[0].flavors[0].resources = "
+                                   "{'name': 'nvidia.com/gpu'}: expected a list"),
+        (_cohort_metadata_a_list, "object 0 (Cohort): metadata = ['ccr']: expected a mapping"),
+    ],
+)
+def test_from_kueue_names_the_field_of_a_value_of_the_wrong_shape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: Any, named: str
+) -> None:
+    docs = list(yaml.safe_load_all(QUEUES.read_text()))
+    change(docs)
+    bad = tmp_path / "queues.yaml"
+    bad.write_text(yaml.safe_dump_all(docs))
+    out = tmp_path / "budgets.yaml"
+    assert main(["budgets", "from-kueue", str(bad), "--out", str(out)]) == 2
+    assert f"{bad}: {named}" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def _kueue_objects(path: Path, *objs: tuple[str, str, str | None]) -> Path:
+    """Write (kind, name, parent) Cohorts and ClusterQueues, each queue with 8 GPUs of nominal quota."""
+    docs = []
+    for kind, name, parent in objs:
+        spec: dict[str, Any] = {}
+        if kind == "Cohort" and parent:
+            spec["parentName"] = parent
+        if kind == "ClusterQueue":
+            spec["resourceGroups"] = [{"flavors": [{"name": "a100", "resources": [
+                {"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]  # fmt: skip
+            if parent:
+                spec["cohort"] = parent
+        docs.append({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": kind, "metadata": {"name": name}, "spec": spec})
+    path.write_text(yaml.safe_dump_all(docs))
+    return path
+
+
+def test_from_kueue_a_queue_may_share_a_cohorts_name_and_a_cohort_cycle_is_named_in_full(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a queue "b" in cohort "a", itself below cohort "b": Kueue keeps the kinds apart, so this is no cycle
+    ok = _kueue_objects(tmp_path / "ok.yaml", ("Cohort", "a", "b"), ("ClusterQueue", "b", "a"))
+    assert main(["budgets", "from-kueue", str(ok)]) == 0
+    assert [n["path"] for n in yaml.safe_load(capsys.readouterr().out)["nodes"]] == ["b", "b/a", "b/a/b"]
+    cycle = _kueue_objects(tmp_path / "cycle.yaml", ("Cohort", "a", "b"), ("Cohort", "b", "a"),
+                           ("ClusterQueue", "q", "a"))  # fmt: skip
+    assert main(["budgets", "from-kueue", str(cycle)]) == 2
+    assert f"{cycle}: Cohort a: is its own ancestor (a -> b -> a)" in capsys.readouterr().err
+    alone = _kueue_objects(tmp_path / "alone.yaml", ("Cohort", "a", None))
+    assert main(["budgets", "from-kueue", str(alone)]) == 2
+    assert f"{alone}: no ClusterQueue object found" in capsys.readouterr().err
+
+
+def test_from_kueue_refuses_a_cohort_and_a_queue_that_would_be_one_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    both = _kueue_objects(tmp_path / "both.yaml", ("Cohort", "a", None), ("ClusterQueue", "q", "a"),
+                          ("ClusterQueue", "a", None))  # fmt: skip
+    out = tmp_path / "budgets.yaml"
+    assert main(["budgets", "from-kueue", str(both), "--out", str(out)]) == 2
+    assert f"{both}: Cohort a and ClusterQueue a both stand for budget node 'a'" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("rows", "named"),
+    [
+        (["c|x|root||1|", "c|a|b||1|", "c|b|a||1|"], "assoc.txt:4: account 'a': is its own ancestor (a -> b -> a)"),
+        (["c|a|a||1|"], "assoc.txt:3: account 'a': is its own ancestor (a -> a)"),
+        (["c|chem|root||1|", "c|calla|chem||1|", "c|chem||calla|1|"],
+         "assoc.txt:5: user 'calla' of account 'chem' has the name of a sub-account of it"),
+        ([], "assoc.txt: the association tree has no account below root"),
+    ],
+)
+def test_from_slurm_refuses_a_tree_it_cannot_write_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], rows: list[str], named: str
+) -> None:
+    assoc = tmp_path / "assoc.txt"
+    assoc.write_text("\n".join(["Cluster|Account|Par Name|User|Share|GrpTRES", "c|root|||1|", *rows]) + "\n")
+    out = tmp_path / "budgets.yaml"
+    assert main(["budgets", "from-slurm", str(assoc), "--gpus", "8", "--out", str(out)]) == 2
+    assert f"{tmp_path}/{named}" in capsys.readouterr().err
+    assert not out.exists()
