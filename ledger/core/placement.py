@@ -103,7 +103,8 @@ class Hosts:
             self._bucket_add(h)
         for h in self.hosts[want:]:
             if h.state != "retired":
-                self._bucket_remove(h)
+                if h.state == "healthy":  # a draining or failed host is in no bucket
+                    self._bucket_remove(h)
                 h.state = "retired"
                 self.healthy[h.index] = False
                 retired.append(h.index)

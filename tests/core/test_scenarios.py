@@ -302,3 +302,18 @@ def test_a_narrow_run_joins_its_own_budgets_host_under_fair_share_and_packs_by_s
     assert placed["fairshare"] == {"v1": "lab-n000", "t1": "lab-n001", "t2": "lab-n001", "v2": "lab-n000"}
     # priority: best fit alone sends text's 2-GPU run into the 2 GPUs vision left on the first host
     assert placed["priority"] == {"v1": "lab-n000", "t1": "lab-n001", "t2": "lab-n000", "v2": "lab-n001"}
+
+
+def test_a_draining_or_failed_host_can_be_removed_from_the_cluster_and_added_back() -> None:
+    for state in ("unhealthy", "failed"):
+        e = Events()
+        core = DecisionCore(Knobs(), "lab")
+        out = run(core, [*_tree(e, 32, {"a": 1.0}), e.submit(1, "job", "org/a", gpus=8, min_runtime_s=2 * 3600),
+                         e.host(2, "lab-n002", state), e.capacity(3, 16)])  # fmt: skip
+        assert of(out, ev.WorkloadStarted)[0].nodes == ("lab-n000",)  # type: ignore[attr-defined]
+        assert core.hosts.capacity == 16 and core.hosts.buckets[8] == [1]
+        # back at full size, the removed hosts come back as new, healthy hosts
+        out = run(core, [e.capacity(4, 32), *(e.submit(5, f"w{i}", "org/a", gpus=8) for i in range(3))])
+        assert sorted(s.nodes[0] for s in of(out, ev.WorkloadStarted)) == [  # type: ignore[attr-defined]
+            "lab-n001", "lab-n002", "lab-n003"
+        ]
