@@ -35,8 +35,12 @@ from ledger.replay.budgets import BudgetNode, Budgets
 
 __all__ = ["KueueTree", "kueue_budgets", "parse_kueue_objects"]
 
-_QUANTITY = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(m|k|M|G|Ki|Mi|Gi)?$")
-_SCALE = {None: 1.0, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024.0, "Mi": 1024.0**2, "Gi": 1024.0**3}
+# a Kubernetes quantity: a decimal number, then a binary or decimal SI suffix or a decimal exponent
+_QUANTITY = re.compile(r"^\+?((?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:([numkMGTPE]|[KMGTPE]i)|[eE]([+-]?[0-9]+))?$")
+_SCALE: dict[str | None, float] = {
+    None: 1.0, "n": 1e-9, "u": 1e-6, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+    **{f"{p}i": 1024.0 ** (i + 1) for i, p in enumerate("KMGTPE")},
+}  # fmt: skip
 
 
 @dataclass
@@ -62,13 +66,22 @@ def _quantity(value: Any, where: str) -> float:
     if isinstance(value, bool):
         raise InputError(f"{where} = {value!r}: expected a number or a quantity such as '2' or '500m'")
     if isinstance(value, int | float):
+        if isinstance(value, int) and value.bit_length() > 1000:  # no float holds it
+            raise InputError(f"{where} = {value!r}: too large")
         if not math.isfinite(value) or value < 0:
             raise InputError(f"{where} = {value!r}: expected a number of at least 0")
         return float(value)
-    m = _QUANTITY.match(str(value).strip())
+    value_text = str(value)
+    m = _QUANTITY.match(value_text.strip())
     if not m:
         raise InputError(f"{where} = {value!r}: expected a number or a quantity such as '2' or '500m'")
-    return float(m.group(1)) * _SCALE[m.group(2)]
+    try:
+        number = float(m.group(1)) * (10.0 ** int(m.group(3)) if m.group(3) is not None else _SCALE[m.group(2)])
+    except OverflowError:
+        number = math.inf
+    if not math.isfinite(number):
+        raise InputError(f"{where} = {value_text!r}: too large")
+    return number
 
 
 def _objects(text: str, file: str) -> list[Any]:

@@ -103,7 +103,8 @@ class Hosts:
             self._bucket_add(h)
         for h in self.hosts[want:]:
             if h.state != "retired":
-                self._bucket_remove(h)
+                if h.state == "healthy":  # a draining or failed host is in no bucket
+                    self._bucket_remove(h)
                 h.state = "retired"
                 self.healthy[h.index] = False
                 retired.append(h.index)
@@ -218,6 +219,13 @@ class Hosts:
             if healthy:
                 self._bucket_add(h)
 
+    def recount(self, node_of: dict[str, str | None]) -> None:
+        """Count each budget's runs per host afresh from the hosts' workloads (``node_of``: workload -> budget node)."""
+        self.budget_hosts = {}
+        for h in self.hosts:
+            for wid in h.workloads:
+                self._count(node_of.get(wid), h.index, 1)
+
     def names(self, indexes: list[int]) -> tuple[str, ...]:
         """Return host names for indexes."""
         hosts = self.hosts
@@ -233,7 +241,7 @@ class Hosts:
         if n > 0:
             on[i] = n
         else:
-            on.pop(i, None)  # (below 0 only after restoring a snapshot that counted nothing)
+            on.pop(i, None)
             if not on:
                 del self.budget_hosts[budget]
 

@@ -582,3 +582,27 @@ def test_from_slurm_refuses_a_tree_it_cannot_write_naming_the_line(
     assert main(["budgets", "from-slurm", str(assoc), "--gpus", "8", "--out", str(out)]) == 2
     assert f"{tmp_path}/{named}" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("weight", "share"), [("1e3", 1000.0), ("2E-1", 0.2), ("+3", 3.0), ("1Ki", 1024.0), (".5", 0.5)]
+)
+def test_from_kueue_reads_a_weight_in_any_form_of_kubernetes_quantity(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], weight: str, share: float
+) -> None:
+    path = tmp_path / "queues.yaml"
+    path.write_text(QUEUES.read_text().replace('weight: "3"', f'weight: "{weight}"'))
+    assert main(["budgets", "from-kueue", str(path)]) == 0
+    shares = {n["path"]: n["share"] for n in yaml.safe_load(capsys.readouterr().out)["nodes"]}
+    assert shares["ccr/cq-chem"] == pytest.approx(share)
+
+
+@pytest.mark.parametrize("weight", ['"1e400"', '"' + "9" * 400 + '"', "9" * 400])
+def test_from_kueue_refuses_a_weight_no_number_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], weight: str
+) -> None:
+    path = tmp_path / "queues.yaml"
+    path.write_text(QUEUES.read_text().replace('weight: "3"', f"weight: {weight}"))
+    assert main(["budgets", "from-kueue", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: ClusterQueue cq-chem: spec.fairSharing.weight = " in err and "too large" in err

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import io
+import pickle
 from datetime import timedelta
+from typing import Any
 
 from ledger import events as ev
+from ledger.codec import encode
 from ledger.core import DecisionCore, Knobs
+from ledger.core.placement import Hosts
+from ledger.core.scheduler import SNAPSHOT_MAGIC
 from tests.core.test_day import of, run, to_minutes
 from tests.factories import Events, at
 
@@ -302,3 +308,47 @@ def test_a_narrow_run_joins_its_own_budgets_host_under_fair_share_and_packs_by_s
     assert placed["fairshare"] == {"v1": "lab-n000", "t1": "lab-n001", "t2": "lab-n001", "v2": "lab-n000"}
     # priority: best fit alone sends text's 2-GPU run into the 2 GPUs vision left on the first host
     assert placed["priority"] == {"v1": "lab-n000", "t1": "lab-n001", "t2": "lab-n000", "v2": "lab-n001"}
+
+
+def test_a_draining_or_failed_host_can_be_removed_from_the_cluster_and_added_back() -> None:
+    for state in ("unhealthy", "failed"):
+        e = Events()
+        core = DecisionCore(Knobs(), "lab")
+        out = run(core, [*_tree(e, 32, {"a": 1.0}), e.submit(1, "job", "org/a", gpus=8, min_runtime_s=2 * 3600),
+                         e.host(2, "lab-n002", state), e.capacity(3, 16)])  # fmt: skip
+        assert of(out, ev.WorkloadStarted)[0].nodes == ("lab-n000",)  # type: ignore[attr-defined]
+        assert core.hosts.capacity == 16 and core.hosts.buckets[8] == [1]
+        # back at full size, the removed hosts come back as new, healthy hosts
+        out = run(core, [e.capacity(4, 32), *(e.submit(5, f"w{i}", "org/a", gpus=8) for i in range(3))])
+        assert sorted(s.nodes[0] for s in of(out, ev.WorkloadStarted)) == [  # type: ignore[attr-defined]
+            "lab-n001", "lab-n002", "lab-n003"
+        ]
+
+
+class _SnapshotWithoutBudgetHosts(pickle.Pickler):
+    """Write a snapshot as the core did before placement counted each budget's runs per host."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, Hosts):
+            state = obj.__getstate__()
+            del state["budget_hosts"]
+            return Hosts, (), state
+        return NotImplemented
+
+
+def test_a_snapshot_from_before_budget_hosts_were_counted_restores_to_the_same_placements() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    # a's 4-GPU run on the first host, b's 6-GPU run on the second (it does not fit the first's 4 free)
+    out = run(core, [*_tree(e, 16, {"a": 1.0, "b": 1.0}), e.submit(1, "a1", "org/a", gpus=4),
+                     e.submit(2, "b1", "org/b", gpus=6)])  # fmt: skip
+    assert [s.nodes for s in of(out, ev.WorkloadStarted)] == [("lab-n000",), ("lab-n001",)]  # type: ignore[attr-defined]
+    buf = io.BytesIO()
+    _SnapshotWithoutBudgetHosts(buf, protocol=5).dump(core.state())
+    old = DecisionCore.restore(SNAPSHOT_MAGIC + buf.getvalue())
+    assert old.hosts.budget_hosts == core.hosts.budget_hosts == {"org/a": {0: 1}, "org/b": {1: 1}}
+    later = [e.submit(3, "a2", "org/a", gpus=2), e.complete(60, "a1"), e.submit(61, "a3", "org/a", gpus=2)]
+    restored, uninterrupted = run(old, later), run(core, later)
+    assert [encode(o) for o in restored] == [encode(o) for o in uninterrupted]
+    # a's next narrow run joins a's host (best fit alone would take the 2 GPUs b left)
+    assert of(restored, ev.WorkloadStarted)[0].nodes == ("lab-n000",)  # type: ignore[attr-defined]
