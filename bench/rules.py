@@ -3,7 +3,8 @@
 Each month is replayed until all its work is done under ``final-share`` (the default rules),
 ``instant`` and the ``priority`` baseline, and audited: preemptions (allocated / free fill), per
 submitted workload, discarded share of delivered GPU-hours, eviction ratio, received ÷ owed and
-the p90 wait of allocated debug runs. The figures are deterministic (same code, same month, same
+received ÷ owed with each team's hours summed over its UTC day (``per day``) and the p90 wait of allocated
+debug runs. The figures are deterministic (same code, same month, same
 figures); the wall time of each run is printed beside them for information only.
 
 ``BENCH_RULES_MONTHS`` picks the months (default ``demo,A,B,C,I``) and ``BENCH_JOBS`` how many
@@ -64,11 +65,12 @@ def row(month: str, rules: str, result: dict[str, Any], workloads: int) -> str:
     tiers = bill["by_tier"]
     debug = audit["wait_by_size"]["debug_allocated"]["p90_s"]
     ended = f"{info['ended']} ({info['simulated_days']:.1f} d)"
+    day = next(r["ratio"] for r in audit["owed_hours"]["received_by_period"] if r["period"] == "day")
     return (
         f"| {month} | {rules} | {ended} | {bill['preemptions']:,} ({tiers['allocated']['preemptions']:,} / "
         f"{tiers['unallocated']['preemptions']:,}) | {bill['preemptions'] / workloads:.2f} | "
         f"{bill['discarded_share'] * 100:.1f} % | {human(bill.get('eviction_ratio'), 'rate')} | "
-        f"{audit['owed_hours']['overall_ratio'] * 100:.1f} % | {human(debug, 'seconds')} |"
+        f"{audit['owed_hours']['overall_ratio'] * 100:.1f} % | {day * 100:.1f} % | {human(debug, 'seconds')} |"
     )
 
 
@@ -77,8 +79,8 @@ def main() -> None:
     months = [m.strip() for m in os.environ.get("BENCH_RULES_MONTHS", "demo,A,B,C,I").split(",") if m.strip()]
     jobs = int(os.environ.get("BENCH_JOBS", default_jobs()))
     print("| month | rules | ended | preemptions (allocated / fill) | per workload | discarded share "
-          "| eviction ratio | received / owed | debug p90 wait |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| eviction ratio | received / owed | per day | debug p90 wait |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="bench-rules-") as tmp:
         for month in months:
             inputs, workloads = month_inputs(month)

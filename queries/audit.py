@@ -126,6 +126,7 @@ def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "worst_team": None if worst is None else {"budget": worst["budget"], "ratio": worst["ratio"]},
         "teams": teams,
         "shortfall_by_standing": _shortfall_by_standing(con, owed),
+        "received_by_period": _received_by_period(con, owed),
         "by_team_daily": rows(
             con,
             "SELECT budget, iso(day_us) AS day, owed / 3.6e9 AS owed_gpu_hours, "
@@ -135,6 +136,33 @@ def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
             "FROM owed_team_hours GROUP BY ALL) ORDER BY budget, day_us",
         ),
     }
+
+
+# Longer periods over which an hour over-served makes up for another of the same team: UTC days, and
+# weeks from Monday 00:00 UTC (the epoch fell on a Thursday, three days after a Monday).
+PERIODS: dict[str, str] = {
+    "hour": "hour_us",
+    "day": "hour_us // 86400000000",
+    "week": "(hour_us + 259200000000) // 604800000000",
+}
+
+
+def _received_by_period(con: duckdb.DuckDBPyConnection, owed: float) -> list[dict[str, Any]]:
+    """Return received / owed when each team's owed and delivered GPU-hours are summed over an hour, a day, a week.
+
+    Received over a period is min(owed, delivered) of the period's sums: a day whose hours each fell
+    short or ran over by turns receives more than the sum of its hours. The hour row is the audit's
+    own figure; the longer ones say how much of its shortfall is unevenness within a day or week.
+    """
+    out = []
+    for period, bucket in PERIODS.items():
+        got = con.execute(
+            f"SELECT sum(least(o, d)) / 3.6e9 FROM (SELECT budget, {bucket} AS b, sum(owed_gpu_us) AS o, "
+            "sum(delivered_gpu_us) AS d FROM owed_team_hours GROUP BY ALL)"
+        ).fetchone()
+        received = float(got[0]) if got and got[0] is not None else 0.0
+        out.append({"period": period, "received_gpu_hours": received, "ratio": received / owed if owed > 0 else None})
+    return out
 
 
 STANDINGS = ("below_80", "80_to_100", "100_to_150", "above_150", "no_history")

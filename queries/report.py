@@ -14,7 +14,16 @@ from typing import Any, overload
 import duckdb
 
 from queries.svg import PALETTE, bar_chart, cdf_chart, cdf_range, line_chart, nice_max, ratio_bars
-from queries.tables import OWED_DEFINITION, SHORT, cell, header, short_teams, shortfall_sentence, tables
+from queries.tables import (
+    OWED_DEFINITION,
+    SHORT,
+    cell,
+    header,
+    period_sentence,
+    short_teams,
+    shortfall_sentence,
+    tables,
+)
 from queries.timefmt import duration
 
 _CSS = """
@@ -92,9 +101,9 @@ def headline(data: dict[str, Any], most: int = 10) -> str:
     definition = (f"<p class='def'>{escape(OWED_DEFINITION)} GPU-hours a team ran beyond that, on idle GPUs, "
                   "count as delivered, not owed: a team can be delivered many times its owed hours and still be "
                   "short in the hours it needed its share.</p>")
-    where = shortfall_sentence(data)
-    if where:
-        definition += f"<p class='def'>{escape(where)}</p>"
+    for sentence in (shortfall_sentence(data), period_sentence(data)):
+        if sentence:
+            definition += f"<p class='def'>{escape(sentence)}</p>"
     rows = [[t["budget"], t["ratio"], t["owed_gpu_hours"], t["delivered_gpu_hours"], t["wait_p90_s"],
              t["discarded_gpu_hours"]] for t in short]
     cols = ["team", "ratio", "owed_gpu_hours", "delivered_gpu_hours", "wait_p90_s", "discarded_gpu_hours"]

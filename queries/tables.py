@@ -57,6 +57,16 @@ def shortfall_sentence(audit: dict[str, Any]) -> str:
             "waited while the others caught up; below 80%: under-served and still short.")
 
 
+def period_sentence(audit: dict[str, Any]) -> str:
+    """Return received / owed over each day and week, an hour over-served set against one short ('' if none)."""
+    owed = audit["owed_hours"]
+    by = {r["period"]: r["ratio"] for r in owed.get("received_by_period", [])}
+    if owed["overall_ratio"] is None or by.get("day") is None or by.get("week") is None:
+        return ""
+    return (f"Letting a team's hours over what it was owed make up for its hours under it within the same UTC "
+            f"day gives {by['day']:.1%} received / owed; within the same week (from Monday), {by['week']:.1%}.")
+
+
 def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
     """Return the audit's headline as lines a manager reads first: owed, short teams, debug wait, preemption."""
     from queries.timefmt import duration
@@ -73,9 +83,9 @@ def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
         "GPU-hours received / owed: " + ("-" if ratio is None else f"{ratio:.1%}") + f" ({figures})",
         *textwrap.wrap(OWED_DEFINITION, 100, initial_indent="  ", subsequent_indent="  "),
     ]
-    where = shortfall_sentence(audit)
-    if where:
-        lines += textwrap.wrap(where, 100, initial_indent="  ", subsequent_indent="  ")
+    for sentence in (shortfall_sentence(audit), period_sentence(audit)):
+        if sentence:
+            lines += textwrap.wrap(sentence, 100, initial_indent="  ", subsequent_indent="  ")
     short = short_teams(audit)
     example = next((t for t in short if t["delivered_gpu_hours"] > 1.5 * t["owed_gpu_hours"]), None)
     if example is not None:
@@ -135,6 +145,10 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
     out["owed_shortfall"] = (standing_cols, [
         [STANDING_LABELS[r["standing"]], r["team_hours"], r["owed_gpu_hours"], r["short_gpu_hours"], r["share_of_owed"]]
         for r in owed.get("shortfall_by_standing", [])
+    ])
+    out["owed_by_period"] = (["period", "owed_gpu_hours", "received_gpu_hours", "ratio"], [
+        [r["period"], owed["owed_gpu_hours"], r["received_gpu_hours"], r["ratio"]]
+        for r in owed.get("received_by_period", [])
     ])
     wt_cols = ["budget", "workloads", "started", "waiting", "mean_s", "p50_s", "p90_s", "max_s"]
     out["wait_by_team"] = (wt_cols, [[w[c] for c in wt_cols] for w in audit.get("wait_by_team", [])])
@@ -251,4 +265,4 @@ def as_csv(named: dict[str, Table]) -> str:
 
 
 __all__ = ["OWED_DEFINITION", "REPORTS", "SHORT", "STANDING_LABELS", "Table", "as_csv", "as_text", "cell",
-           "header", "headline", "short_teams", "shortfall_sentence", "tables"]
+           "header", "headline", "period_sentence", "short_teams", "shortfall_sentence", "tables"]

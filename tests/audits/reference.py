@@ -277,8 +277,19 @@ def reference_audit(
     owed_sum = sum(t["owed_gpu_hours"] for t in team_rows)
     rec_sum = sum(t["received_gpu_hours"] for t in team_rows)
     rated = [t for t in team_rows if t["ratio"] is not None]
+    # Over a day or a week (from Monday; the epoch's hour 0 fell on a Thursday) a team's owed and
+    # delivered hours are summed before the min is taken.
+    by_period = []
+    for period, bucket in (("hour", lambda h: h), ("day", lambda h: h // 24), ("week", lambda h: (h + 72) // 168)):
+        sums: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for (t, h), o in owed_h.items():
+            sums[(t, bucket(h))][0] += o
+            sums[(t, bucket(h))][1] += deliv_h[(t, h)]
+        got = sum(min(o, d) for o, d in sums.values()) / 60
+        by_period.append({"period": period, "received_gpu_hours": got, "ratio": got / owed_sum if owed_sum > 0 else None})
     owed_hours = {
         "overall_ratio": rec_sum / owed_sum if owed_sum > 0 else None,
+        "received_by_period": by_period,
         "teams_at_95": sum(1 for t in rated if t["ratio"] >= 0.95),
         "worst_team": min(rated, key=lambda t: (round(t["ratio"], 9), t["budget"]))["budget"] if rated else None,
         "teams": team_rows,

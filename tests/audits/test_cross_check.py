@@ -61,6 +61,14 @@ def check(events: list[ev.Event], since: int | None = None, until: int | None = 
     same(sum(r["owed_gpu_hours"] for r in standings), owed_h, "owed over the standings")
     same(sum(r["short_gpu_hours"] for r in standings), owed_h - received_h, "shortfall over the standings")
 
+    # an hour over-served makes up for one short within a day or a week, never the other way round
+    by_period = got["owed_hours"]["received_by_period"]
+    assert [r["period"] for r in by_period] == ["hour", "day", "week"]
+    for g, w in zip(by_period, want["owed_hours"]["received_by_period"], strict=True):
+        same_keys(g, w, f"received_by_period[{w['period']}]")
+    received = [r["received_gpu_hours"] for r in by_period]
+    assert received[0] <= received[1] + 1e-9 and received[1] <= received[2] + 1e-9 and received[2] <= owed_h + 1e-9
+
     gd, wd = got["discarded_work"], want["discarded_work"]
     same_keys(gd, wd, "discarded_work")
     for tier in ("allocated", "unallocated"):

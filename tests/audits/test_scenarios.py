@@ -231,3 +231,28 @@ def test_the_shortfall_is_split_by_what_the_team_had_run_in_the_window_before_th
         assert close(row["owed_gpu_hours"], owed_h) and close(row["short_gpu_hours"], short), standing
         assert close(row["share_of_owed"], short / 64.0), standing
     assert close(sum(r["short_gpu_hours"] for r in got.values()), owed["owed_gpu_hours"] - owed["received_gpu_hours"])
+
+
+def test_hours_over_and_under_what_was_owed_even_out_within_a_day_and_a_week() -> None:
+    # 16 GPUs, org/a : org/b = 1 : 1: each team is owed 8 GPU-hours an hour it asks for them.
+    # Monday 22:00-24:00: a1 runs all 16 GPUs (a owed 8, delivered 16); b1 (16 GPUs) waits (owed 8, got 0).
+    # Tuesday 00:00-02:00: b1 runs all 16 (b owed 8, delivered 16); a2 (16 GPUs) waits (owed 8, got 0).
+    # Tuesday 02:00-03:00: a2 runs (owed 8, delivered 16); b asks for nothing.
+    # Owed: a 5 hours x 8 = 40, b 4 x 8 = 32, 72 in all.
+    # Hour by hour a receives 8 + 8 + 0 + 0 + 8 = 24 and b 0 + 0 + 8 + 8 = 16: 40 of 72.
+    # By UTC day: Monday a min(16, 32) = 16, b min(16, 0) = 0; Tuesday a min(24, 16) = 16, b min(16, 32) = 16: 48.
+    # By week (both days in the week from Monday 2 March): a min(40, 48) = 40, b min(32, 32) = 32: all 72.
+    E = Events()
+    log = [E.capacity(0, 16), E.node(0, "org"), E.node(0, "org/a"), E.node(0, "org/b"),
+           E.submit(1320, "a1", "org/a", gpus=16), E.start(1320, "a1", ("lab-n000", "lab-n001"), 16),
+           E.submit(1320, "b1", "org/b", gpus=16), E.complete(1440, "a1"),
+           E.submit(1440, "a2", "org/a", gpus=16), E.start(1440, "b1", ("lab-n000", "lab-n001"), 16),
+           E.complete(1560, "b1"), E.start(1560, "a2", ("lab-n000", "lab-n001"), 16), E.complete(1620, "a2")]
+    owed = audit(log)["owed_hours"]
+    assert close(owed["owed_gpu_hours"], 72.0) and close(owed["received_gpu_hours"], 40.0)
+    got = {r["period"]: r for r in owed["received_by_period"]}
+    assert list(got) == ["hour", "day", "week"]
+    for period, received in (("hour", 40.0), ("day", 48.0), ("week", 72.0)):
+        assert close(got[period]["received_gpu_hours"], received), period
+        assert close(got[period]["ratio"], received / 72.0), period
+    assert got["hour"]["ratio"] == owed["overall_ratio"]
