@@ -4,7 +4,9 @@ Everything is recounted from the projection (runs, preemptions, shares, capacity
 ``SchedulingDecision`` events in the log are quoted beside the recount when present. The
 fair-share standing is recomputed as the design ranks it (Fair Tree): siblings at each level
 of the budget tree by usage ÷ allocation over the lookback window, lowest first, depth first.
-Usage here is as accrued from the runs in the log (no up-front entry charge).
+Usage here is as accrued from the runs in the log (no up-front entry charge). A run replayed under
+the ``priority`` or ``fifo`` baseline is told in that policy's terms instead: one queue for the
+whole cluster, by priority then submission, or by submission alone.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from queries.projection import sql_text
 from queries.timefmt import iso
 
 MAX_MOMENTS = 5  # moments shown per waiting period; the rest are summarised
+POLICIES = ("fairshare", "priority", "fifo")
 
 
 def _dur(us: int) -> str:
@@ -120,9 +123,25 @@ def _queue_key(w: dict[str, Any]) -> tuple[int, int, str]:
     return (-int(w["priority"]), int(w["submit_us"]), str(w["workload_id"]))
 
 
+def _flat_why(policy: str, me: dict[str, Any], starter: dict[str, Any]) -> str:
+    """Return why ``starter`` went before ``me`` in the one queue of the priority or fifo baseline."""
+    if policy == "priority" and int(starter["priority"]) != int(me["priority"]):
+        if int(starter["priority"]) > int(me["priority"]):
+            return f"higher priority: {starter['priority']} against {me['priority']}"
+    elif int(starter["submit_us"]) < int(me["submit_us"]) or (
+        starter["submit_us"] == me["submit_us"] and str(starter["workload_id"]) < str(me["workload_id"])
+    ):
+        return "submitted earlier" + (" at the same priority" if policy == "priority" else "")
+    if starter["gpus"] < me["gpus"]:
+        return f"it fit in room too small for {_gpus(me['gpus'])}"
+    return "it fit first"
+
+
 def _moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, starter: dict[str, Any] | None,
-            before: dict[str, Any] | None, headroom: float) -> dict[str, Any]:
+            before: dict[str, Any] | None, headroom: float, policy: str = "fairshare") -> dict[str, Any]:
     """Describe one moment it could have started; repeat only what changed since ``before``."""
+    if policy != "fairshare":
+        return _flat_moment(con, me, t_us, starter, before, policy)
     st = _standing(con, me, t_us)
     order, place = st["order"], st["place"]
     ahead = order[: place - 1] if place else order
@@ -174,8 +193,29 @@ def _moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, start
                  "allocated": h["allocated"], "protected_until": iso(h["protected_until"])} for h in holders]}
 
 
+def _flat_moment(con: duckdb.DuckDBPyConnection, me: dict[str, Any], t_us: int, starter: dict[str, Any] | None,
+                 before: dict[str, Any] | None, policy: str) -> dict[str, Any]:
+    """Describe one moment under a baseline: who started and why, who held the GPUs; no budget standing."""
+    holders = _running_at(con, t_us, me["workload_id"])
+    parts = []
+    if starter is None:
+        parts.append("it waited for room")
+    else:
+        who = (f"{starter['workload_id']} ({starter['budget']}, {_gpus(starter['gpus'])}, "
+               f"priority {starter['priority']})")
+        parts.append(f"{who} started instead ({_flat_why(policy, me, starter)})")
+    held = [(h["workload_id"], h["protected_until"] > t_us) for h in holders]
+    if before is None or before["held"] != held:
+        parts.append(_holders_text(holders, t_us))
+    return {"time": iso(t_us), "event": "could_start", "text": f"{iso(t_us)}: " + "; ".join(parts) + ".",
+            "place": None, "teams": None, "held": held, "fill_headroom": None,
+            "started_instead": None if starter is None else starter["workload_id"], "ahead": [], "holders": [
+                {"workload_id": h["workload_id"], "budget": h["budget"], "gpus": h["gpus"],
+                 "allocated": h["allocated"], "protected_until": iso(h["protected_until"])} for h in holders]}
+
+
 def _waiting_moments(con: duckdb.DuckDBPyConnection, me: dict[str, Any], lo: int, hi: int | None,
-                     headroom: float) -> list[dict[str, Any]]:
+                     headroom: float, policy: str = "fairshare") -> list[dict[str, Any]]:
     if hi is not None and hi <= lo:
         return []  # started again in the same instant: there was no wait to explain
     hi_sql = "(SELECT t1 FROM params) + 1" if hi is None else str(int(hi))
@@ -191,7 +231,7 @@ def _waiting_moments(con: duckdb.DuckDBPyConnection, me: dict[str, Any], lo: int
     if starters[0] is not None and me["min_runtime_s"] == 0 and held_by_headroom(con, me["gpus"], lo, headroom):
         starters = [None, *starters[: MAX_MOMENTS - 1]]  # free fill kept out by the headroom as its wait began
     for o in starters:
-        before = _moment(con, me, lo if o is None else o["start_us"], o, before, headroom)
+        before = _moment(con, me, lo if o is None else o["start_us"], o, before, headroom, policy)
         moments.append(before)
     shown = sum(1 for o in starters if o is not None)
     if len(others) > shown:
@@ -222,13 +262,19 @@ def _decisions(con: duckdb.DuckDBPyConnection, wid: str) -> list[dict[str, Any]]
     return out
 
 
-def explain(source: Source, workload_id: str, window_s: int = WEEK_S, fill_headroom: float = 0.0) -> dict[str, Any]:
+def explain(
+    source: Source, workload_id: str, window_s: int = WEEK_S, fill_headroom: float = 0.0, policy: str = "fairshare",
+) -> dict[str, Any]:
     """Return the story of one workload: a list of dated sentences and the facts behind them.
 
     ``fill_headroom`` is the share of capacity the run kept free of new free fill (0: none, or not
-    to be recounted); a free-fill workload's wait it explains is told as such.
+    to be recounted); a free-fill workload's wait it explains is told as such. ``policy`` is the
+    policy the log was decided under (a replay's ``replay.json`` says which; an imported log's
+    own scheduler is told in fair-share terms, the ledger's own).
     """
-    headroom = fill_headroom
+    if policy not in POLICIES:
+        raise InputError(f"policy {policy!r}: expected one of {', '.join(POLICIES)}")
+    headroom = fill_headroom if policy == "fairshare" else 0.0
     con = connect(source)
     if not rows(con, "SELECT 1 FROM duckdb_tables() WHERE table_name = 'params'"):
         prepare(con, window_s=window_s)
@@ -252,7 +298,7 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S, fill_headr
     pre = {r["event_id"]: r for r in rows(con, f"SELECT * FROM preemptions WHERE workload_id = '{q}'")}
     wait_from = me["submit_us"]
     for run in runs:
-        story.extend(_waiting_moments(con, me, wait_from, run["start_us"], headroom))
+        story.extend(_waiting_moments(con, me, wait_from, run["start_us"], headroom, policy))
         tier = "allocated" if run["allocated"] else "unallocated"
         prot = (f"protected until {iso(run['protected_until'])}" if run["allocated"] else "not protected")
         story.append({"time": iso(run["start_us"]), "event": "started", "text": (
@@ -292,7 +338,7 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S, fill_headr
             story.append({"time": iso(me["end_us"]), "event": "ended", "text": (
                 f"{iso(me['end_us'])}: ended without running again (completion recorded).")})
         else:
-            story.extend(_waiting_moments(con, me, wait_from, None, headroom))
+            story.extend(_waiting_moments(con, me, wait_from, None, headroom, policy))
             story.append({"time": None, "event": "waiting", "text": "Still waiting at the end of the log."})
     decisions = _decisions(con, workload_id)
     anomalies = rows(con, f"SELECT kind, reason FROM anomalies WHERE workload_id = '{q}'")
@@ -303,9 +349,18 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S, fill_headr
         waited += max(0, int(until) - int(wait_from))
     summary = {"attempts": len(runs), "preemptions": len(pre), "waited_s": waited // 1_000_000,
                "discarded_gpu_hours": sum(s.get("discarded_gpu_hours", 0.0) for s in story)}
-    return {"workload_id": workload_id, "budget": me["budget"], "gpus": me["gpus"], "summary": summary,
-            "story": story, "decisions": decisions,
+    return {"workload_id": workload_id, "budget": me["budget"], "gpus": me["gpus"], "policy": policy,
+            "summary": summary, "story": story, "decisions": decisions,
             "anomalies": [{"kind": a["kind"], "reason": a["reason"]} for a in anomalies]}
+
+
+_POLICY_NOTE = {
+    "fairshare": "Standings are usage ÷ allocation over the lookback window, as far as the log covers it.",
+    "priority": "Decided under the priority baseline: one queue for the whole cluster, higher priority first, then "
+                "earlier submission; anything that fits starts.",
+    "fifo": "Decided under the fifo baseline: one queue for the whole cluster by submission; anything that fits "
+            "starts.",
+}
 
 
 def as_text(result: dict[str, Any]) -> str:
@@ -315,7 +370,7 @@ def as_text(result: dict[str, Any]) -> str:
              f"started {sm['attempts']} time(s), preempted {sm['preemptions']} time(s), waited "
              f"{_dur(sm['waited_s'] * 1_000_000)} in all, {sm['discarded_gpu_hours']:,.2f} GPU-hours thrown away "
              "by preemption.",
-             "Standings are usage ÷ allocation over the lookback window, as far as the log covers it.", ""]
+             _POLICY_NOTE[result.get("policy", "fairshare")], ""]
     lines += [f"- {s['text']}" for s in result["story"]]
     if result["decisions"]:
         lines += ["", "Scheduling decisions recorded in the log:"] + [f"- {d['text']}" for d in result["decisions"]]

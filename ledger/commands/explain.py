@@ -21,18 +21,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def run_headroom(source: str) -> float:
-    """Return the fill headroom a run kept: from its ``replay.json`` settings when it has them, else the default."""
-    from ledger.core.knobs import FILL_HEADROOM
-
+def run_settings(source: str) -> dict[str, object]:
+    """Return the settings a run was replayed under, from its ``replay.json`` ({} for a log without one)."""
     where = Path(source)
     info = where / "replay.json" if where.name != "events" else where.parent / "replay.json"
     if not info.is_file():
-        return FILL_HEADROOM
-    settings = json.loads(info.read_text(encoding="utf-8")).get("settings") or {}
+        return {}
+    return json.loads(info.read_text(encoding="utf-8")).get("settings") or {}
+
+
+def run_headroom(settings: dict[str, object]) -> float:
+    """Return the fill headroom a run kept: its own setting when its ``replay.json`` has it, else the default."""
+    from ledger.core.knobs import FILL_HEADROOM
+
     if settings.get("policy", "fairshare") != "fairshare":
         return 0.0  # the headroom is a fair-share rule: the other policies never keep it
-    return float(settings.get("fill_headroom", FILL_HEADROOM))
+    return float(str(settings.get("fill_headroom", FILL_HEADROOM)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,10 +45,13 @@ def run(args: argparse.Namespace) -> int:
     from ledger.core.knobs import parse_duration
     from queries.explain import as_text, explain
 
+    settings = run_settings(args.source)
     headroom = share_arg("--fill-headroom", args.fill_headroom)
     if headroom is None:
-        headroom = run_headroom(args.source)
-    result = explain(args.source, args.workload_id, window_s=int(parse_duration(args.window)), fill_headroom=headroom)
+        headroom = run_headroom(settings)
+    policy = str(settings.get("policy", "fairshare"))
+    result = explain(args.source, args.workload_id, window_s=int(parse_duration(args.window)), fill_headroom=headroom,
+                     policy=policy)
     if args.format == "json":
         sys.stdout.write(json.dumps(result, indent=1) + "\n")
     else:

@@ -286,7 +286,8 @@ def reference_audit(
             sums[(t, bucket(h))][0] += o
             sums[(t, bucket(h))][1] += deliv_h[(t, h)]
         got = sum(min(o, d) for o, d in sums.values()) / 60
-        by_period.append({"period": period, "received_gpu_hours": got, "ratio": got / owed_sum if owed_sum > 0 else None})
+        ratio = got / owed_sum if owed_sum > 0 else None
+        by_period.append({"period": period, "received_gpu_hours": got, "ratio": ratio})
     owed_hours = {
         "overall_ratio": rec_sum / owed_sum if owed_sum > 0 else None,
         "received_by_period": by_period,

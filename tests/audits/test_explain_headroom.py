@@ -8,7 +8,7 @@ import pytest
 
 from ledger.cli import main
 from ledger.commands._runs import run_one
-from ledger.commands.explain import run_headroom
+from ledger.commands.explain import run_headroom, run_settings
 from ledger.core.knobs import Knobs
 from ledger.replay.run import inputs_from_budgets
 from queries.explain import explain
@@ -34,7 +34,8 @@ def test_explain_names_the_fill_headroom_that_kept_free_fill_out_of_free_room(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = _run(tmp_path, 0.25)  # 4 of the 16 GPUs kept from fill: of the 6 free, fill may take 2
-    assert run_headroom(str(run)) == run_headroom(str(run / "events")) == 0.25  # the run's own, from replay.json
+    # the run's own, from replay.json, whether the run or its log is named
+    assert run_headroom(run_settings(str(run))) == run_headroom(run_settings(str(run / "events"))) == 0.25
     result = explain(run, "fill", fill_headroom=0.25)
     assert result["summary"]["waited_s"] == H - 60  # it started when the allocated runs ended
     kept = [m for m in result["story"] if m.get("fill_headroom")]
@@ -57,10 +58,10 @@ def test_explain_does_not_blame_the_headroom_when_the_run_kept_none(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = _run(tmp_path, 0.0)
-    assert run_headroom(str(run)) == 0.0
+    assert run_headroom(run_settings(str(run))) == 0.0
     assert explain(run, "fill")["summary"]["waited_s"] == 0  # it started at once in the free 6 GPUs
-    assert run_headroom(str(_run(tmp_path, 0.03, policy="priority"))) == 0.0  # a fair-share rule only
-    assert run_headroom(str(tmp_path / "no-such-run")) == 0.03  # a bare log: the default
+    assert run_headroom(run_settings(str(_run(tmp_path, 0.03, policy="priority")))) == 0.0  # a fair-share rule only
+    assert run_headroom(run_settings(str(tmp_path / "no-such-run"))) == 0.03  # a bare log: the default
     headroom_run = _run(tmp_path, 0.25)
     # the setting given on the command line wins over the run's own: with 0 nothing is kept
     assert main(["explain", str(headroom_run), "fill", "--fill-headroom", "0"]) == 0
