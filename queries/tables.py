@@ -116,6 +116,8 @@ def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
 
 
 def _discard_row(label: str, d: dict[str, Any]) -> list[Any]:
+    # GPUs preempted per GPU started in their place is counted over the whole cluster only (a victim's
+    # tier or team and its waiter's differ), so the split rows leave it empty
     return [
         label,
         d["preemptions"],
@@ -124,6 +126,7 @@ def _discard_row(label: str, d: dict[str, Any]) -> list[Any]:
         d["median_restart_s"],
         d["preemptions_per_workload_week"],
         d["delivered_gpu_hours"],
+        d.get("eviction_ratio"),
     ]
 
 
@@ -162,6 +165,7 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
             "median_restart_s",
             "preemptions_per_workload_week",
             "delivered_gpu_hours",
+            "eviction_ratio",
         ],
         [_discard_row("(all)", dw)]
         + [_discard_row(tier, dw["by_tier"][tier]) for tier in ("allocated", "unallocated")]
@@ -208,6 +212,8 @@ def cell(value: Any, column: str = "") -> str:
         return "yes" if value else "no"
     if isinstance(value, int | float) and column.endswith("_s"):
         return duration(float(value))
+    if isinstance(value, float) and column == "eviction_ratio":
+        return f"{value:.2f}"  # GPUs per GPU, not a share
     if isinstance(value, float) and (column == "ratio" or column.endswith(("_share", "_ratio"))):
         return f"{value:.1%}"
     if isinstance(value, float) and column.endswith("gpu_hours"):

@@ -46,6 +46,19 @@ def test_audit_csv_of_one_report_parses(run_dir: Path, capsys: pytest.CaptureFix
     assert first["2-8"]["jobs"] == "2" and float(first["2-8"]["mean_s"]) == 1800.0
 
 
+def test_the_discarded_work_table_carries_the_eviction_ratio_as_gpus_per_gpu(
+    run_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "audit", str(run_dir), "--format", "json")
+    ratio = json.loads(out)["discarded_work"]["eviction_ratio"]
+    code, out, _ = run(capsys, "audit", str(run_dir), "--format", "csv", "--report", "discarded_work")
+    rows = {r["split"]: r for r in csv.DictReader(io.StringIO(out))}
+    assert code == 0 and float(rows["(all)"]["eviction_ratio"]) == ratio
+    assert rows["allocated"]["eviction_ratio"] == ""  # counted over the whole cluster only
+    code, out, _ = run(capsys, "audit", str(run_dir), "--report", "discarded-work")
+    assert "eviction ratio" in out and f"{ratio:.2f}" in out.splitlines()[3]
+
+
 def test_audit_since_until_limits_the_period(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "audit", str(run_dir), "--format", "json", "--since", "2026-03-02T01:00:00",
                        "--until", "2026-03-02T02:00:00Z")
