@@ -112,7 +112,17 @@ def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
     ev = dw["eviction_ratio"]
     lines.append("Eviction ratio: " + ("-" if ev is None else f"{ev:.2f}")
                  + " GPUs preempted per GPU that started in their place")
+    lines.append(occupancy_sentence(audit["occupancy"]))
     return lines
+
+
+def occupancy_sentence(occ: dict[str, Any]) -> str:
+    """Return the cluster's use in one line, or say that the log gives no capacity to measure it against."""
+    if not occ["capacity_gpu_hours"]:
+        return (f"Occupancy: {occ['occupied_gpu_hours']:,.1f} GPU-hours run, but the log states no capacity to "
+                "measure them against (an import takes the cluster's GPUs and budget tree from --budgets FILE)")
+    return (f"Occupancy: {occ['occupied_share']:.1%} of {occ['capacity_gpu_hours']:,.0f} capacity GPU-hours "
+            f"({occ['allocated_share']:.1%} allocated, {occ['unallocated_share']:.1%} free fill)")
 
 
 def _discard_row(label: str, d: dict[str, Any]) -> list[Any]:
@@ -271,4 +281,4 @@ def as_csv(named: dict[str, Table]) -> str:
 
 
 __all__ = ["OWED_DEFINITION", "REPORTS", "SHORT", "STANDING_LABELS", "Table", "as_csv", "as_text", "cell",
-           "header", "headline", "period_sentence", "short_teams", "shortfall_sentence", "tables"]
+           "header", "headline", "occupancy_sentence", "period_sentence", "short_teams", "shortfall_sentence", "tables"]

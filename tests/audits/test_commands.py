@@ -59,6 +59,23 @@ def test_the_discarded_work_table_carries_the_eviction_ratio_as_gpus_per_gpu(
     assert "eviction ratio" in out and f"{ratio:.2f}" in out.splitlines()[3]
 
 
+def test_the_headline_gives_the_clusters_use_or_says_the_log_has_no_capacity_to_measure_it(
+    run_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, "audit", str(run_dir), "--format", "json")
+    occ = json.loads(out)["occupancy"]
+    code, out, _ = run(capsys, "audit", str(run_dir))
+    assert f"Occupancy: {occ['occupied_share']:.1%} of 32 capacity GPU-hours" in out  # 16 GPUs, two hours
+    # records imported without a budgets file: GPUs ran, but against no stated capacity
+    E = Events()
+    bare = write_log(tmp_path / "bare", [E.submit(0, "j", "org/a", gpus=8), E.start(0, "j", ("n1",), 8),
+                                         E.complete(90, "j")])
+    code, out, _ = run(capsys, "audit", str(bare))
+    assert code == 0
+    assert "Occupancy: 12.0 GPU-hours run, but the log states no capacity to measure them against" in out
+    assert "--budgets FILE" in out
+
+
 def test_audit_since_until_limits_the_period(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "audit", str(run_dir), "--format", "json", "--since", "2026-03-02T01:00:00",
                        "--until", "2026-03-02T02:00:00Z")
