@@ -64,6 +64,14 @@ def _teams_below(threshold: float) -> Callable[[dict[str, Any]], Any]:
     return get
 
 
+def _owed_over(period: str) -> Callable[[dict[str, Any]], Any]:
+    def get(run: dict[str, Any]) -> Any:
+        rows = (run.get("audit", {}).get("owed_hours", {}) or {}).get("received_by_period") or []
+        return next((r.get("ratio") for r in rows if r.get("period") == period), None)
+
+    return get
+
+
 def _worst_team(run: dict[str, Any]) -> Any:
     teams = (run.get("audit", {}).get("owed_hours", {}) or {}).get("teams") or []
     rated = [t["ratio"] for t in teams if t.get("ratio") is not None and (t.get("owed_gpu_hours") or 0) > 0]
@@ -77,6 +85,7 @@ def measures(largest: str | None = None) -> list[Measure]:
         Measure(
             "owed_ratio", "GPU-hours received / owed (all teams)", _dig(*a, "owed_hours", "overall_ratio"), "ratio"
         ),
+        Measure("owed_ratio_day", "  each team's hours evened out over its day", _owed_over("day"), "ratio"),
         Measure("worst_team_ratio", "  worst team's received / owed", _worst_team, "ratio"),
         Measure("teams_below_95", "  teams under 95% of what they were owed", _teams_below(0.95), "count"),
         Measure(

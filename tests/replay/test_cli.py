@@ -145,6 +145,7 @@ def test_compare_puts_policies_and_cap_lists_side_by_side(
     rows = {r["measure"]: r["values"] for r in table["rows"]}
     assert {
         "owed_ratio",
+        "owed_ratio_day",
         "debug_p90_wait_s",
         "discarded_share",
         "largest_mean_wait_s",
@@ -152,6 +153,8 @@ def test_compare_puts_policies_and_cap_lists_side_by_side(
         "occupied_share",
     } <= set(rows)
     assert all(len(v) == 4 for v in rows.values())
+    # an hour over-served makes up for one short within the day: never less than hour by hour
+    assert all(d >= h for d, h in zip(rows["owed_ratio_day"], rows["owed_ratio"], strict=True))
     assert main([*args[:-2], "--format", "csv", "--policy", "fifo"]) == 0
     csv_out = capsys.readouterr().out.splitlines()
     assert csv_out[0] == "measure,unit,fifo" and any(line.startswith("owed_ratio,ratio,") for line in csv_out)
