@@ -163,7 +163,7 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
         [r["period"], owed["owed_gpu_hours"], r["received_gpu_hours"], r["ratio"]]
         for r in owed.get("received_by_period", [])
     ])
-    wt_cols = ["budget", "workloads", "started", "waiting", "mean_s", "p50_s", "p90_s", "max_s"]
+    wt_cols = ["budget", "workloads", "started", "waiting", "cancelled", "mean_s", "p50_s", "p90_s", "max_s"]
     out["wait_by_team"] = (wt_cols, [[w[c] for c in wt_cols] for w in audit.get("wait_by_team", [])])
     dw = audit["discarded_work"]
     out["discarded_work"] = (
