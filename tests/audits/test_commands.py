@@ -243,3 +243,37 @@ def test_waits_by_team_count_the_audit_period_and_tell_jobs_cancelled_while_wait
     assert out.splitlines()[1].split() == ["budget", "workloads", "started", "waiting", "cancelled", "mean", "p50",
                                            "p90", "max"]
     assert out.splitlines()[3].split()[:5] == ["org/a", "2", "1", "1", "0"]
+
+
+def test_records_that_ran_more_gpus_than_the_stated_capacity_are_an_anomaly_the_headline_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a budgets file says 16 GPUs, but the records ran three 8-GPU jobs at once from 00:30 to 01:00
+    # (j3 made it 24); j1 ends at 01:00 as j4 starts there, which keeps 24 running until 01:30
+    E = Events()
+    log = write_log(tmp_path / "events", [
+        E.capacity(0, 16), E.node(0, "org", 1.0), E.node(0, "org/a", 1.0),
+        E.submit(0, "j1", "org/a"), E.submit(0, "j2", "org/a"), E.submit(0, "j3", "org/a"), E.submit(0, "j4", "org/a"),
+        E.start(0, "j1", ("lab-n000",), 8), E.start(0, "j2", ("lab-n001",), 8), E.start(30, "j3", ("lab-n002",), 8),
+        E.complete(60, "j1"), E.start(60, "j4", ("lab-n000",), 8),
+        E.complete(90, "j2"), E.complete(90, "j3"), E.complete(120, "j4"),
+    ])
+    code, out, _ = run(capsys, "audit", str(log), "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    (over,) = [a for a in data["anomalies"] if a["kind"] == "over_capacity"]
+    assert over["workload_id"] == "j3" and over["time"] == "2026-03-02T00:30:00Z" and over["included"] is True
+    assert over["reason"].startswith("the records ran up to 24 GPUs at once, more than the 16 GPUs of the "
+                                     "cluster's capacity (over it for 1.0 h in all, first when workload j3 started)")
+    assert data["occupancy"]["occupied_share"] > 1
+    code, out, _ = run(capsys, "audit", str(log))
+    assert "  The records ran up to 24 GPUs at once, more than the 16 GPUs of the cluster's capacity" in out
+    # the same records against a capacity that holds them: nothing to report
+    E = Events()
+    fits = write_log(tmp_path / "fits", [
+        E.capacity(0, 24), E.submit(0, "j1", "org/a"), E.submit(0, "j2", "org/a"), E.submit(0, "j3", "org/a"),
+        E.start(0, "j1", ("lab-n000",), 8), E.start(0, "j2", ("lab-n001",), 8), E.start(30, "j3", ("lab-n002",), 8),
+        E.complete(60, "j1"), E.complete(60, "j2"), E.complete(60, "j3"),
+    ])
+    code, out, _ = run(capsys, "audit", str(fits), "--format", "json")
+    assert not [a for a in json.loads(out)["anomalies"] if a["kind"] == "over_capacity"]
