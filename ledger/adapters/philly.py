@@ -180,5 +180,5 @@ def _histories(text: str, opts: PhillyOptions, res: ImportResult) -> Iterator[tu
 
 def import_philly_file(path: str | Path, opts: PhillyOptions | None = None) -> ImportResult:
     """Read a Philly job list file (JSON array or JSON Lines)."""
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:  # -sig: a byte-order mark, if any, is not text
         return import_philly(fh.read(), str(path), opts)

@@ -42,7 +42,7 @@ DEBUG_S = 15 * 60
 def is_itp_trace(path: str | Path) -> bool:
     """Return True if the file starts with the ITP raw-trace header."""
     try:
-        with Path(path).open(encoding="utf-8") as f:
+        with Path(path).open(encoding="utf-8-sig") as f:  # -sig: a byte-order mark, if any, is not text
             first = f.readline().strip()
     except (OSError, UnicodeDecodeError):
         return False
@@ -72,7 +72,7 @@ def load_itp(
     rows: list[tuple[int, str, int, int, int]] = []  # (line, job, submit_s, duration_s, gpus)
     rejected: list[RejectedRow] = []
     try:
-        with path.open(encoding="utf-8", newline="") as f:
+        with path.open(encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f)
             next(reader, None)
             for row in reader:
