@@ -277,3 +277,23 @@ def test_records_that_ran_more_gpus_than_the_stated_capacity_are_an_anomaly_the_
     ])
     code, out, _ = run(capsys, "audit", str(fits), "--format", "json")
     assert not [a for a in json.loads(out)["anomalies"] if a["kind"] == "over_capacity"]
+
+
+def test_explain_tells_why_a_job_waited_until_it_was_cancelled_and_that_it_never_started(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # w (org/a) waits from 00:10 for all 16 GPUs; b2 (org/b) takes them at 00:30 when x1 ends; w's user
+    # cancels it at 01:00, as sacct records for a job cancelled while pending
+    E = Events()
+    write_log(tmp_path / "run" / "events", [
+        E.capacity(0, 16), E.node(0, "org", 1.0), E.node(0, "org/a", 1.0), E.node(0, "org/b", 1.0),
+        E.submit(0, "x1", "org/b", gpus=16), E.start(0, "x1", ("lab-n000", "lab-n001"), 16),
+        E.submit(5, "b2", "org/b", gpus=16), E.submit(10, "w", "org/a", gpus=16),
+        E.complete(30, "x1"), E.start(30, "b2", ("lab-n000", "lab-n001"), 16),
+        E.complete(60, "w", "cancelled"), E.complete(90, "b2"),
+    ])
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "w")
+    assert code == 0
+    assert "- 2026-03-02T00:30:00Z: b2 (org/b at " in out and "started instead" in out  # why it waited
+    assert "- 2026-03-02T01:00:00Z: cancelled after waiting 50 min, without ever starting." in out
+    assert "running again" not in out
