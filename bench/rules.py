@@ -4,7 +4,8 @@ Each month is replayed until all its work is done under ``final-share`` (the def
 ``instant`` and the ``priority`` baseline, and audited: preemptions (allocated / free fill), per
 submitted workload, discarded share of delivered GPU-hours, eviction ratio, received ÷ owed (hour by
 hour, and with each team's hours summed over its UTC day: ``per day``) and the p90 wait of allocated
-debug runs. The figures are deterministic (same code, same month, same figures); the wall time of each run is printed beside them for information only.
+debug runs. The figures are deterministic (same code, same month, same figures); the wall time of
+each run is printed beside them for information only.
 
 ``BENCH_RULES_MONTHS`` picks the months (default ``demo,A,B,C,I``) and ``BENCH_JOBS`` how many
 replays run at once (default: the cores). The months:

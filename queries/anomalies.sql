@@ -2,6 +2,39 @@
 -- whether the figures include it. Nothing here stops an audit. Built at load, after intervals.sql
 -- (the pairing tables life, runs_checked and loose_ends); independent of the audit period.
 
+-- GPUs running at once against the capacity in force: each valid run adds its GPUs at its start and
+-- takes them away at its end; what runs from an instant on is the level after every start, end and
+-- capacity change at it (a window over peers). One row per capacity version that level exceeds, with
+-- the event that first took it over: at that instant the ends come first, then capacity changes,
+-- then the starts in log order, and it is the first start past the capacity (or the capacity change
+-- itself, when what already ran was more than the new capacity).
+CREATE OR REPLACE TEMP TABLE over_capacity AS
+WITH cap AS (
+    SELECT "time" AS from_us, arg_max(gpus, seq) AS gpus FROM ev_capacity GROUP BY "time"
+), steps AS (
+    SELECT start_us AS t, gpus AS d, start_seq AS seq FROM run_iv
+    UNION ALL SELECT end_us, -gpus, end_seq FROM run_iv WHERE end_us IS NOT NULL
+    UNION ALL SELECT "time", 0, seq FROM ev_capacity
+), level AS (
+    SELECT t, sum(d) OVER (ORDER BY t) AS level, lead(t) OVER (ORDER BY t) AS next_t FROM steps
+), over AS (
+    SELECT c.from_us, any_value(c.gpus) AS cap, max(l.level) AS peak, min(l.t) AS first_us,
+           sum(coalesce(l.next_t, l.t) - l.t) AS over_us
+    FROM level l ASOF JOIN cap c ON c.from_us <= l.t
+    WHERE l.level > c.gpus
+    GROUP BY c.from_us
+), at_first AS (
+    SELECT o.from_us, o.cap, s.d, s.seq,
+           (SELECT coalesce(sum(d), 0) FROM steps p WHERE p.t < o.first_us)
+           + sum(s.d) OVER (PARTITION BY o.from_us ORDER BY sign(s.d), s.seq
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS running
+    FROM over o JOIN steps s ON s.t = o.first_us
+)
+SELECT o.from_us, o.cap, o.peak, o.first_us, o.over_us,
+       (SELECT arg_min(a.seq, (sign(a.d), a.seq)) FROM at_first a
+        WHERE a.from_us = o.from_us AND a.d >= 0 AND a.running > o.cap) AS first_seq
+FROM over o;
+
 CREATE OR REPLACE TEMP TABLE anomalies AS
 SELECT * FROM (
     SELECT 'unknown_workload' AS kind, e.event_id, e.workload_id, e."time" AS time_us, e.seq,
@@ -68,5 +101,17 @@ SELECT * FROM (
            'the change is not applied'
     FROM ev_allocation a LEFT JOIN nodes n USING (path)
     WHERE n.path IS NULL OR a."time" < n.defined_us
+
+    UNION ALL
+    SELECT 'over_capacity', coalesce(s.event_id, c.event_id), s.workload_id, o.first_us, o.first_seq,
+           'the records ran up to ' || o.peak || ' GPUs at once, more than the ' || o.cap
+           || ' GPUs of the cluster''s capacity (over it for ' || round(o.over_us / 3.6e9, 1) || ' h in all, first '
+           || CASE WHEN s.workload_id IS NULL THEN 'when the capacity became ' || o.cap
+                   ELSE 'when workload ' || s.workload_id || ' started' END
+           || '): the capacity the log states is less than what ran',
+           true, 'counted as run: occupancy goes above 100% and owed hours are shares of the smaller capacity'
+    FROM over_capacity o
+    LEFT JOIN ev_started s ON s.seq = o.first_seq
+    LEFT JOIN ev_capacity c ON c.seq = o.first_seq
 )
 ORDER BY seq;

@@ -291,28 +291,38 @@ def _quantile(sorted_values: list[float], q: float) -> float:
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
-def wait_by_team(work: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Return each team's first waits (submission to first start), worst p90 first.
+def wait_by_team(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Return each team's first waits (submission to first start) in the period, worst p90 first (needs ``prepare``).
 
-    A workload still waiting at the end of the period counts as ``waiting`` (its wait so far is not
-    in the figures, which would otherwise depend on where the period was cut).
+    As in ``wait_by_size``, a wait counts when the start that ends it falls in the period (``started``).
+    ``waiting``: submitted before the period's end and neither started nor ended by then (its wait so far is
+    not in the figures, which would otherwise depend on where the period was cut). ``cancelled``: ended in
+    the period without ever starting (it left the queue). ``workloads`` is the sum of the three.
     """
-    from queries.timefmt import parse_iso
-
-    by: dict[str, list[float]] = {}
-    waiting: dict[str, int] = {}
-    for w in work:
-        team = w["budget"]
-        by.setdefault(team, [])
-        if w["first_start_time"] is None:
-            waiting[team] = waiting.get(team, 0) + 1
-            continue
-        by[team].append((parse_iso(w["first_start_time"]) - parse_iso(w["submit_time"])) / 1e6)
+    per = rows(
+        con,
+        """
+        WITH w AS (
+            SELECT b.path AS budget, f.submit_us, f.first_start_us, f.end_us, p.t0, p.pt1
+            FROM workload_iv f JOIN budgets b USING (bid), params p
+        )
+        SELECT budget,
+               count(*) FILTER (WHERE first_start_us >= t0 AND first_start_us < pt1) AS started,
+               count(*) FILTER (WHERE submit_us < pt1 AND (first_start_us IS NULL OR first_start_us >= pt1)
+                                AND (end_us IS NULL OR end_us >= pt1)) AS waiting,
+               count(*) FILTER (WHERE first_start_us IS NULL AND end_us >= t0 AND end_us < pt1) AS cancelled,
+               list((first_start_us - submit_us) / 1e6 ORDER BY first_start_us - submit_us)
+                   FILTER (WHERE first_start_us >= t0 AND first_start_us < pt1) AS waits
+        FROM w GROUP BY budget
+        """,
+    )
     out = []
-    for team, waits in by.items():
-        waits.sort()
-        row: dict[str, Any] = {"budget": team, "workloads": len(waits) + waiting.get(team, 0), "started": len(waits),
-                               "waiting": waiting.get(team, 0)}
+    for r in per:
+        if not (r["started"] or r["waiting"] or r["cancelled"]):
+            continue
+        waits = r["waits"] or []
+        row: dict[str, Any] = {"budget": r["budget"], "workloads": r["started"] + r["waiting"] + r["cancelled"],
+                               "started": r["started"], "waiting": r["waiting"], "cancelled": r["cancelled"]}
         if waits:
             row |= {"mean_s": sum(waits) / len(waits), "p50_s": _quantile(waits, 0.5),
                     "p90_s": _quantile(waits, 0.9), "max_s": waits[-1]}
@@ -352,7 +362,7 @@ def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "occupancy": occupancy(con),
         "fairness": fairness(con),
         "anomalies": anomalies(con),
-        "wait_by_team": wait_by_team(work),
+        "wait_by_team": wait_by_team(con),
         "workloads": work,
     })
     return settled

@@ -335,8 +335,17 @@ def explain(
             break
     if wait_from is not None:
         if me["end_us"] is not None:
-            story.append({"time": iso(me["end_us"]), "event": "ended", "text": (
-                f"{iso(me['end_us'])}: ended without running again (completion recorded).")})
+            story.extend(_waiting_moments(con, me, wait_from, me["end_us"], headroom, policy))
+            done = rows(con, f"SELECT outcome FROM ev_completed WHERE workload_id = '{q}' ORDER BY seq LIMIT 1")
+            outcome = done[0]["outcome"] if done else "ended"
+            if not runs:
+                how = f"after waiting {_dur(me['end_us'] - wait_from)}, without ever starting"
+            elif me["end_us"] > wait_from:
+                how = f"after waiting {_dur(me['end_us'] - wait_from)}, without running again after its preemption"
+            else:
+                how = "as it was preempted, without running again"
+            story.append({"time": iso(me["end_us"]), "event": "ended", "outcome": outcome, "text": (
+                f"{iso(me['end_us'])}: {outcome} {how}.")})
         else:
             story.extend(_waiting_moments(con, me, wait_from, None, headroom, policy))
             story.append({"time": None, "event": "waiting", "text": "Still waiting at the end of the log."})

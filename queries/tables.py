@@ -113,6 +113,13 @@ def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
     lines.append("Eviction ratio: " + ("-" if ev is None else f"{ev:.2f}")
                  + " GPUs preempted per GPU that started in their place")
     lines.append(occupancy_sentence(audit["occupancy"]))
+    over = [a for a in audit.get("anomalies", ()) if a["kind"] == "over_capacity"]
+    if over:
+        lines += textwrap.wrap(
+            "T" + "; ".join(a["reason"].split(" (")[0] for a in over)[1:]
+            + " (over_capacity in the anomalies): the log states fewer GPUs than the cluster ran, so occupancy "
+            "goes above 100% and teams are owed shares of too few GPUs.", 100, initial_indent="  ",
+            subsequent_indent="  ")
     return lines
 
 
@@ -163,7 +170,7 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
         [r["period"], owed["owed_gpu_hours"], r["received_gpu_hours"], r["ratio"]]
         for r in owed.get("received_by_period", [])
     ])
-    wt_cols = ["budget", "workloads", "started", "waiting", "mean_s", "p50_s", "p90_s", "max_s"]
+    wt_cols = ["budget", "workloads", "started", "waiting", "cancelled", "mean_s", "p50_s", "p90_s", "max_s"]
     out["wait_by_team"] = (wt_cols, [[w[c] for c in wt_cols] for w in audit.get("wait_by_team", [])])
     dw = audit["discarded_work"]
     out["discarded_work"] = (

@@ -31,6 +31,7 @@ __all__ = [
     "INT_MAX",
     "LATEST_US",
     "LONG_MAX",
+    "UTF8_BOM",
     "ImportResult",
     "Record",
     "Rejection",
@@ -51,6 +52,7 @@ EARLIEST_US = ev.to_us(ev.EARLIEST)
 LATEST_US = ev.to_us(ev.LATEST)
 INT_MAX = ev.INT_MAX
 LONG_MAX = ev.LONG_MAX
+UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark some editors and spreadsheets write before a file's first line
 _TIME_FIELDS = ("time", "protected_until", "effective_time")
 _ARRAY_FIELDS = ("nodes", "managers")
 

@@ -44,6 +44,7 @@ from ledger import events as ev
 from ledger.adapters.common import (
     EARLIEST_US,
     LATEST_US,
+    UTF8_BOM,
     ImportResult,
     RowError,
     WallClock,
@@ -299,6 +300,7 @@ def import_csv_bytes(data: bytes, file: str, opts: CsvOptions) -> ImportResult:
     """Read a CSV file's bytes: the common rows column-wise, the rest (or all, when it must) row by row."""
     from ledger.adapters.csv_fast import fast_import_csv
 
+    data = data.removeprefix(UTF8_BOM)  # Excel's "CSV UTF-8" puts a byte-order mark before the header
     with paused_gc():
         res = fast_import_csv(data, file, opts)
     if res is not None:

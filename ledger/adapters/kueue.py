@@ -325,5 +325,5 @@ def _import_kueue(text: str, file: str, opts: KueueOptions | None = None) -> Imp
 
 def import_kueue_file(path: str | Path, opts: KueueOptions | None = None) -> ImportResult:
     """Read a file of Kueue Workloads (list, objects or watch events)."""
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:  # -sig: a byte-order mark, if any, is not text
         return import_kueue(fh.read(), str(path), opts)

@@ -1,10 +1,16 @@
 """Philly-style jobs with attempts (Microsoft's Philly trace) to ledger events.
 
-Input: a JSON array (or JSON Lines) of jobs ``{id, num_gpus, submitted_time, attempts:
-[{start_time, end_time}], ...}``, as in ``jobs.json`` derived from the Philly trace's
-``cluster_job_log``. Fields read: ``id``, ``num_gpus``, ``submitted_time``, ``attempts[].start_time``,
-``attempts[].end_time``, ``attempts[].detail[].ip`` (hosts, when present), and the optional
-``status`` (Pass / Failed / Killed), ``vc`` and ``user`` of the full trace.
+Input: a JSON array (or JSON Lines) of jobs: the Philly trace's own ``cluster_job_log``
+(``{status, vc, jobid, attempts: [{start_time, end_time, detail: [{ip, gpus}]}], submitted_time,
+user}``) or a list derived from it such as ``jobs.json`` (``{id, num_gpus, submitted_time,
+attempts: [{start_time, end_time}]}``). Fields read: ``id`` (else ``jobid``), ``num_gpus``,
+``submitted_time``, ``attempts[].start_time``, ``attempts[].end_time``, ``attempts[].detail[].ip``
+(hosts, when present) and ``.gpus``, and the optional ``status`` (Pass / Failed / Killed), ``vc``
+and ``user``.
+
+* **GPUs**: ``num_gpus``; without it (the ``cluster_job_log``), the most GPUs any attempt's
+  ``detail`` lists. A job without ``num_gpus`` that no attempt lists GPUs for (one never
+  scheduled) gives no GPU count: it is skipped and counted as such, not guessed.
 
 * **Times** are ``YYYY-MM-DD HH:MM:SS`` wall-clock times of the cluster; the Philly logs use
   US Pacific time, so the default zone is ``America/Los_Angeles`` (give another with ``tz``).
@@ -60,15 +66,40 @@ def _text(job: dict[str, Any], key: str) -> str:
     return value.strip()
 
 
+class _Unsized(Exception):
+    """A job that gives no GPU count: no ``num_gpus`` and no attempt that lists the GPUs it held."""
+
+
+def _detail_gpus(wid: str, attempts: Any) -> int:
+    """Return the most GPUs any attempt's ``detail`` lists (the cluster_job_log's only GPU count); 0 when none does."""
+    most = 0
+    for i, att in enumerate(attempts if isinstance(attempts, list) else (), 1):
+        held = 0
+        for d in (att.get("detail") or ()) if isinstance(att, dict) else ():
+            gpus = d.get("gpus") if isinstance(d, dict) else None
+            if gpus is None:
+                continue
+            if not isinstance(gpus, list):
+                raise RowError(f"job {wid}: attempt {i} detail gpus {gpus!r} is not a list of GPUs")
+            held += len(gpus)
+        most = max(most, held)
+    return most
+
+
 def _history(job: Any, opts: PhillyOptions, clock: WallClock) -> History | None:
     if not isinstance(job, dict):
         raise RowError(f"expected a job object, found {type(job).__name__}")
-    wid = _text(job, "id")
-    gpus = job.get("num_gpus")
-    if isinstance(gpus, float) and gpus.is_integer():
-        gpus = int(gpus)
-    if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
-        raise RowError(f"job {wid}: num_gpus {gpus!r} is not a whole number of GPUs")
+    wid = _text(job, "id" if "id" in job or "jobid" not in job else "jobid")
+    if "num_gpus" in job:
+        gpus = job["num_gpus"]
+        if isinstance(gpus, float) and gpus.is_integer():
+            gpus = int(gpus)
+        if not isinstance(gpus, int) or isinstance(gpus, bool) or gpus < 0:
+            raise RowError(f"job {wid}: num_gpus {gpus!r} is not a whole number of GPUs")
+    else:
+        gpus = _detail_gpus(wid, job.get("attempts"))
+        if gpus == 0:
+            raise _Unsized(wid)
     if gpus == 0:
         return None
     submit = clock.us(_text(job, "submitted_time"), f"job {wid}: submitted_time")
@@ -143,9 +174,11 @@ def _histories(text: str, opts: PhillyOptions, res: ImportResult) -> Iterator[tu
             yield line, _history(job, opts, clock)
         except RowError as exc:
             res.reject(line, str(exc))
+        except _Unsized:
+            res.skipped["never scheduled: no GPU count"] += 1
 
 
 def import_philly_file(path: str | Path, opts: PhillyOptions | None = None) -> ImportResult:
     """Read a Philly job list file (JSON array or JSON Lines)."""
-    with open(path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8-sig") as fh:  # -sig: a byte-order mark, if any, is not text
         return import_philly(fh.read(), str(path), opts)

@@ -274,7 +274,7 @@ def slurm_budgets(tree: SlurmTree, gpus: int, gpus_per_node: int) -> tuple[Budge
 def read_text(path: str | Path) -> str:
     """Return a file's text; InputError naming the file if it cannot be read."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8-sig")  # -sig: a byte-order mark, if any, is not text
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     except UnicodeDecodeError as exc:

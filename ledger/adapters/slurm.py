@@ -72,7 +72,15 @@ from operator import itemgetter
 from pathlib import Path
 
 from ledger import events as ev
-from ledger.adapters.common import LATEST_US, ImportResult, RowError, WallClock, budget_path, paused_gc
+from ledger.adapters.common import (
+    LATEST_US,
+    UTF8_BOM,
+    ImportResult,
+    RowError,
+    WallClock,
+    budget_path,
+    paused_gc,
+)
 from ledger.adapters.history import History, Run, check_history
 from ledger.adapters.hostlist import expand_hostlist, expand_ranges
 
@@ -433,6 +441,7 @@ def import_sacct_bytes(data: bytes, file: str, opts: SlurmOptions | None = None)
     from ledger.adapters.slurm_fast import fast_import_sacct
 
     opts = opts or SlurmOptions()
+    data = data.removeprefix(UTF8_BOM)  # a byte-order mark an editor put before the first line
     with paused_gc():
         res = fast_import_sacct(data, file, opts)
         if res is not None:

@@ -183,7 +183,7 @@ def load_budgets(path: str | Path) -> Budgets:
     """Read a budgets file (YAML or JSON) and return its Budgets; raise InputError naming file, entry, field."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # -sig: a byte-order mark, if any, is not text
     except OSError as exc:
         raise InputError(f"{path}: cannot read the budgets file ({exc.strerror})") from None
     except UnicodeDecodeError as exc:

@@ -12,9 +12,11 @@ workload that completes at the very instant its protected window ends has comple
 preempted at that instant.
 
 A replay always ends: at ``until_us`` when given, else once nothing is left to happen, with a
-safety stop ``LIMIT_AFTER_LAST_INPUT_S`` after the last input, and at ``LAST_US`` (the end of 2099:
-no event can be told later). When it stops at a limit with work left, ``ReplayStats.unfinished``
-names each unfinished workload and how often it was preempted.
+safety stop ``LIMIT_AFTER_LAST_INPUT_S`` past the last input and the time the smallest capacity fed
+needs to run all the work submitted (Σ GPUs × (work + restart) ÷ GPUs: a backlog of months is
+replayed to its end), and at ``LAST_US`` (the end of 2099: no event can be told later). When it
+stops at a limit with work left, ``ReplayStats.unfinished`` names each unfinished workload and how
+often it was preempted.
 
 Execution is simulated from the submission's hints: a started workload pays ``restart_s`` on every
 attempt after its first, then writes a checkpoint every ``checkpoint_interval_s`` of productive time
@@ -35,6 +37,7 @@ from ledger.errors import LedgerError
 from ledger.events import (
     LATEST,
     CheckpointWritten,
+    ClusterCapacityChanged,
     Event,
     WorkloadCompleted,
     WorkloadStarted,
@@ -48,7 +51,8 @@ _US = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SIM, _INPUT = 0, 1  # at one instant, simulated facts come before trace inputs
 _CHECKPOINT, _COMPLETE, _EVENT = 0, 1, 2
-LIMIT_AFTER_LAST_INPUT_S = 90 * 86_400  # safety stop: the rules' progress bound ends replays long before
+LIMIT_AFTER_LAST_INPUT_S = 90 * 86_400  # safety margin past the work's own span: the rules' progress bound ends
+# replays long before
 LAST_US = to_us(LATEST) - 1  # the last instant an event can carry (times lie before 2100): the clock stops there
 
 
@@ -140,6 +144,8 @@ class ReplayDriver:
         self._runs: dict[str, _Execution] = {}
         self._preempted: dict[str, int] = {}  # preemptions per workload
         self._last_input_us = 0
+        self._gpu_work_s = 0  # Σ GPUs × (work + restart) of the submissions fed
+        self._least_gpus = 0  # the smallest capacity fed (0: none yet)
         self._active_gpus = 0
         self._time_obj: object = None  # the last event time converted, and its microseconds
         self._time_us = 0
@@ -162,6 +168,9 @@ class ReplayDriver:
                     event.restart_s or 0,
                     event.resumable,
                 )
+                self._gpu_work_s += event.gpus * (event.work_s + (event.restart_s or 0))
+            elif isinstance(event, ClusterCapacityChanged) and event.gpus > 0:
+                self._least_gpus = event.gpus if not self._least_gpus else min(self._least_gpus, event.gpus)
             self._push(t, _INPUT, _EVENT, "", 0, event)
             self._last_input_us = max(self._last_input_us, t)
 
@@ -179,7 +188,10 @@ class ReplayDriver:
         next_report = 0.0
         limit = until_us
         if limit is None and self._last_input_us:
-            limit = self._last_input_us + LIMIT_AFTER_LAST_INPUT_S * _US
+            # the work's own span at full use of the cluster, then the margin: only a replay that stops
+            # progressing reaches it
+            span_s = -(-self._gpu_work_s // self._least_gpus) if self._least_gpus else 0
+            limit = self._last_input_us + (LIMIT_AFTER_LAST_INPUT_S + span_s) * _US
         limit = LAST_US if limit is None else min(limit, LAST_US)
         stopped: int | None = None
         while True:

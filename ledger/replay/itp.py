@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from ledger.errors import AllRejectedError, InputError
-from ledger.events import Event, WorkloadKind, WorkloadSubmitted
+from ledger.events import LATEST, Event, WorkloadKind, WorkloadSubmitted
 from ledger.replay.budgets import BudgetNode, Budgets, load_budgets
 from ledger.replay.run import ReplayInputs, inputs_from_budgets
 from ledger.replay.trace import RejectedRow, listed
@@ -39,10 +40,28 @@ MAX_MIN_RUNTIME_S = 2 * 3600
 DEBUG_S = 15 * 60
 
 
+_LAST_S = int((LATEST - EPOCH).total_seconds()) - 1  # the last second after the epoch an event can hold
+
+
+def _number(text: str, field: str, whole: bool) -> int | str:
+    """Return a column's value as a whole number within what the ledger holds, or the reason it is not one."""
+    try:
+        value = float(text)
+    except ValueError:
+        return "expected a number"
+    if whole and not value.is_integer():
+        return "expected a whole number of GPUs"
+    if not math.isfinite(value) or value > _LAST_S:  # NaN, infinities, or past the end of 2099 (negatives: below)
+        at_most = (EPOCH + timedelta(seconds=_LAST_S)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"expected seconds after the epoch, at most {at_most}" if field == "submission_time" else (
+            f"expected a number of at most {_LAST_S}")
+    return int(value)
+
+
 def is_itp_trace(path: str | Path) -> bool:
     """Return True if the file starts with the ITP raw-trace header."""
     try:
-        with Path(path).open(encoding="utf-8") as f:
+        with Path(path).open(encoding="utf-8-sig") as f:  # -sig: a byte-order mark, if any, is not text
             first = f.readline().strip()
     except (OSError, UnicodeDecodeError):
         return False
@@ -71,8 +90,9 @@ def load_itp(
     path = Path(path)
     rows: list[tuple[int, str, int, int, int]] = []  # (line, job, submit_s, duration_s, gpus)
     rejected: list[RejectedRow] = []
+    seen: dict[str, int] = {}  # job id -> the line that submitted it
     try:
-        with path.open(encoding="utf-8", newline="") as f:
+        with path.open(encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f)
             next(reader, None)
             for row in reader:
@@ -81,16 +101,24 @@ def load_itp(
                     rejected.append(RejectedRow(str(path), line, "(line)", row, "expected 4 columns"))
                     continue
                 job, *numbers = (c.strip() for c in row)
-                try:
-                    submit, duration, width = (int(float(x)) for x in numbers)
-                except ValueError:
-                    rejected.append(RejectedRow(str(path), line, "(numbers)", numbers, "expected numbers"))
+                parsed = [_number(x, field, field == "num_gpu")
+                          for x, field in zip(numbers, ("submission_time", "duration", "num_gpu"), strict=True)]
+                bad = next((i for i, p in enumerate(parsed) if isinstance(p, str)), None)
+                if bad is not None:
+                    field = ("submission_time", "duration", "num_gpu")[bad]
+                    rejected.append(RejectedRow(str(path), line, field, numbers[bad], str(parsed[bad])))
                     continue
+                submit, duration, width = (int(p) for p in parsed)
                 if width < 1 or duration < 1 or submit < 0:
                     field = "num_gpu" if width < 1 else "duration" if duration < 1 else "submission_time"
                     value = {"num_gpu": width, "duration": duration, "submission_time": submit}[field]
                     rejected.append(RejectedRow(str(path), line, field, value, "must be positive"))
                     continue
+                if job in seen:
+                    again = f"already submitted on line {seen[job]}"
+                    rejected.append(RejectedRow(str(path), line, "job_id", job, again))
+                    continue
+                seen[job] = line
                 rows.append((line, job, submit, duration, width))
     except OSError as exc:
         raise InputError(f"{path}: cannot read the trace ({exc.strerror})") from None

@@ -451,7 +451,8 @@ def test_philly_jobs_naming_no_virtual_cluster_are_charged_to_the_root_their_pat
     # the published Philly subset dropped vc and user: every job keeps the path ``philly``
     philly = DATA / "philly" / "jobs-slice.json"
     jobs = len(json.loads(philly.read_text()))
-    tree = "cluster: {name: philly, gpus: 64}\nnodes:\n  - {path: ROOT}\n  - {path: ROOT/research}\n"
+    # (256 GPUs: the slice runs up to 132 at once, and a smaller capacity would be an over_capacity anomaly)
+    tree = "cluster: {name: philly, gpus: 256}\nnodes:\n  - {path: ROOT}\n  - {path: ROOT/research}\n"
     named = tmp_path / "philly.yaml"
     named.write_text(tree.replace("ROOT", "philly"))
     log = tmp_path / "events"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import datetime
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ledger.adapters.slurm import parse_gpus
 from ledger.cli import main
@@ -14,6 +16,7 @@ from ledger.log import EventLog
 from tests.adapters.helpers import DATA, size_bucket
 
 POZIDRIV = DATA / "slurm" / "pozidriv-slice.log"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "lab"
 
 
 def quantile_cont(values: list[float], q: float) -> float:
@@ -125,3 +128,47 @@ def test_every_adapter_is_idempotent_and_strict(
     assert main(["import", fmt, str(bad_file), "--out", str(fresh), "--strict", *extra]) == 2
     assert not fresh.exists()
     assert f"{bad_file}:" in capsys.readouterr().err
+
+
+BOM = b"\xef\xbb\xbf"  # what Excel's "CSV UTF-8", Notepad and PowerShell put before the first header
+
+
+@pytest.mark.parametrize(("fmt", "source", "options"), [
+    ("slurm", DATA / "slurm" / "requeues-steps-arrays.txt", []),  # with a header line
+    ("slurm", POZIDRIV, ["--gpus-for-cpu-jobs", "1"]),
+    ("csv", DATA / "csv" / "team-export.csv",
+     ["--cluster", "lab", "--map", "workload_id=id,submit=submitted,start=started,end=finished,gpus=gpus,budget=team"]),
+    ("philly", DATA / "philly" / "jobs-slice.json", []),
+    ("kueue", DATA / "kueue" / "workloads-list.json", ["--cluster", "k8s-east"]),
+])  # fmt: skip
+def test_an_export_saved_with_a_byte_order_mark_imports_as_it_does_without_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fmt: str, source: Path, options: list[str]
+) -> None:
+    marked = tmp_path / f"marked{source.suffix}"
+    marked.write_bytes(BOM + source.read_bytes())
+    assert main(["import", fmt, str(source), "--out", str(tmp_path / "plain"), *options]) == 0
+    plain = capsys.readouterr().out
+    assert main(["import", fmt, str(marked), "--out", str(tmp_path / "marked"), *options]) == 0
+    assert capsys.readouterr().out == plain.replace(str(source), str(marked))
+    with EventLog(tmp_path / "plain", readonly=True) as a, EventLog(tmp_path / "marked", readonly=True) as b:
+        assert list(a.records()) == list(b.records())
+
+
+def test_an_itp_trace_a_json_budgets_file_and_sacctmgr_associations_with_a_byte_order_mark_read_as_without(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    itp = tmp_path / "cluster10.csv"
+    itp.write_bytes(BOM + (DATA / "itp" / "cluster10.csv").read_bytes())
+    assert main(["replay", str(itp), "--out", str(tmp_path / "run"), "--quiet"]) == 0  # recognised by its header
+    budgets = tmp_path / "budgets.json"  # JSON, which (unlike YAML) does not skip a byte-order mark itself
+    budgets.write_bytes(BOM + json.dumps(yaml.safe_load((EXAMPLES / "budgets.yaml").read_text())).encode())
+    assert main(["replay", str(EXAMPLES / "trace.csv"), "--budgets", str(budgets), "--out", str(tmp_path / "lab"),
+                 "--quiet"]) == 0
+    assoc = tmp_path / "assoc.txt"
+    assoc.write_bytes(BOM + (DATA / "slurm" / "sacctmgr-assoc.txt").read_bytes())
+    assert main(["budgets", "from-slurm", str(assoc), "--out", str(tmp_path / "b.yaml")]) == 0
+    assert main(["budgets", "from-slurm", str(DATA / "slurm" / "sacctmgr-assoc.txt"),
+                 "--out", str(tmp_path / "plain.yaml")]) == 0
+    capsys.readouterr()
+    strip = [line for line in (tmp_path / "b.yaml").read_text().splitlines() if not line.startswith("#")]
+    assert strip == [line for line in (tmp_path / "plain.yaml").read_text().splitlines() if not line.startswith("#")]

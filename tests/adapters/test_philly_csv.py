@@ -147,3 +147,42 @@ def test_times_outside_the_ledgers_range_are_rejected_with_the_reason() -> None:
     assert [(r.line, r.reason) for r in res.rejected] == [
         (2, "submit 1999-12-31T23:00:00+00:00 lies outside 2000..2100")
     ]
+
+
+# The example entry of the Philly trace's own cluster_job_log (its README, github.com/msr-fiddle/philly-traces,
+# CC BY 4.0): the job's id is `jobid` and its GPUs are the ones each attempt's `detail` lists; no `num_gpus`.
+CLUSTER_JOB_LOG_ENTRY = {
+    "status": "Pass", "vc": "ee9e8c", "jobid": "application_1506638472019_14199",
+    "attempts": [
+        {"start_time": "2017-10-07 01:12:09", "end_time": "2017-10-07 01:13:23",
+         "detail": [{"ip": "m47", "gpus": [f"gpu{i}" for i in range(8)]}]},
+        {"start_time": "2017-10-07 01:13:30", "end_time": "2017-10-09 06:53:12",
+         "detail": [{"ip": "m412", "gpus": [f"gpu{i}" for i in range(8)]}]},
+    ],
+    "submitted_time": "2017-10-07 01:11:39", "user": "ce2f4c",
+}  # fmt: skip
+
+
+def test_the_philly_traces_own_cluster_job_log_is_read_with_gpus_from_the_hosts_each_attempt_held() -> None:
+    never_ran = {"status": "Killed", "vc": "ee9e8c", "jobid": "application_1506638472019_2", "attempts": [],
+                 "submitted_time": "2017-10-07 02:11:39", "user": "ce2f4c"}
+    running = {"status": "Failed", "vc": "103959", "jobid": "application_1506638472019_3", "user": "9a1f0b",
+               "submitted_time": "2017-10-07 03:11:39",
+               "attempts": [{"start_time": "2017-10-07 03:12:09", "end_time": None,
+                             "detail": [{"ip": "m47", "gpus": ["gpu0"]}, {"ip": "m48", "gpus": ["gpu0", "gpu1"]}]}]}
+    res = import_philly(json.dumps([CLUSTER_JOB_LOG_ENTRY, never_ran, running], indent=1), "cluster_job_log")
+    assert res.rejected == [] and res.workloads == 2
+    # a job never scheduled lists no GPUs and the log gives no count: counted, not guessed
+    assert res.skipped == {"never scheduled: no GPU count": 1}
+    subs = {e.workload_id: e for e in res.events if isinstance(e, ev.WorkloadSubmitted)}
+    job = subs["application_1506638472019_14199"]
+    assert (job.gpus, job.budget, job.user, job.resumable) == (8, "philly/ee9e8c/ce2f4c", "ce2f4c", True)
+    starts = [e for e in res.events if isinstance(e, ev.WorkloadStarted)]
+    assert [(e.workload_id, e.nodes, e.gpus) for e in starts] == [
+        ("application_1506638472019_14199", ("m47",), 8), ("application_1506638472019_14199", ("m412",), 8),
+        ("application_1506638472019_3", ("m47", "m48"), 3),
+    ]
+    counts = event_counts(res.events)
+    assert counts["WorkloadPreempted"] == counts["WorkloadRequeued"] == 1
+    assert counts["WorkloadCompleted:succeeded"] == 1 and counts["WorkloadCompleted"] == 1  # the other still runs
+    assert_all_valid(res.events)

@@ -210,6 +210,33 @@ def reference_audit(
                 down[h] = g
         return c.gpus, down
 
+    # --- GPUs running at once against the capacity in force ---------------------------
+    # Minute by minute over the whole log: a capacity version the running GPUs exceed is an anomaly, named
+    # by the event that first took them over it (the capacity change itself when what already ran was more).
+    over_seen: set[int] = set()
+    for m in range(min(t_all), max(t_all) + 1):
+        now = [c for c in caps if c[0] <= m]
+        if not now:
+            continue
+        since = now[-1][0]
+        if since in over_seen:
+            continue
+        cap = now[-1][2].gpus
+        if sum(r.gpus for r in runs if r.start <= m and (r.end is None or r.end > m)) <= cap:
+            continue
+        over_seen.add(since)
+        level = sum(r.gpus for r in runs if r.start < m and (r.end is None or r.end > m))
+        level -= sum(r.gpus for r in runs if r.start == m and r.end == m)  # ended at m as they began
+        changes = [c[2] for c in caps if c[0] == m]
+        if changes and level > cap:
+            anomalies.add(("over_capacity", changes[0].event_id))
+            continue
+        for r in sorted((r for r in runs if r.start == m), key=lambda r: r.start_seq):
+            level += r.gpus
+            if level > cap:
+                anomalies.add(("over_capacity", _start_id(events, r)))
+                break
+
     # --- minute by minute ---------------------------------------------------------------
     share_h: dict[tuple[str, int], float] = defaultdict(float)
     demand_h: dict[tuple[str, int], int] = defaultdict(int)

@@ -155,7 +155,7 @@ def test_durations_read_as_durations_in_tables_and_stay_seconds_in_csv_and_json(
     code, out, _ = run(capsys, "audit", str(run_dir), "--report", "wait-by-team")
     assert code == 0 and out.startswith("wait by team")
     header = out.splitlines()[1].split()
-    assert header == ["budget", "workloads", "started", "waiting", "mean", "p50", "p90", "max"]
+    assert header == ["budget", "workloads", "started", "waiting", "cancelled", "mean", "p50", "p90", "max"]
     b = next(line for line in out.splitlines() if line.startswith("org/b"))
     assert b.endswith("60.0 min") and "3600" not in b  # b1 waited an hour
     code, out, _ = run(capsys, "audit", str(run_dir), "--report", "wait-by-team", "--format", "csv")
@@ -204,3 +204,96 @@ def test_explain_counts_a_wait_still_open_at_the_end_of_the_log(tmp_path: Path,
     assert "started 0 time(s), preempted 0 time(s), waited 90 min in all" in out
     code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "w3", "--format", "json")
     assert json.loads(out)["summary"]["waited_s"] == 20 * 60
+
+
+def test_waits_by_team_count_the_audit_period_and_tell_jobs_cancelled_while_waiting_from_those_still_waiting(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # org/a: w1 waits 30 min; w2 is cancelled at 00:50 before it ever starts (it is not waiting at the end of
+    # anything); w3, submitted at 01:40, waits an hour; w4, submitted at 02:50, is still waiting when the log
+    # ends at 04:00; w5 runs at once from 00:00 to 04:00
+    E = Events()
+    log = write_log(tmp_path / "run" / "events", [
+        E.capacity(0, 32), E.node(0, "org", 1.0), E.node(0, "org/a", 1.0),
+        E.submit(0, "w1", "org/a"), E.submit(0, "w2", "org/a"), E.submit(0, "w5", "org/a"),
+        E.start(0, "w5", ("lab-n000",), 8), E.start(30, "w1", ("lab-n001",), 8),
+        E.complete(50, "w2", "cancelled"), E.complete(60, "w1"),
+        E.submit(100, "w3", "org/a"), E.start(160, "w3", ("lab-n001",), 8),
+        E.submit(170, "w4", "org/a"), E.complete(200, "w3"), E.complete(240, "w5"),
+    ])
+
+    def team(*period: str) -> dict[str, object]:
+        code, out, _ = run(capsys, "audit", str(log), "--report", "wait-by-team", "--format", "json", *period)
+        assert code == 0
+        (row,) = json.loads(out)["wait_by_team"]
+        return dict(row)
+
+    whole = team()
+    assert (whole["workloads"], whole["started"], whole["waiting"], whole["cancelled"]) == (5, 3, 1, 1)
+    assert whole["max_s"] == 3600.0
+    # from 01:30 to 03:30 only w3's wait ends (with its start at 02:40) and w4 is still waiting at the end;
+    # w1's wait and w2's cancellation happened before the period
+    part = team("--since", "2026-03-02T01:30:00Z", "--until", "2026-03-02T03:30:00Z")
+    assert (part["workloads"], part["started"], part["waiting"], part["cancelled"]) == (2, 1, 1, 0)
+    assert part["mean_s"] == part["p90_s"] == 3600.0
+    # the table says the same
+    code, out, _ = run(capsys, "audit", str(log), "--report", "wait-by-team", "--since", "2026-03-02T01:30:00Z",
+                       "--until", "2026-03-02T03:30:00Z")
+    assert code == 0
+    assert out.splitlines()[1].split() == ["budget", "workloads", "started", "waiting", "cancelled", "mean", "p50",
+                                           "p90", "max"]
+    assert out.splitlines()[3].split()[:5] == ["org/a", "2", "1", "1", "0"]
+
+
+def test_records_that_ran_more_gpus_than_the_stated_capacity_are_an_anomaly_the_headline_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a budgets file says 16 GPUs, but the records ran three 8-GPU jobs at once from 00:30 to 01:00
+    # (j3 made it 24); j1 ends at 01:00 as j4 starts there, which keeps 24 running until 01:30
+    E = Events()
+    log = write_log(tmp_path / "events", [
+        E.capacity(0, 16), E.node(0, "org", 1.0), E.node(0, "org/a", 1.0),
+        E.submit(0, "j1", "org/a"), E.submit(0, "j2", "org/a"), E.submit(0, "j3", "org/a"), E.submit(0, "j4", "org/a"),
+        E.start(0, "j1", ("lab-n000",), 8), E.start(0, "j2", ("lab-n001",), 8), E.start(30, "j3", ("lab-n002",), 8),
+        E.complete(60, "j1"), E.start(60, "j4", ("lab-n000",), 8),
+        E.complete(90, "j2"), E.complete(90, "j3"), E.complete(120, "j4"),
+    ])
+    code, out, _ = run(capsys, "audit", str(log), "--format", "json")
+    assert code == 0
+    data = json.loads(out)
+    (over,) = [a for a in data["anomalies"] if a["kind"] == "over_capacity"]
+    assert over["workload_id"] == "j3" and over["time"] == "2026-03-02T00:30:00Z" and over["included"] is True
+    assert over["reason"].startswith("the records ran up to 24 GPUs at once, more than the 16 GPUs of the "
+                                     "cluster's capacity (over it for 1.0 h in all, first when workload j3 started)")
+    assert data["occupancy"]["occupied_share"] > 1
+    code, out, _ = run(capsys, "audit", str(log))
+    assert "  The records ran up to 24 GPUs at once, more than the 16 GPUs of the cluster's capacity" in out
+    # the same records against a capacity that holds them: nothing to report
+    E = Events()
+    fits = write_log(tmp_path / "fits", [
+        E.capacity(0, 24), E.submit(0, "j1", "org/a"), E.submit(0, "j2", "org/a"), E.submit(0, "j3", "org/a"),
+        E.start(0, "j1", ("lab-n000",), 8), E.start(0, "j2", ("lab-n001",), 8), E.start(30, "j3", ("lab-n002",), 8),
+        E.complete(60, "j1"), E.complete(60, "j2"), E.complete(60, "j3"),
+    ])
+    code, out, _ = run(capsys, "audit", str(fits), "--format", "json")
+    assert not [a for a in json.loads(out)["anomalies"] if a["kind"] == "over_capacity"]
+
+
+def test_explain_tells_why_a_job_waited_until_it_was_cancelled_and_that_it_never_started(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # w (org/a) waits from 00:10 for all 16 GPUs; b2 (org/b) takes them at 00:30 when x1 ends; w's user
+    # cancels it at 01:00, as sacct records for a job cancelled while pending
+    E = Events()
+    write_log(tmp_path / "run" / "events", [
+        E.capacity(0, 16), E.node(0, "org", 1.0), E.node(0, "org/a", 1.0), E.node(0, "org/b", 1.0),
+        E.submit(0, "x1", "org/b", gpus=16), E.start(0, "x1", ("lab-n000", "lab-n001"), 16),
+        E.submit(5, "b2", "org/b", gpus=16), E.submit(10, "w", "org/a", gpus=16),
+        E.complete(30, "x1"), E.start(30, "b2", ("lab-n000", "lab-n001"), 16),
+        E.complete(60, "w", "cancelled"), E.complete(90, "b2"),
+    ])
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "w")
+    assert code == 0
+    assert "- 2026-03-02T00:30:00Z: b2 (org/b at " in out and "started instead" in out  # why it waited
+    assert "- 2026-03-02T01:00:00Z: cancelled after waiting 50 min, without ever starting." in out
+    assert "running again" not in out

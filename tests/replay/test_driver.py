@@ -141,3 +141,22 @@ def test_every_simulated_moment_happens_exactly_once_in_order_and_nothing_happen
                 pending = []
         assert not pending, f"{wid} was still running when the replay ended"
         assert seen == owed, wid  # every owed moment exactly once, in order, and nothing else
+
+
+def test_a_backlog_longer_than_the_safety_margin_is_replayed_to_its_end() -> None:
+    # Twelve 16-GPU jobs of 10 days each, all submitted at once on a 16-GPU cluster: the work alone needs
+    # 120 days after the last submission (Philly's jobs replayed on a smaller cluster are such a backlog).
+    # A stop 90 days after the last input cut the replay with three jobs unfinished; the margin is now
+    # counted past the time the whole cluster needs for the work submitted.
+    from ledger.core import DecisionCore
+    from ledger.replay.driver import ReplayDriver
+
+    out: list = []
+    budgets = lab()
+    driver = ReplayDriver(DecisionCore(Knobs(), budgets.cluster), budgets.cluster, out.extend)
+    driver.feed(budgets.events(at(0)))
+    driver.feed([submit(0, f"j{i}", "a", 16, 10 * 86_400) for i in range(12)])
+    stats = driver.run()
+    assert stats.stopped_at is None and not stats.unfinished
+    done = [e for e in out if isinstance(e, WorkloadCompleted)]
+    assert len(done) == 12 and max(e.time for e in done) == at(120 * 24 * 60)

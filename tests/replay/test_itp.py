@@ -55,3 +55,29 @@ def test_a_file_that_is_not_an_itp_trace_is_not_taken_for_one(tmp_path: Path) ->
     assert not is_itp_trace(path)
     with pytest.raises(Exception, match="no job"):
         load_itp(path)
+
+
+def test_a_bad_number_in_an_itp_row_is_rejected_naming_its_column_and_the_rest_replayed(tmp_path: Path) -> None:
+    # an edited or corrupted copy of a raw trace: each bad value is set aside with its own column, and
+    # none of them (infinity, a time past what the ledger can hold, a fraction of a GPU) stops the replay;
+    # a job id seen before is set aside as the other traces' repeated workload_id is
+    path = tmp_path / "cluster98.csv"
+    path.write_text(
+        "job_id,submission_time,duration,num_gpu\n"
+        "ok-1,100,600,8\n"
+        "inf-submit,inf,600,8\n"
+        "far-submit,1e30,600,8\n"
+        "text-duration,100,ten minutes,8\n"
+        "nan-duration,100,nan,8\n"
+        "half-gpu,100,600,2.5\n"
+        "ok-2,200.0,7200,16\n"
+        "ok-1,300,600,8\n"
+    )
+    inputs = load_itp(path)
+    assert sorted(s.workload_id for s in inputs.inputs if hasattr(s, "workload_id")) == ["ok-1", "ok-2"]
+    assert [(r.line, r.field, r.value) for r in inputs.rejected] == [
+        (3, "submission_time", "inf"), (4, "submission_time", "1e30"), (5, "duration", "ten minutes"),
+        (6, "duration", "nan"), (7, "num_gpu", "2.5"), (9, "job_id", "ok-1"),
+    ]  # fmt: skip
+    assert str(inputs.rejected[1]).endswith("submission_time = '1e30': expected seconds after the epoch, "
+                                            "at most 2099-12-31T23:59:59Z")
