@@ -542,6 +542,7 @@ class DecisionCore:
             w.shielded = False
 
     def _begin_run(self, w: Workload, t: int, out: list[Event]) -> None:
+        protect = progress.protection_s(self, w)  # before the attempt counts: only a restart is covered
         w.state = RUNNING
         w.epoch += 1
         w.attempt += 1
@@ -549,7 +550,7 @@ class DecisionCore:
         chain = self.chain(w)
         self.occ.run_changed(chain, t, w.held, w.allocated)
         if w.allocated and (self.knobs.policy != "priority" or w.shielded):
-            w.protected_until = t + progress.protection_s(self, w) * _US
+            w.protected_until = t + protect * _US
             if w.shielded:
                 assert w.node is not None
                 self.nonpreemptible[w.node] = self.nonpreemptible.get(w.node, 0) + w.held
@@ -564,7 +565,7 @@ class DecisionCore:
             if not w.allocated:
                 self.unalloc_gpus += w.held
                 if self.knobs.policy == "fairshare" and self.knobs.fill_protect_s:
-                    w.protected_until = t + progress.protection_s(self, w) * _US
+                    w.protected_until = t + protect * _US
                     self.wake_at(w.protected_until, PROTECT, w)
             if self.knobs.policy != "fifo" and w.protected_until == t:
                 self.pool_add(w)
