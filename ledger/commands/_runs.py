@@ -15,6 +15,9 @@ from ledger.replay.progress import ProgressBar
 from ledger.replay.run import ReplayInputs, replay
 from ledger.replay.trace import RejectedRow, listed
 
+# how a replay ended that ran out of things to happen while some work still waited (it can never start)
+NOTHING_LEFT = "nothing left to happen with work left"
+
 
 def write_audit(run_dir: Path) -> dict[str, Any]:
     """Audit a run directory with the SQL audits and write ``audit.json``; return the audit."""
@@ -63,12 +66,16 @@ def run_one(
         "demand_ratio": round(stats.demand_ratio(inputs.gpus), 4),
         "rejected_rows": len(inputs.rejected),
         "notes": inputs.notes,
-        "ended": "all work done" if stats.stopped_at is None else "stopped at a limit with work left",
+        "ended": (
+            "stopped at a limit with work left" if stats.stopped_at is not None
+            else NOTHING_LEFT if stats.unfinished else "all work done"
+        ),
     }
-    if stats.stopped_at is not None:
+    if stats.stopped_at is not None or stats.unfinished:
         from ledger.events import from_us
 
-        info["stopped_at"] = from_us(stats.stopped_at).isoformat()
+        if stats.stopped_at is not None:
+            info["stopped_at"] = from_us(stats.stopped_at).isoformat()
         info["unfinished"] = {
             "workloads": len(stats.unfinished),
             "preemptions_by_workload": dict(sorted(stats.unfinished.items())),
@@ -94,4 +101,4 @@ def report_rejected(rejected: list[RejectedRow], out_dir: Path | None, stream: T
         (out_dir / "rejected_rows.txt").write_text("".join(f"{r}\n" for r in rejected))
 
 
-__all__ = ["report_rejected", "run_one", "write_audit"]
+__all__ = ["NOTHING_LEFT", "report_rejected", "run_one", "write_audit"]

@@ -82,8 +82,10 @@ def run(args: argparse.Namespace) -> int:
         unfinished = (f"{left['workloads']:,} workload(s) unfinished, e.g. {listed_}; all are listed in "
                       f"{out / 'replay.json'}") if worst else "no workload unfinished"
         later = left["not_submitted"]
+        stopped = result["replay"].get("stopped_at")
         print(
-            f"stopped at a limit ({result['replay']['stopped_at']}) with {unfinished}"
+            (f"stopped at a limit ({stopped}) with {unfinished}" if stopped else
+             f"ended with work left that nothing would ever start: {unfinished}")
             + (f"; {later:,} workload(s) submitted after it were not replayed" if later else ""),
             file=sys.stderr,
         )

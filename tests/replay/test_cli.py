@@ -333,3 +333,31 @@ def test_gpus_per_node_sets_the_width_of_the_replayed_hosts(
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "gpus" in err and width in err, err
         assert not (tmp_path / f"w{width}" / "events").exists()
+
+
+def test_a_replay_left_with_work_nothing_will_start_says_so_and_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A 16-GPU lab's log: team a's 16-GPU run starts at midnight; at 00:30 the cluster shrinks to 8
+    # GPUs, which preempts it; team b's 8-GPU run then comes and goes. Replayed, a's run waits for
+    # 16 GPUs the cluster no longer has: the replay ends with nothing left to happen, and says which
+    # work it left rather than "all work done".
+    from ledger.events import ClusterCapacityChanged
+    from ledger.log import EventLog
+    from tests.factories import at
+    from tests.replay.helpers import H, drive, lab, submit
+
+    shrink = ClusterCapacityChanged(event_id="lab/shrink", cluster="lab", time=at(30), gpus=8, gpus_per_node=8)
+    events, _ = drive(lab(16), [submit(0, "a-wide", "a", 16, 2 * H), submit(40, "b-host", "b", 8, H)])
+    log = EventLog(tmp_path / "log")
+    log.append([e for e in events if e.type_name in ("ClusterCapacityChanged", "BudgetNodeDefined",
+                                                     "WorkloadSubmitted")] + [shrink])
+    log.close()
+    assert main(["replay", str(tmp_path / "log"), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    info = json.loads((tmp_path / "run" / "replay.json").read_text())
+    assert info["ended"] == "nothing left to happen with work left"
+    # preempted once, by its host leaving the cluster
+    assert info["unfinished"] == {"workloads": 1, "preemptions_by_workload": {"a-wide": 1}, "not_submitted": 0}
+    assert "ended with work left that nothing would ever start: 1 workload(s) unfinished, e.g. a-wide" in (
+        capsys.readouterr().err
+    )

@@ -8,15 +8,19 @@ from datetime import timedelta
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from ledger.core import DecisionCore
 from ledger.core.knobs import Knobs
 from ledger.events import (
     CheckpointWritten,
+    ClusterCapacityChanged,
+    Event,
     WorkloadCompleted,
     WorkloadPreempted,
     WorkloadStarted,
     to_us,
     validated,
 )
+from ledger.replay.driver import ReplayDriver
 from tests.factories import at
 from tests.replay.helpers import H, drive, lab, of, submit
 
@@ -141,3 +145,21 @@ def test_every_simulated_moment_happens_exactly_once_in_order_and_nothing_happen
                 pending = []
         assert not pending, f"{wid} was still running when the replay ended"
         assert seen == owed, wid  # every owed moment exactly once, in order, and nothing else
+
+
+def test_a_replay_whose_waiting_work_can_never_start_ends_naming_it_not_as_all_work_done() -> None:
+    # A 16-GPU lab shrinks to 8 GPUs at 00:05; at 00:10 team a asks for all 16, team b for 8 for an
+    # hour. b runs and completes; nothing is left to happen, and a's job still waits for GPUs the
+    # cluster no longer has. The replay ends there, but it must not say every workload completed.
+    budgets = lab(16)
+    shrink = ClusterCapacityChanged(event_id="lab/shrink", cluster="lab", time=at(5), gpus=8, gpus_per_node=8)
+    core = DecisionCore(Knobs(), "lab")
+    out: list[Event] = []
+    driver = ReplayDriver(core, "lab", out.extend)
+    driver.feed(budgets.events(at(0)))
+    driver.feed([shrink, submit(10, "a-wide", "a", 16, H), submit(10, "b-host", "b", 8, H)])
+    stats = driver.run()
+    assert [d.outcome for d in of(out, "b-host", "WorkloadCompleted")] == ["succeeded"]
+    assert not of(out, "a-wide", "WorkloadStarted")
+    assert stats.stopped_at is None  # no limit was reached: the replay ran out of things to happen
+    assert stats.unfinished == {"a-wide": 0}
