@@ -273,8 +273,9 @@ def explain(source: Source, workload_id: str, window_s: int = WEEK_S, fill_headr
                           "preempted_by": p["preempted_by"], "discarded_gpu_hours": (lost + restart) / 3.6e9,
                           "text": (
                 f"{iso(p['preempt_us'])}: preempted ({p['reason'].replace('_', ' ')}){by} after running "
-                f"{_dur(p['preempt_us'] - run['start_us'])}; it lost {_gh(lost)} of work since its last checkpoint "
-                f"or start" + (f" and {_gh(restart)} restarting ({p['restart_s']} s restart)" if restart else "")
+                f"{_dur(p['preempt_us'] - run['start_us'])}; it lost {_gh(lost)} of work "
+                + ("since its last checkpoint or start" if me["resumable"] else "since its start (it cannot resume)")
+                + (f" and {_gh(restart)} restarting ({p['restart_s']} s restart)" if restart else "")
                 + ".")})
             wait_from = p["preempt_us"]
         elif run["end_kind"] == "complete":
