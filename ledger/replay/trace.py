@@ -207,7 +207,7 @@ def parse_row(
         raise EventValidationError(err["msg"], field=name, value=err.get("input")) from None
 
 
-def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
     reader = csv.DictReader(text.splitlines(keepends=True))
     header = [h.strip() for h in reader.fieldnames or []]
     missing = [c for c in REQUIRED if c not in header]
@@ -215,6 +215,15 @@ def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
         raise InputError(f"{path}:1: header lacks column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")
     reader.fieldnames = header
     for row in reader:
+        extra = row.get(None)  # values past the header's last column
+        if extra:
+            # a stray comma or a shifted row: its values cannot be trusted to sit under their columns
+            which = ", ".join(repr(v) for v in extra)
+            yield reader.line_num, (
+                f"has {len(header) + len(extra)} fields, the header {len(header)}: "
+                f"{which} {'has' if len(extra) == 1 else 'have'} no column"
+            )
+            continue
         yield reader.line_num, {k: v for k, v in row.items() if k is not None}
 
 
@@ -265,7 +274,7 @@ def read_trace(
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     rows: Iterator[tuple[int, dict[str, Any] | str]] = (
-        _jsonl_rows(path, text) if _is_jsonl(path, text) else iter(_csv_rows(path, text))
+        _jsonl_rows(path, text) if _is_jsonl(path, text) else _csv_rows(path, text)
     )
     trace = Trace()
     seen: dict[str, int] = {}

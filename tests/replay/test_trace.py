@@ -114,3 +114,15 @@ def test_a_written_trace_reads_back_the_same_submissions(tmp_path: Path) -> None
     assert [s.model_dump(exclude={"event_id"}) for s in again.submissions] == [
         s.model_dump(exclude={"event_id"}) for s in first.submissions
     ]
+
+
+def test_a_row_with_more_fields_than_the_header_is_rejected_not_cut_short(tmp_path: Path) -> None:
+    # Line 3 carries a thirteenth value the header has no column for (a stray comma, a shifted row):
+    # its values cannot be trusted to sit under the right columns, and the extra one would be
+    # silently dropped. It is set aside, naming the line and the count, like an unreadable line.
+    path = write(tmp_path, GOOD, "x-1,2026-03-02T01:00:00Z,lab/lm/pretrain,ana,8,600,true,600,0,0,0,debug,oops")
+    trace = read_trace(path, "lab")
+    assert [s.workload_id for s in trace.submissions] == ["pre-1"]
+    (bad,) = trace.rejected
+    assert (bad.line, bad.field) == (3, "(line)")
+    assert str(bad) == f"{path}:3: has 13 fields, the header 12: 'oops' has no column"
