@@ -91,9 +91,11 @@ def parse_time(value: object) -> datetime:
     if not text:
         raise ValueError("is empty")
     try:
-        return _from_epoch(float(text))
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        return _from_epoch(seconds)  # a number: epoch seconds, and its error says what is wrong with it
     try:
         t = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:

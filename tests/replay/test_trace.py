@@ -126,3 +126,14 @@ def test_a_row_with_more_fields_than_the_header_is_rejected_not_cut_short(tmp_pa
     (bad,) = trace.rejected
     assert (bad.line, bad.field) == (3, "(line)")
     assert str(bad) == f"{path}:3: has 13 fields, the header 12: 'oops' has no column"
+
+
+def test_epoch_seconds_out_of_range_are_told_as_such_not_as_an_unreadable_time(tmp_path: Path) -> None:
+    # 1e12 epoch seconds is the year 33658, milliseconds mistaken for seconds: the row is rejected
+    # saying the number lies outside the span a log can hold, not that it is no time at all.
+    path = write(tmp_path, GOOD, "ms-1,1772438400000,lab/lm/pretrain,ana,8,600,true,600,0,0,0,debug")
+    (bad,) = read_trace(path, "lab").rejected
+    assert (bad.line, bad.field, bad.value) == (3, "submit_time", "1772438400000")
+    assert bad.reason == "epoch seconds must lie between 2000-01-01 and 2100-01-01"
+    with pytest.raises(ValueError, match="epoch seconds must lie between"):
+        parse_time("-5")
