@@ -361,3 +361,20 @@ def test_a_replay_left_with_work_nothing_will_start_says_so_and_names_it(
     assert "ended with work left that nothing would ever start: 1 workload(s) unfinished, e.g. a-wide" in (
         capsys.readouterr().err
     )
+
+
+def test_a_cap_of_0_on_the_protected_runtime_is_refused_not_turned_into_free_fill(
+    lab_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The cap is applied to each declared minimum runtime, and a minimum runtime of 0 makes work
+    # unallocated: with --max-min-runtime 0 every workload ran as free fill, charged to nobody,
+    # and the audit said every team received 0 % of what it was owed. Refused instead; a cap of
+    # one second still leaves the work allocated, its protection that short.
+    assert replay(*lab_trace, tmp_path / "zero", "--max-min-runtime", "0") == 2
+    assert "max_min_runtime_s = 0: the cap on the protected minimum runtime must be at least 1 s" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "zero").exists()
+    assert replay(*lab_trace, tmp_path / "one", "--max-min-runtime", "1s") == 0
+    starts = [e for e in open_log(tmp_path / "one") if e.type_name == "WorkloadStarted"]
+    assert any(s.allocated for s in starts)
