@@ -88,6 +88,29 @@ def run_one(
     return {"audit": audit, "replay": info}
 
 
+def unfinished_note(info: dict[str, Any], where: Path | None) -> str:
+    """Return the line that says a replay left work unfinished (at a limit, or that nothing would start), or "".
+
+    ``info`` is the run's replay.json; ``where`` the file that lists every unfinished workload (None: not kept).
+    """
+    left = info.get("unfinished")
+    if not left:
+        return ""
+    worst = sorted(left["preemptions_by_workload"].items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    listed_ = ", ".join(f"{wid} ({n} preemptions)" for wid, n in worst)
+    unfinished = (
+        f"{left['workloads']:,} workload(s) unfinished, e.g. {listed_}"
+        + (f"; all are listed in {where}" if where is not None else "")
+    ) if worst else "no workload unfinished"
+    later = left["not_submitted"]
+    stopped = info.get("stopped_at")
+    return (
+        (f"stopped at a limit ({stopped}) with {unfinished}" if stopped else
+         f"ended with work left that nothing would ever start: {unfinished}")
+        + (f"; {later:,} workload(s) submitted after it were not replayed" if later else "")
+    )
+
+
 def report_rejected(rejected: list[RejectedRow], out_dir: Path | None, stream: TextIO | None = None) -> None:
     """Tell the user which rows were left out (all of them into ``out_dir/rejected_rows.txt``)."""
     if not rejected:
@@ -101,4 +124,4 @@ def report_rejected(rejected: list[RejectedRow], out_dir: Path | None, stream: T
         (out_dir / "rejected_rows.txt").write_text("".join(f"{r}\n" for r in rejected))
 
 
-__all__ = ["NOTHING_LEFT", "report_rejected", "run_one", "write_audit"]
+__all__ = ["NOTHING_LEFT", "report_rejected", "run_one", "unfinished_note", "write_audit"]

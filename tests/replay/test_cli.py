@@ -378,3 +378,18 @@ def test_a_cap_of_0_on_the_protected_runtime_is_refused_not_turned_into_free_fil
     assert replay(*lab_trace, tmp_path / "one", "--max-min-runtime", "1s") == 0
     starts = [e for e in open_log(tmp_path / "one") if e.type_name == "WorkloadStarted"]
     assert any(s.allocated for s in starts)
+
+
+def test_compare_says_which_settings_stopped_with_work_left(
+    lab_trace: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Cut at one hour, every column's audit covers runs that did not end: compare printed the
+    # table without a word of it, where replay says so on stderr. It now names each such setting.
+    trace, budgets = lab_trace
+    args = ["compare", str(trace), "--budgets", str(budgets), "--quiet", "--format", "json", "--jobs", "1"]
+    assert main([*args, "--policy", "fairshare,priority", "--until", "1h"]) == 0
+    err = capsys.readouterr().err
+    for label in ("fairshare", "priority"):
+        assert f"{label}: stopped at a limit (2026-03-02T01:00:00+00:00) with " in err
+    assert main([*args, "--policy", "fairshare"]) == 0  # run to its end: nothing to say
+    assert "stopped" not in capsys.readouterr().err
