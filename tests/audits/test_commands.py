@@ -174,3 +174,23 @@ def test_explain_counts_a_wait_still_open_at_the_end_of_the_log(tmp_path: Path,
     assert "started 0 time(s), preempted 0 time(s), waited 90 min in all" in out
     code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "w3", "--format", "json")
     assert json.loads(out)["summary"]["waited_s"] == 20 * 60
+
+
+def test_explain_ratios_stay_right_once_the_log_is_longer_than_the_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 8 GPUs, org/a : org/b = 1 : 1. a1 holds all 8 for nine days; a2 (org/a) waits from day 8. At day 8
+    # the 7-day window is days 1-8: org/a ran 8 x 168 = 1,344 GPU-hours of its 4 x 168 = 672: 2.00.
+    # The allocation used to lose the first hour's segment once the window had slid past it (each
+    # day since counted against it, 4 x 23 GPU-hours at day 8): 1,344 / 580 = 2.32, and 2.94 at day 9.
+    day = 24 * 60
+    E = Events()
+    write_log(tmp_path / "run" / "events", [
+        E.capacity(0, 8), E.node(0, "org", 1.0), E.node(0, "org/a", 1.0), E.node(0, "org/b", 1.0),
+        E.submit(0, "a1", "org/a", gpus=8), E.start(0, "a1", ("lab-n000",), 8),
+        E.submit(8 * day, "a2", "org/a", gpus=8), E.complete(9 * day, "a1"),
+        E.start(9 * day, "a2", ("lab-n000",), 8), E.complete(9 * day + 60, "a2"),
+    ])
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "a2")
+    assert code == 0
+    assert "its team stood 2 of 2 by usage ÷ allocation (2.00); first ahead of it: org/b 0.00" in out
