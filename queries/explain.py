@@ -316,7 +316,10 @@ def as_text(result: dict[str, Any]) -> str:
              f"started {sm['attempts']} time(s), preempted {sm['preemptions']} time(s), waited "
              f"{_dur(sm['waited_s'] * 1_000_000)} in all, {sm['discarded_gpu_hours']:,.2f} GPU-hours thrown away "
              "by preemption.",
-             "Standings are usage ÷ allocation over the lookback window, as far as the log covers it.", ""]
+             "Standings are usage ÷ allocation over the lookback window, as far as the log covers it."]
+    if result.get("lookback_note"):
+        lines.append(str(result["lookback_note"]))
+    lines.append("")
     lines += [f"- {s['text']}" for s in result["story"]]
     if result["decisions"]:
         lines += ["", "Scheduling decisions recorded in the log:"] + [f"- {d['text']}" for d in result["decisions"]]

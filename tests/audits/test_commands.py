@@ -194,3 +194,28 @@ def test_explain_ratios_stay_right_once_the_log_is_longer_than_the_window(
     code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "a2")
     assert code == 0
     assert "its team stood 2 of 2 by usage ÷ allocation (2.00); first ahead of it: org/b 0.00" in out
+
+
+def test_explain_ranks_over_the_runs_own_window_not_always_seven_days(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A run replayed with --window 1h: 8 GPUs, org/a : org/b = 1 : 1; a1 holds all 8 from 00:00 to 03:00
+    # and a2 (org/a) waits from 02:00. Over the run's hour before 02:00 org/a ran 8 GPU-hours of its 4:
+    # 2.00, as the decisions of that run quote it; over 7 days it would read 16 of 672: 0.02.
+    E = Events()
+    write_log(tmp_path / "run" / "events", [
+        E.capacity(0, 8), E.node(0, "org", 1.0), E.node(0, "org/a", 1.0), E.node(0, "org/b", 1.0),
+        E.submit(0, "a1", "org/a", gpus=8), E.start(0, "a1", ("lab-n000",), 8),
+        E.submit(120, "a2", "org/a", gpus=8), E.complete(180, "a1"),
+        E.start(180, "a2", ("lab-n000",), 8), E.complete(240, "a2"),
+    ])
+    settings = {"policy": "fairshare", "window_s": 3600, "half_life_s": None, "fill_headroom": 0.03}
+    (tmp_path / "run" / "replay.json").write_text(json.dumps({"settings": settings}))
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "a2")
+    assert code == 0 and "its team stood 2 of 2 by usage ÷ allocation (2.00)" in out
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "a2", "--window", "7d")  # asked for: as asked
+    assert "its team stood 2 of 2 by usage ÷ allocation (0.02)" in out
+    # a run ranked by a half-life: explain's window cannot recount it, and says so
+    (tmp_path / "run" / "replay.json").write_text(json.dumps({"settings": {**settings, "half_life_s": 86400}}))
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "a2")
+    assert "The run ranked budgets by a 1d half-life: the standings below are over a 1h window" in out
