@@ -141,6 +141,8 @@ def _int(name: str, value: object, *, minimum: int, default: int | None = None) 
 def _text(name: str, value: object) -> str:
     if value is None or not str(value).strip():
         raise _Bad(name, value, "is missing")
+    if isinstance(value, bool | dict | list):  # a JSON object, list or boolean has no place as a name
+        raise _Bad(name, value, "expected text")
     return str(value).strip()
 
 

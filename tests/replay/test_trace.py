@@ -137,3 +137,22 @@ def test_epoch_seconds_out_of_range_are_told_as_such_not_as_an_unreadable_time(t
     assert bad.reason == "epoch seconds must lie between 2000-01-01 and 2100-01-01"
     with pytest.raises(ValueError, match="epoch seconds must lie between"):
         parse_time("-5")
+
+
+def test_a_json_value_that_is_no_text_is_rejected_for_a_text_field(tmp_path: Path) -> None:
+    # JSON Lines can carry an object, a list or a boolean where a name belongs: the row was replayed
+    # with the value's Python spelling as the name ("{'x': 1}" as the user, "['lab/lm']" as the path).
+    row = dict(zip(COLUMNS, GOOD.split(","), strict=True))
+    lines = [
+        {**row, "workload_id": "u-obj", "user": {"x": 1}},
+        {**row, "workload_id": "b-list", "budget": ["lab", "lm"]},
+        {**row, "workload_id": True},
+        {**row, "workload_id": "fine", "user": 7},  # a number is text enough for a name
+    ]
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    trace = read_trace(path, "lab")
+    assert [s.workload_id for s in trace.submissions] == ["fine"] and trace.submissions[0].user == "7"
+    assert [(r.line, r.field, r.reason) for r in trace.rejected] == [
+        (1, "user", "expected text"), (2, "budget", "expected text"), (3, "workload_id", "expected text"),
+    ]
