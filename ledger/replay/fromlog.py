@@ -18,6 +18,10 @@ For the others the hints are derived from what the log saw happen to that worklo
   when the log ends gets the most it was seen to achieve by then (so the replay runs it at least
   that long); one that never started gets its minimum runtime (one hour when that is 0).
 
+With a budgets file the tree, capacity and cluster name are the file's: submissions and host health
+changes move to its cluster (a host named after the log's cluster, ``lab-n001``, is renamed after
+the file's, ``lab2-n001``).
+
 A submission wider than the cluster ever is (the log's largest capacity, or the budgets file's) could
 never start: it is set aside as a rejected row naming the log and its place in it (``LOG:N``).
 """
@@ -102,6 +106,16 @@ def derive_hints(sub: WorkloadSubmitted, seen: _Seen, log_end_us: int) -> tuple[
     return max(work, 1), interval, restart
 
 
+def _moved(event: HostHealthChanged, old: str | None, cluster: str) -> HostHealthChanged:
+    """Return a host change of the log's cluster ``old`` as one of ``cluster``, its host renamed the same way."""
+    if event.cluster == cluster:
+        return event
+    host = event.host
+    if old is not None and host.startswith(f"{old}-n"):
+        host = f"{cluster}-n{host[len(old) + 2:]}"
+    return event.model_copy(update={"cluster": cluster, "host": host})
+
+
 def load_log(source: str | Path, budgets_file: str | Path | None = None) -> ReplayInputs:
     """Read a log or run directory into ReplayInputs; a budgets file, if given, replaces the log's tree."""
     from ledger.log import open_log
@@ -154,8 +168,12 @@ def load_log(source: str | Path, budgets_file: str | Path | None = None) -> Repl
         setup = list(budgets.events(first))
         replaced = BudgetNodeDefined | AllocationChanged | ClusterCapacityChanged
         inputs = [e for e in inputs if not isinstance(e, replaced)]
+        old = cluster
         cluster, gpus, per_node = budgets.cluster, budgets.gpus, budgets.gpus_per_node
         subs = [s.model_copy(update={"cluster": cluster}) for s in subs] if subs[0].cluster != cluster else subs
+        # host changes move to the file's cluster too, a host named as the log's cluster names its hosts
+        # ("lab-n001") renamed as the replayed cluster names the same host ("lab2-n001")
+        inputs = [_moved(e, old, cluster) if isinstance(e, HostHealthChanged) else e for e in inputs]
         notes.append(f"budget tree and capacity from {budgets_file}, not from the log")
     elif not gpus:
         raise InputError(f"{source}: the log has no ClusterCapacityChanged event; pass --budgets FILE")
