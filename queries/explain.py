@@ -319,8 +319,9 @@ def explain(
                           "preempted_by": p["preempted_by"], "discarded_gpu_hours": (lost + restart) / 3.6e9,
                           "text": (
                 f"{iso(p['preempt_us'])}: preempted ({p['reason'].replace('_', ' ')}){by} after running "
-                f"{_dur(p['preempt_us'] - run['start_us'])}; it lost {_gh(lost)} of work since its last checkpoint "
-                f"or start" + (f" and {_gh(restart)} restarting ({p['restart_s']} s restart)" if restart else "")
+                f"{_dur(p['preempt_us'] - run['start_us'])}; it lost {_gh(lost)} of work "
+                + ("since its last checkpoint or start" if me["resumable"] else "since its start (it cannot resume)")
+                + (f" and {_gh(restart)} restarting ({p['restart_s']} s restart)" if restart else "")
                 + ".")})
             wait_from = p["preempt_us"]
         elif run["end_kind"] == "complete":
@@ -379,7 +380,10 @@ def as_text(result: dict[str, Any]) -> str:
              f"started {sm['attempts']} time(s), preempted {sm['preemptions']} time(s), waited "
              f"{_dur(sm['waited_s'] * 1_000_000)} in all, {sm['discarded_gpu_hours']:,.2f} GPU-hours thrown away "
              "by preemption.",
-             _POLICY_NOTE[result.get("policy", "fairshare")], ""]
+             _POLICY_NOTE[result.get("policy", "fairshare")]]
+    if result.get("lookback_note"):
+        lines.append(str(result["lookback_note"]))
+    lines.append("")
     lines += [f"- {s['text']}" for s in result["story"]]
     if result["decisions"]:
         lines += ["", "Scheduling decisions recorded in the log:"] + [f"- {d['text']}" for d in result["decisions"]]

@@ -110,11 +110,13 @@ SELECT r.start_seq, s.nodes
 FROM run_iv r JOIN ev_started s ON s.seq = r.start_seq, down d
 WHERE d.since IS NOT NULL AND coalesce(r.end_us, 9223372036854775807) > d.since AND list_has_any(s.nodes, d.hosts);
 
--- Preemptions that ended a valid run, with the work they threw away (GPU-microseconds): the last
--- checkpoint of that run (only checkpoints of preempted workloads are looked at).
+-- Preemptions that ended a valid run, with the work they threw away (GPU-microseconds): since the last
+-- checkpoint of that run (only checkpoints of preempted workloads are looked at), or since its start
+-- for a workload that cannot resume (its checkpoints save nothing it can start from again).
 CREATE OR REPLACE TEMP TABLE preempt_iv AS
 WITH p AS (
-    SELECT r.*, k.restart_s FROM run_iv r JOIN workload_keys k USING (wid) WHERE r.end_k = 1
+    SELECT r.*, k.restart_s, w.resumable
+    FROM run_iv r JOIN workload_keys k USING (wid) JOIN workloads w USING (wid) WHERE r.end_k = 1
 ), ck AS (
     SELECT w.wid, c.seq, c."time"
     FROM ev_checkpoint c JOIN (SELECT DISTINCT k.wid, k.workload_id FROM p JOIN workload_keys k USING (wid)) w
@@ -126,7 +128,8 @@ WITH p AS (
 )
 SELECT p.wid, p.bid, p.allocated, p.gpus, p.start_seq, p.start_us, p.end_seq, p.end_us AS preempt_us,
        p.next_start_us, p.restart_s,
-       greatest(0, p.end_us - greatest(p.start_us, coalesce(l.last_ckpt_us, p.start_us))) AS lost_us,
+       greatest(0, p.end_us - CASE WHEN p.resumable THEN greatest(p.start_us, coalesce(l.last_ckpt_us, p.start_us))
+                                   ELSE p.start_us END) AS lost_us,
        CASE WHEN p.next_start_us IS NULL THEN 0 ELSE p.restart_s * 1000000 END AS restart_us
 FROM p LEFT JOIN last_ck l USING (start_seq);
 

@@ -16,7 +16,7 @@ alloc AS (
                          * (least(a.e, p.t) - CASE WHEN a.s = first.s THEN p.w0 ELSE greatest(a.s, p.w0) END))
            AS allocated
     FROM team_fraction f JOIN segment_avail a USING (s), p, (SELECT min(s) AS s FROM segment_avail) first
-    WHERE a.s <= p.t AND (a.e > p.w0 OR a.s = first.s)
+    WHERE a.s <= p.t AND a.e > p.w0  -- a segment the window has slid past counts nothing (not less than nothing)
     GROUP BY f.budget
 )
 SELECT t.budget, coalesce(u.used, 0) AS used_gpu_us, coalesce(a.allocated, 0) AS allocated_gpu_us,

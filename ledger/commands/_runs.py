@@ -15,6 +15,9 @@ from ledger.replay.progress import ProgressBar
 from ledger.replay.run import ReplayInputs, replay
 from ledger.replay.trace import RejectedRow, listed
 
+# how a replay ended that ran out of things to happen while some work still waited (it can never start)
+NOTHING_LEFT = "nothing left to happen with work left"
+
 
 def write_audit(run_dir: Path) -> dict[str, Any]:
     """Audit a run directory with the SQL audits and write ``audit.json``; return the audit."""
@@ -63,12 +66,16 @@ def run_one(
         "demand_ratio": round(stats.demand_ratio(inputs.gpus), 4),
         "rejected_rows": len(inputs.rejected),
         "notes": inputs.notes,
-        "ended": "all work done" if stats.stopped_at is None else "stopped at a limit with work left",
+        "ended": (
+            "stopped at a limit with work left" if stats.stopped_at is not None
+            else NOTHING_LEFT if stats.unfinished else "all work done"
+        ),
     }
-    if stats.stopped_at is not None:
+    if stats.stopped_at is not None or stats.unfinished:
         from ledger.events import from_us
 
-        info["stopped_at"] = from_us(stats.stopped_at).isoformat()
+        if stats.stopped_at is not None:
+            info["stopped_at"] = from_us(stats.stopped_at).isoformat()
         info["unfinished"] = {
             "workloads": len(stats.unfinished),
             "preemptions_by_workload": dict(sorted(stats.unfinished.items())),
@@ -79,6 +86,29 @@ def run_one(
     audit = write_audit(out_dir)
     info["wall_s"] = round(stats.wall_s, 3)  # not written: the run directory stays byte-identical
     return {"audit": audit, "replay": info}
+
+
+def unfinished_note(info: dict[str, Any], where: Path | None) -> str:
+    """Return the line that says a replay left work unfinished (at a limit, or that nothing would start), or "".
+
+    ``info`` is the run's replay.json; ``where`` the file that lists every unfinished workload (None: not kept).
+    """
+    left = info.get("unfinished")
+    if not left:
+        return ""
+    worst = sorted(left["preemptions_by_workload"].items(), key=lambda kv: (-kv[1], kv[0]))[:5]
+    listed_ = ", ".join(f"{wid} ({n} preemptions)" for wid, n in worst)
+    unfinished = (
+        f"{left['workloads']:,} workload(s) unfinished, e.g. {listed_}"
+        + (f"; all are listed in {where}" if where is not None else "")
+    ) if worst else "no workload unfinished"
+    later = left["not_submitted"]
+    stopped = info.get("stopped_at")
+    return (
+        (f"stopped at a limit ({stopped}) with {unfinished}" if stopped else
+         f"ended with work left that nothing would ever start: {unfinished}")
+        + (f"; {later:,} workload(s) submitted after it were not replayed" if later else "")
+    )
 
 
 def report_rejected(rejected: list[RejectedRow], out_dir: Path | None, stream: TextIO | None = None) -> None:
@@ -94,4 +124,4 @@ def report_rejected(rejected: list[RejectedRow], out_dir: Path | None, stream: T
         (out_dir / "rejected_rows.txt").write_text("".join(f"{r}\n" for r in rejected))
 
 
-__all__ = ["report_rejected", "run_one", "write_audit"]
+__all__ = ["NOTHING_LEFT", "report_rejected", "run_one", "unfinished_note", "write_audit"]

@@ -74,7 +74,7 @@ def column_labels(grid: list[Knobs]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._paths import input_file, input_source, output_dir
-    from ledger.commands._runs import report_rejected
+    from ledger.commands._runs import report_rejected, unfinished_note
     from ledger.commands._sweep import default_jobs, run_settings
     from ledger.commands.replay import until_time
     from ledger.replay.run import load_inputs, on_hosts_of
@@ -103,6 +103,10 @@ def run(args: argparse.Namespace) -> int:
             settings.append((knobs, label, base / slug))
         jobs = args.jobs if args.jobs is not None else default_jobs()
         results = run_settings(inputs, settings, jobs=jobs, quiet=args.quiet, until=until)
+    for (_, label, run_dir), result in zip(settings, results, strict=True):
+        left = unfinished_note(result["replay"], run_dir / "replay.json" if args.out else None)
+        if left:  # its column audits work that did not end: say so, as replay does
+            print(f"{label}: {left}", file=sys.stderr)
     if args.format == "html":
         from queries.report import compare_html
 

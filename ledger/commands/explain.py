@@ -13,7 +13,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("source", metavar="SOURCE", help="run directory (from replay) or embedded event log directory")
     p.add_argument("workload_id", metavar="WORKLOAD_ID")
     p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--window", default="7d", help="lookback window of the fair-share standing (default 7d)")
+    p.add_argument(
+        "--window", default=None,
+        help="lookback window of the fair-share standing (default: the run's own window from its replay.json, "
+        "else 7d)",
+    )
     p.add_argument(
         "--fill-headroom", default=None,
         help="share of the capacity the run kept free of new free fill, e.g. 3%% or 0 (default: the run's own "
@@ -27,7 +31,17 @@ def run_settings(source: str) -> dict[str, object]:
     info = where / "replay.json" if where.name != "events" else where.parent / "replay.json"
     if not info.is_file():
         return {}
-    return json.loads(info.read_text(encoding="utf-8")).get("settings") or {}
+    settings = json.loads(info.read_text(encoding="utf-8")).get("settings")
+    return settings if isinstance(settings, dict) else {}
+
+
+def run_lookback(settings: dict[str, object]) -> tuple[int, int | None]:
+    """Return the run's fair-share window (s) and half-life (s, or None) from its settings, else 7 days and None."""
+    from ledger.core.knobs import Knobs
+
+    window, half = settings.get("window_s"), settings.get("half_life_s")
+    return (window if isinstance(window, int) and window > 0 else Knobs().window_s,
+            half if isinstance(half, int) and half > 0 else None)
 
 
 def run_headroom(settings: dict[str, object]) -> float:
@@ -42,16 +56,24 @@ def run_headroom(settings: dict[str, object]) -> float:
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._knobs import share_arg
-    from ledger.core.knobs import parse_duration
+    from ledger.core.knobs import format_duration, parse_duration
     from queries.explain import as_text, explain
 
     settings = run_settings(args.source)
     headroom = share_arg("--fill-headroom", args.fill_headroom)
     if headroom is None:
         headroom = run_headroom(settings)
+    # the standings the run's decisions quote: over its own window, unless another is asked for
+    window, half_life = run_lookback(settings)
+    if args.window is not None:
+        window, half_life = int(parse_duration(args.window)), None
     policy = str(settings.get("policy", "fairshare"))
-    result = explain(args.source, args.workload_id, window_s=int(parse_duration(args.window)), fill_headroom=headroom,
-                     policy=policy)
+    result = explain(args.source, args.workload_id, window_s=window, fill_headroom=headroom, policy=policy)
+    if half_life is not None:
+        result["lookback_note"] = (
+            f"The run ranked budgets by a {format_duration(half_life)} half-life: the standings below are over a "
+            f"{format_duration(window)} window and may differ from the ratios its decisions quote."
+        )
     if args.format == "json":
         sys.stdout.write(json.dumps(result, indent=1) + "\n")
     else:

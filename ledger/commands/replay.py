@@ -58,7 +58,7 @@ def until_time(text: str | None, first: datetime) -> datetime | None:
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._paths import input_file, input_source, output_dir
-    from ledger.commands._runs import report_rejected, run_one
+    from ledger.commands._runs import report_rejected, run_one, unfinished_note
     from ledger.replay.run import load_inputs, on_hosts_of
     from ledger.replay.sidebyside import table
 
@@ -75,18 +75,9 @@ def run(args: argparse.Namespace) -> int:
     out = output_dir(args.out, force=args.force, source=args.trace)
     report_rejected(inputs.rejected, out)
     result = run_one(inputs, knobs, out, quiet=args.quiet, until=until)
-    left = result["replay"].get("unfinished")
+    left = unfinished_note(result["replay"], out / "replay.json")
     if left:
-        worst = sorted(left["preemptions_by_workload"].items(), key=lambda kv: (-kv[1], kv[0]))[:5]
-        listed_ = ", ".join(f"{wid} ({n} preemptions)" for wid, n in worst)
-        unfinished = (f"{left['workloads']:,} workload(s) unfinished, e.g. {listed_}; all are listed in "
-                      f"{out / 'replay.json'}") if worst else "no workload unfinished"
-        later = left["not_submitted"]
-        print(
-            f"stopped at a limit ({result['replay']['stopped_at']}) with {unfinished}"
-            + (f"; {later:,} workload(s) submitted after it were not replayed" if later else ""),
-            file=sys.stderr,
-        )
+        print(left, file=sys.stderr)
     if not args.quiet:
         info = result["replay"]
         status = sys.stderr

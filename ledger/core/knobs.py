@@ -110,6 +110,12 @@ class Knobs:
         ):
             if getattr(self, name) < (1 if name in ("window_s", "gpus_per_node") else 0):
                 raise ConfigError(f"{name} = {getattr(self, name)} is out of range")
+        if self.max_min_runtime_s < 1:
+            # the cap applies to each declared minimum runtime, and 0 makes work unallocated free fill
+            raise ConfigError(
+                f"max_min_runtime_s = {self.max_min_runtime_s}: the cap on the protected minimum runtime must be at "
+                "least 1 s (0 would turn every workload into unallocated free fill)"
+            )
         if not 0 <= self.fill_headroom < 1:
             raise ConfigError(f"fill_headroom = {self.fill_headroom} is out of range (a share of capacity, 0 to < 1)")
         if self.half_life_s is not None and self.half_life_s <= 0:

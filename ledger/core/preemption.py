@@ -46,7 +46,7 @@ from ledger.events import Event
 if TYPE_CHECKING:
     from ledger.core.scheduler import DecisionCore
 
-__all__ = ["eligibility", "make_room", "outranks", "preempt_for", "preempt_once"]
+__all__ = ["eligibility", "make_room", "outranks", "preempt_for", "preempt_once", "priority_pass"]
 
 _US = 1_000_000
 
@@ -56,7 +56,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     if not core.preemptible or core.knobs.policy == "fifo":
         return False
     if isinstance(core.order, FlatOrder):
-        return _for_priority(core, t, out)
+        return False  # the priority baseline preempts within its own pass (``priority_pass``)
     order = core.order
     totals = order.totals[ALLOCATED]
     sizes = [s for r in core.tree.roots if totals.get(r) for s in order.sizes[ALLOCATED][r]]
@@ -235,18 +235,44 @@ def final_share(core: DecisionCore, mine: str, theirs: str, charge: int, t: int)
     return round(order.ratio(mine, t) + charge * _US / alloc, 9), order.key(theirs, t)[0]
 
 
-def _for_priority(core: DecisionCore, t: int, out: list[Event]) -> bool:
-    assert isinstance(core.order, FlatOrder)
-    fail = math.inf
-    for key, size in core.order.queue.heads():
-        if size >= fail:
-            continue
-        waiter = core.workloads[key[2]]
-        position = core.order.queue.position(key) + 1
-        if make_room(core, waiter, eligibility(core, waiter, t), t, out, position):
-            return True
-        fail = min(fail, size)
-    return False
+def priority_pass(core: DecisionCore, t: int, out: list[Event], fresh: list[Workload]) -> None:
+    """The priority baseline's pass: waiters in priority order, each started, or given room, or passed over.
+
+    The best waiter that fits starts; one that does not fit first preempts lower-priority preemptible
+    work if that makes it room; only a waiter that can do neither is passed over, and the work behind
+    it backfills what is left. (Backfilling first, then preempting for the waiters passed over, started
+    low-priority work only to preempt it in the same instant: at no cost, it was the cheapest victim,
+    and work that cannot resume was cancelled without having run.) A run started here is never the
+    victim of a waiter tried before it: that waiter found no room, and the run took only room that
+    was free. Each size is given one failed attempt per pass (no larger size can then succeed, and
+    neither starts nor preemptions add to the room a later attempt could make), so a pass costs
+    O(sizes) attempts of O(p log p) and one O(sizes) walk per start. Between preemption cycles only
+    fresh allocated submissions may preempt.
+    """
+    order = core.order
+    assert isinstance(order, FlatOrder)
+    queue = order.queue
+    walk = t >= core.walk_after
+    may_walk = {w.wid for w in fresh if w.wants_allocation}
+    fail = 1 << 62
+    while True:
+        fits = core._fits()
+        for key, size in queue.heads():
+            waiter = core.workloads[key[2]]
+            if fits(size):
+                hosts = core.hosts.choose(waiter.size, None)
+                assert hosts is not None
+                position = queue.position(key) + 1
+                pick = Pick(key, position, ALLOCATED)
+                core._start(waiter, hosts, t, position, out, start_reason(core, waiter, pick, hosts, t))
+                break
+            if size >= fail or not core.preemptible or not (walk or waiter.wid in may_walk):
+                continue
+            if make_room(core, waiter, eligibility(core, waiter, t), t, out, queue.position(key) + 1):
+                break
+            fail = min(fail, size)
+        else:
+            break  # every waiter passed over: nothing more starts this instant
 
 
 def make_room(

@@ -46,7 +46,8 @@ def protection_s(core: DecisionCore, w: Workload) -> int:
 
     Allocated work: min(cap, minimum runtime × 2^p) for a workload preempted p times so far, plus
     its declared ``restart_s`` when the run is a restart (not its first). Free fill under fair
-    share: min(``fill_protect_cap_s``, ``fill_protect_s`` × 2^p).
+    share: min(``fill_protect_cap_s``, ``fill_protect_s`` × 2^p). Asked before the run begins
+    (``w.attempt`` counts the runs so far), for a waiter's charge as for the window its start gets.
     """
     knobs = core.knobs
     p = min(w.preemptions, 30)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ledger.core.contract import Workload
 from ledger.core.fairshare import ORPHAN, UNALLOCATED, FairShareOrder, Pick, percent
 from ledger.core.knobs import format_duration
+from ledger.core.progress import protection_s
 
 if TYPE_CHECKING:
     from ledger.core.scheduler import DecisionCore
@@ -42,7 +43,7 @@ def start_reason(core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], 
         standing = f"{w.node} has used {percent(ratio)} of its allocation over the {core.lookback}"
     return (
         f"{standing}; first in the fair-share order among work that fits; "
-        f"protected for {format_duration(w.min_runtime_s)}; {where}"
+        f"protected for {format_duration(protection_s(core, w))}; {where}"
     )
 
 

@@ -43,7 +43,7 @@ from ledger.core.knobs import Knobs, format_duration
 from ledger.core.occupancy import Occupancy
 from ledger.core.placement import Hosts, hosts_needed
 from ledger.core.policies import FlatOrder, team_limit
-from ledger.core.preemption import preempt_for, preempt_once
+from ledger.core.preemption import preempt_for, preempt_once, priority_pass
 from ledger.core.reasons import start_reason
 from ledger.core.rooms import RoomBuckets
 from ledger.core.tree import BudgetTree
@@ -542,6 +542,7 @@ class DecisionCore:
             w.shielded = False
 
     def _begin_run(self, w: Workload, t: int, out: list[Event]) -> None:
+        protect = progress.protection_s(self, w)  # before the attempt counts: only a restart is covered
         w.state = RUNNING
         w.epoch += 1
         w.attempt += 1
@@ -549,7 +550,7 @@ class DecisionCore:
         chain = self.chain(w)
         self.occ.run_changed(chain, t, w.held, w.allocated)
         if w.allocated and (self.knobs.policy != "priority" or w.shielded):
-            w.protected_until = t + progress.protection_s(self, w) * _US
+            w.protected_until = t + protect * _US
             if w.shielded:
                 assert w.node is not None
                 self.nonpreemptible[w.node] = self.nonpreemptible.get(w.node, 0) + w.held
@@ -564,7 +565,7 @@ class DecisionCore:
             if not w.allocated:
                 self.unalloc_gpus += w.held
                 if self.knobs.policy == "fairshare" and self.knobs.fill_protect_s:
-                    w.protected_until = t + progress.protection_s(self, w) * _US
+                    w.protected_until = t + protect * _US
                     self.wake_at(w.protected_until, PROTECT, w)
             if self.knobs.policy != "fifo" and w.protected_until == t:
                 self.pool_add(w)
@@ -662,6 +663,17 @@ class DecisionCore:
         # left: free-tier work started into room an allocated waiter is about to take would be
         # preempted at the same instant.
         cycle = self.knobs.preempt_cycle_s * _US
+        if self.knobs.policy == "priority":
+            # strictly by priority: a waiter preempts for room before lower-priority work backfills it
+            priority_pass(self, t, out, fresh or [])
+            if t >= self.walk_after:
+                self.walk_after = t + cycle
+            elif not self.cycle_pending and self.preemptible:
+                self.cycle_pending = True
+                self.wseq += 1
+                heapq.heappush(self.wakeups, (self.walk_after, self.wseq, CYCLE, "", 0))
+            self.pass_at = t
+            return
         while True:
             self._fill(t, out, allocated_only=True)
             if fresh and t < self.walk_after:

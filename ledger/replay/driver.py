@@ -15,8 +15,9 @@ A replay always ends: at ``until_us`` when given, else once nothing is left to h
 safety stop ``LIMIT_AFTER_LAST_INPUT_S`` past the last input and the time the smallest capacity fed
 needs to run all the work submitted (Σ GPUs × (work + restart) ÷ GPUs: a backlog of months is
 replayed to its end), and at ``LAST_US`` (the end of 2099: no event can be told later). When it
-stops at a limit with work left, ``ReplayStats.unfinished`` names each unfinished workload and how
-often it was preempted.
+stops at a limit with work left, or runs out of things to happen while some work still waits (work
+that can never start), ``ReplayStats.unfinished`` names each unfinished workload and how often it
+was preempted.
 
 Execution is simulated from the submission's hints: a started workload pays ``restart_s`` on every
 attempt after its first, then writes a checkpoint every ``checkpoint_interval_s`` of productive time
@@ -96,7 +97,9 @@ class ReplayStats:
     wall_s: float = 0.0
     demand_gpu_us: int = 0  # ∫ GPUs of workloads submitted and not yet finished (waiting or running) dt
     stopped_at: int | None = None  # µs: the limit the replay stopped at with work left (None: it ran out)
-    unfinished: dict[str, int] = field(default_factory=dict)  # workload -> preemptions, when stopped at a limit
+    # workload -> preemptions: the work left when stopped at a limit, or when nothing was left to happen
+    # while some work still waited (work that could never start)
+    unfinished: dict[str, int] = field(default_factory=dict)
     not_submitted: int = 0  # workloads whose submission lies after the limit, when stopped at one
 
     def demand_ratio(self, capacity_gpus: int) -> float:
@@ -250,6 +253,11 @@ class ReplayDriver:
                 self.stats.stopped_at = stopped
                 self.stats.unfinished = left
                 self.stats.not_submitted = len(later)
+        else:
+            # nothing is left to happen: work still waiting now can never start (say, wider than the
+            # cluster has become), and the replay must not pass for one whose work was all done
+            preempted = self._preempted
+            self.stats.unfinished = {wid: preempted.get(wid, 0) for wid, run in self._runs.items() if not run.done}
         self._flush()
         self.stats.by_type = {cls.__name__: n for cls, n in self._counts.items()}
         self.stats.wall_s = wallclock.perf_counter() - started

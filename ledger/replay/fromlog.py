@@ -17,6 +17,13 @@ For the others the hints are derived from what the log saw happen to that worklo
   the completion, less ``restart_s`` when that start was not its first. A workload still running
   when the log ends gets the most it was seen to achieve by then (so the replay runs it at least
   that long); one that never started gets its minimum runtime (one hour when that is 0).
+
+With a budgets file the tree, capacity and cluster name are the file's: submissions and host health
+changes move to its cluster (a host named after the log's cluster, ``lab-n001``, is renamed after
+the file's, ``lab2-n001``).
+
+A submission wider than the cluster ever is (the log's largest capacity, or the budgets file's) could
+never start: it is set aside as a rejected row naming the log and its place in it (``LOG:N``).
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledger.errors import InputError
+from ledger.errors import AllRejectedError, InputError
 from ledger.events import (
     AllocationChanged,
     BudgetNodeDefined,
@@ -42,6 +49,7 @@ from ledger.events import (
 )
 from ledger.replay.budgets import load_budgets
 from ledger.replay.run import ReplayInputs
+from ledger.replay.trace import RejectedRow, listed
 
 _US = 1_000_000
 _INPUT_TYPES = (AllocationChanged, HostHealthChanged)
@@ -98,6 +106,16 @@ def derive_hints(sub: WorkloadSubmitted, seen: _Seen, log_end_us: int) -> tuple[
     return max(work, 1), interval, restart
 
 
+def _moved(event: HostHealthChanged, old: str | None, cluster: str) -> HostHealthChanged:
+    """Return a host change of the log's cluster ``old`` as one of ``cluster``, its host renamed the same way."""
+    if event.cluster == cluster:
+        return event
+    host = event.host
+    if old is not None and host.startswith(f"{old}-n"):
+        host = f"{cluster}-n{host[len(old) + 2:]}"
+    return event.model_copy(update={"cluster": cluster, "host": host})
+
+
 def load_log(source: str | Path, budgets_file: str | Path | None = None) -> ReplayInputs:
     """Read a log or run directory into ReplayInputs; a budgets file, if given, replaces the log's tree."""
     from ledger.log import open_log
@@ -106,10 +124,11 @@ def load_log(source: str | Path, budgets_file: str | Path | None = None) -> Repl
     setup: list[Event] = []
     inputs: list[Event] = []
     subs: list[WorkloadSubmitted] = []
+    where: dict[str, int] = {}  # event id of a submission -> its place in the log (1-based), to name it
     seen: dict[str, _Seen] = defaultdict(_Seen)
     cluster, gpus, per_node = None, 0, 8
     last = 0
-    for event in log:
+    for place, event in enumerate(log, start=1):
         t = to_us(event.time)
         last = max(last, t)
         cluster = cluster or event.cluster
@@ -125,6 +144,7 @@ def load_log(source: str | Path, budgets_file: str | Path | None = None) -> Repl
             inputs.append(event)
         elif isinstance(event, WorkloadSubmitted):
             subs.append(event)
+            where[event.event_id] = place
         elif isinstance(event, WorkloadStarted):
             seen[event.workload_id].starts.append(t)
         elif isinstance(event, CheckpointWritten):
@@ -148,15 +168,32 @@ def load_log(source: str | Path, budgets_file: str | Path | None = None) -> Repl
         setup = list(budgets.events(first))
         replaced = BudgetNodeDefined | AllocationChanged | ClusterCapacityChanged
         inputs = [e for e in inputs if not isinstance(e, replaced)]
+        old = cluster
         cluster, gpus, per_node = budgets.cluster, budgets.gpus, budgets.gpus_per_node
         subs = [s.model_copy(update={"cluster": cluster}) for s in subs] if subs[0].cluster != cluster else subs
+        # host changes move to the file's cluster too, a host named as the log's cluster names its hosts
+        # ("lab-n001") renamed as the replayed cluster names the same host ("lab2-n001")
+        inputs = [_moved(e, old, cluster) if isinstance(e, HostHealthChanged) else e for e in inputs]
         notes.append(f"budget tree and capacity from {budgets_file}, not from the log")
     elif not gpus:
         raise InputError(f"{source}: the log has no ClusterCapacityChanged event; pass --budgets FILE")
+    # as for a trace row: a workload wider than the cluster ever is could never start (on another
+    # cluster's budgets file, or after the log's cluster shrank); it is set aside, named, not left to wait
+    most = max([gpus, *(e.gpus for e in inputs if isinstance(e, ClusterCapacityChanged))])
+    rejected = [
+        RejectedRow(str(source), where[s.event_id], "gpus", s.gpus,
+                    f"the cluster has only {most} GPUs, so {s.workload_id} could never start")
+        for s in subs if s.gpus > most
+    ]
+    if rejected:
+        subs = [s for s in subs if s.gpus <= most]
+        if not subs:
+            rows = listed(rejected).rstrip()
+            raise AllRejectedError(f"{source}: every submission was set aside ({len(rejected)}):\n{rows}")
     all_inputs: list[Event] = [*inputs, *subs]
     all_inputs.sort(key=lambda e: e.time)
     assert cluster is not None
-    return ReplayInputs(cluster, gpus, per_node, setup, all_inputs, [], str(source), notes)
+    return ReplayInputs(cluster, gpus, per_node, setup, all_inputs, rejected, str(source), notes)
 
 
 __all__ = ["derive_hints", "load_log"]

@@ -91,9 +91,11 @@ def parse_time(value: object) -> datetime:
     if not text:
         raise ValueError("is empty")
     try:
-        return _from_epoch(float(text))
+        seconds = float(text)
     except ValueError:
         pass
+    else:
+        return _from_epoch(seconds)  # a number: epoch seconds, and its error says what is wrong with it
     try:
         t = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -139,6 +141,8 @@ def _int(name: str, value: object, *, minimum: int, default: int | None = None) 
 def _text(name: str, value: object) -> str:
     if value is None or not str(value).strip():
         raise _Bad(name, value, "is missing")
+    if isinstance(value, bool | dict | list):  # a JSON object, list or boolean has no place as a name
+        raise _Bad(name, value, "expected text")
     return str(value).strip()
 
 
@@ -207,7 +211,7 @@ def parse_row(
         raise EventValidationError(err["msg"], field=name, value=err.get("input")) from None
 
 
-def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
     reader = csv.DictReader(text.splitlines(keepends=True))
     header = [h.strip() for h in reader.fieldnames or []]
     missing = [c for c in REQUIRED if c not in header]
@@ -215,6 +219,15 @@ def _csv_rows(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any]]]:
         raise InputError(f"{path}:1: header lacks column(s) {', '.join(missing)}; expected {', '.join(COLUMNS)}")
     reader.fieldnames = header
     for row in reader:
+        extra = row.get(None)  # values past the header's last column
+        if extra:
+            # a stray comma or a shifted row: its values cannot be trusted to sit under their columns
+            which = ", ".join(repr(v) for v in extra)
+            yield reader.line_num, (
+                f"has {len(header) + len(extra)} fields, the header {len(header)}: "
+                f"{which} {'has' if len(extra) == 1 else 'have'} no column"
+            )
+            continue
         yield reader.line_num, {k: v for k, v in row.items() if k is not None}
 
 
@@ -265,7 +278,7 @@ def read_trace(
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     rows: Iterator[tuple[int, dict[str, Any] | str]] = (
-        _jsonl_rows(path, text) if _is_jsonl(path, text) else iter(_csv_rows(path, text))
+        _jsonl_rows(path, text) if _is_jsonl(path, text) else _csv_rows(path, text)
     )
     trace = Trace()
     seen: dict[str, int] = {}

@@ -335,7 +335,8 @@ def reference_audit(
                 continue
             assert r.end is not None and r.end_seq is not None
             inside = [t for s, t in ckpts[wid] if r.start_seq < s < r.end_seq]
-            last = max(r.start, max(inside)) if inside else r.start
+            # work that cannot resume starts again from zero: its checkpoints save nothing
+            last = max(r.start, max(inside)) if inside and subs[wid].resumable else r.start
             nxt = rs[i + 1].start if i + 1 < len(rs) else None
             restart_min = (subs[wid].restart_s or 0) / 60 if nxt is not None else 0
             pre.append(

@@ -297,3 +297,48 @@ def test_explain_tells_why_a_job_waited_until_it_was_cancelled_and_that_it_never
     assert "- 2026-03-02T00:30:00Z: b2 (org/b at " in out and "started instead" in out  # why it waited
     assert "- 2026-03-02T01:00:00Z: cancelled after waiting 50 min, without ever starting." in out
     assert "running again" not in out
+
+
+def test_explain_ratios_stay_right_once_the_log_is_longer_than_the_window(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 8 GPUs, org/a : org/b = 1 : 1. a1 holds all 8 for nine days; a2 (org/a) waits from day 8. At day 8
+    # the 7-day window is days 1-8: org/a ran 8 x 168 = 1,344 GPU-hours of its 4 x 168 = 672: 2.00.
+    # The allocation used to lose the first hour's segment once the window had slid past it (each
+    # day since counted against it, 4 x 23 GPU-hours at day 8): 1,344 / 580 = 2.32, and 2.94 at day 9.
+    day = 24 * 60
+    E = Events()
+    write_log(tmp_path / "run" / "events", [
+        E.capacity(0, 8), E.node(0, "org", 1.0), E.node(0, "org/a", 1.0), E.node(0, "org/b", 1.0),
+        E.submit(0, "a1", "org/a", gpus=8), E.start(0, "a1", ("lab-n000",), 8),
+        E.submit(8 * day, "a2", "org/a", gpus=8), E.complete(9 * day, "a1"),
+        E.start(9 * day, "a2", ("lab-n000",), 8), E.complete(9 * day + 60, "a2"),
+    ])
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "a2")
+    assert code == 0
+    assert "its team stood 2 of 2 by usage ÷ allocation (2.00); first ahead of it: org/b 0.00" in out
+
+
+def test_explain_ranks_over_the_runs_own_window_not_always_seven_days(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A run replayed with --window 1h: 8 GPUs, org/a : org/b = 1 : 1; a1 holds all 8 from 00:00 to 03:00
+    # and a2 (org/a) waits from 02:00. Over the run's hour before 02:00 org/a ran 8 GPU-hours of its 4:
+    # 2.00, as the decisions of that run quote it; over 7 days it would read 16 of 672: 0.02.
+    E = Events()
+    write_log(tmp_path / "run" / "events", [
+        E.capacity(0, 8), E.node(0, "org", 1.0), E.node(0, "org/a", 1.0), E.node(0, "org/b", 1.0),
+        E.submit(0, "a1", "org/a", gpus=8), E.start(0, "a1", ("lab-n000",), 8),
+        E.submit(120, "a2", "org/a", gpus=8), E.complete(180, "a1"),
+        E.start(180, "a2", ("lab-n000",), 8), E.complete(240, "a2"),
+    ])
+    settings = {"policy": "fairshare", "window_s": 3600, "half_life_s": None, "fill_headroom": 0.03}
+    (tmp_path / "run" / "replay.json").write_text(json.dumps({"settings": settings}))
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "a2")
+    assert code == 0 and "its team stood 2 of 2 by usage ÷ allocation (2.00)" in out
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "a2", "--window", "7d")  # asked for: as asked
+    assert "its team stood 2 of 2 by usage ÷ allocation (0.02)" in out
+    # a run ranked by a half-life: explain's window cannot recount it, and says so
+    (tmp_path / "run" / "replay.json").write_text(json.dumps({"settings": {**settings, "half_life_s": 86400}}))
+    code, out, _ = run(capsys, "explain", str(tmp_path / "run"), "a2")
+    assert "The run ranked budgets by a 1d half-life: the standings below are over a 1h window" in out

@@ -256,3 +256,27 @@ def test_hours_over_and_under_what_was_owed_even_out_within_a_day_and_a_week() -
         assert close(got[period]["received_gpu_hours"], received), period
         assert close(got[period]["ratio"], received / 72.0), period
     assert got["hour"]["ratio"] == owed["overall_ratio"]
+
+
+def test_a_non_resumable_victim_loses_its_whole_run_whatever_checkpoints_it_wrote() -> None:
+    # nr (8 GPUs, cannot resume) starts at 0:00 and writes checkpoints at 0:20 and 0:40; at 1:00 it
+    # is preempted for b1 and cancelled. It cannot resume from a checkpoint, so the whole hour is
+    # thrown away: 8 GPU-h, as the preempt decision says (8 x 3600 GPU-seconds), not the 20 minutes
+    # since its last checkpoint (2.667 GPU-h).
+    from queries.explain import explain
+
+    E = Events()
+    log = [
+        E.capacity(0, 8), E.node(0, "org"), E.node(0, "org/a"), E.node(0, "org/b"),
+        E.submit(0, "nr", "org/a", gpus=8, resumable=False), E.start(0, "nr", ("lab-n000",), 8),
+        E.checkpoint(20, "nr", 1200), E.submit(30, "b1", "org/b", gpus=8), E.checkpoint(40, "nr", 2400),
+        E.preempt(60, "nr", by="b1"), E.complete(60, "nr", "cancelled"),
+        E.start(60, "b1", ("lab-n000",), 8), E.complete(120, "b1"),
+    ]
+    dw = audit(log)["discarded_work"]
+    assert dw["preemptions"] == 1
+    assert close(dw["discarded_gpu_hours"], 8.0) and close(dw["lost_since_checkpoint_gpu_hours"], 8.0)
+    told = explain(log, "nr")
+    assert close(told["summary"]["discarded_gpu_hours"], 8.0)
+    (preempted,) = [s for s in told["story"] if s["event"] == "preempted"]
+    assert "it lost 8.00 GPU-hours of work since its start (it cannot resume)" in preempted["text"]

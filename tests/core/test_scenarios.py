@@ -184,6 +184,30 @@ def test_priority_baseline_never_preempts_non_preemptible_work_and_caps_teams() 
     assert not of(out, ev.WorkloadPreempted)  # "np" opted out of preemption; "hi" is non-preemptible too
 
 
+def test_priority_baseline_does_not_start_work_that_a_higher_priority_waiter_preempts_at_once() -> None:
+    """Two 8-GPU hosts. Team a's preemptible runs hold one host (r1, 8 GPUs) and half the other (r2, 4 GPUs).
+
+    At 01:40 two requests arrive together: b's urgent 8-GPU run (priority 5) and b's 4-GPU job of
+    priority -1 that cannot resume. The urgent run comes first: it takes r2's host, preempting r2
+    (the cheaper victim). The low-priority job waits. It used to be backfilled into r2's free half
+    first and then preempted in the same instant for the urgent run (the cheapest victim: it had
+    run no time at all), which cancelled it without ever running.
+    """
+    e = Events()
+    core = DecisionCore(Knobs(policy="priority"), "lab")
+    teams = _tree(e, 16, {"a": 1.0, "b": 1.0})
+    run(core, [*teams, e.submit(1, "r1", "org/a", gpus=8, min_runtime_s=0),
+               e.submit(1, "r2", "org/a", gpus=4, min_runtime_s=0)])
+    assert core.running() == {"r1": ("lab-n000",), "r2": ("lab-n001",)}
+    for sub in (e.submit(100, "urgent", "org/b", gpus=8, min_runtime_s=0, priority=5),
+                e.submit(100, "low", "org/b", gpus=4, min_runtime_s=0, priority=-1, resumable=False)):
+        core.handle(sub, decide=False)
+    out = core.advance(to_minutes(100))
+    assert [p.workload_id for p in of(out, ev.WorkloadPreempted)] == ["r2"]  # type: ignore[attr-defined]
+    assert [s.workload_id for s in of(out, ev.WorkloadStarted)] == ["urgent"]  # type: ignore[attr-defined]
+    assert core.waiting() == ["r2", "low"]
+
+
 def test_fifo_baseline_serves_by_arrival_and_backfills_without_preempting() -> None:
     e = Events()
     core = DecisionCore(Knobs(policy="fifo"), "lab")

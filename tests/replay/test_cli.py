@@ -336,3 +336,63 @@ def test_gpus_per_node_sets_the_width_of_the_replayed_hosts(
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "gpus" in err and width in err, err
         assert not (tmp_path / f"w{width}" / "events").exists()
+
+
+def test_a_replay_left_with_work_nothing_will_start_says_so_and_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A 16-GPU lab's log: team a's 16-GPU run starts at midnight; at 00:30 the cluster shrinks to 8
+    # GPUs, which preempts it; team b's 8-GPU run then comes and goes. Replayed, a's run waits for
+    # 16 GPUs the cluster no longer has: the replay ends with nothing left to happen, and says which
+    # work it left rather than "all work done".
+    from ledger.events import ClusterCapacityChanged
+    from ledger.log import EventLog
+    from tests.factories import at
+    from tests.replay.helpers import H, drive, lab, submit
+
+    shrink = ClusterCapacityChanged(event_id="lab/shrink", cluster="lab", time=at(30), gpus=8, gpus_per_node=8)
+    events, _ = drive(lab(16), [submit(0, "a-wide", "a", 16, 2 * H), submit(40, "b-host", "b", 8, H)])
+    log = EventLog(tmp_path / "log")
+    log.append([e for e in events if e.type_name in ("ClusterCapacityChanged", "BudgetNodeDefined",
+                                                     "WorkloadSubmitted")] + [shrink])
+    log.close()
+    assert main(["replay", str(tmp_path / "log"), "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    info = json.loads((tmp_path / "run" / "replay.json").read_text())
+    assert info["ended"] == "nothing left to happen with work left"
+    # preempted once, by its host leaving the cluster
+    assert info["unfinished"] == {"workloads": 1, "preemptions_by_workload": {"a-wide": 1}, "not_submitted": 0}
+    assert "ended with work left that nothing would ever start: 1 workload(s) unfinished, e.g. a-wide" in (
+        capsys.readouterr().err
+    )
+
+
+def test_a_cap_of_0_on_the_protected_runtime_is_refused_not_turned_into_free_fill(
+    lab_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The cap is applied to each declared minimum runtime, and a minimum runtime of 0 makes work
+    # unallocated: with --max-min-runtime 0 every workload ran as free fill, charged to nobody,
+    # and the audit said every team received 0 % of what it was owed. Refused instead; a cap of
+    # one second still leaves the work allocated, its protection that short.
+    assert replay(*lab_trace, tmp_path / "zero", "--max-min-runtime", "0") == 2
+    assert "max_min_runtime_s = 0: the cap on the protected minimum runtime must be at least 1 s" in (
+        capsys.readouterr().err
+    )
+    assert not (tmp_path / "zero").exists()
+    assert replay(*lab_trace, tmp_path / "one", "--max-min-runtime", "1s") == 0
+    starts = [e for e in open_log(tmp_path / "one") if e.type_name == "WorkloadStarted"]
+    assert any(s.allocated for s in starts)
+
+
+def test_compare_says_which_settings_stopped_with_work_left(
+    lab_trace: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Cut at one hour, every column's audit covers runs that did not end: compare printed the
+    # table without a word of it, where replay says so on stderr. It now names each such setting.
+    trace, budgets = lab_trace
+    args = ["compare", str(trace), "--budgets", str(budgets), "--quiet", "--format", "json", "--jobs", "1"]
+    assert main([*args, "--policy", "fairshare,priority", "--until", "1h"]) == 0
+    err = capsys.readouterr().err
+    for label in ("fairshare", "priority"):
+        assert f"{label}: stopped at a limit (2026-03-02T01:00:00+00:00) with " in err
+    assert main([*args, "--policy", "fairshare"]) == 0  # run to its end: nothing to say
+    assert "stopped" not in capsys.readouterr().err

@@ -8,15 +8,19 @@ from datetime import timedelta
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from ledger.core import DecisionCore
 from ledger.core.knobs import Knobs
 from ledger.events import (
     CheckpointWritten,
+    ClusterCapacityChanged,
+    Event,
     WorkloadCompleted,
     WorkloadPreempted,
     WorkloadStarted,
     to_us,
     validated,
 )
+from ledger.replay.driver import ReplayDriver
 from tests.factories import at
 from tests.replay.helpers import H, drive, lab, of, submit
 
@@ -160,3 +164,21 @@ def test_a_backlog_longer_than_the_safety_margin_is_replayed_to_its_end() -> Non
     assert stats.stopped_at is None and not stats.unfinished
     done = [e for e in out if isinstance(e, WorkloadCompleted)]
     assert len(done) == 12 and max(e.time for e in done) == at(120 * 24 * 60)
+
+
+def test_a_replay_whose_waiting_work_can_never_start_ends_naming_it_not_as_all_work_done() -> None:
+    # A 16-GPU lab shrinks to 8 GPUs at 00:05; at 00:10 team a asks for all 16, team b for 8 for an
+    # hour. b runs and completes; nothing is left to happen, and a's job still waits for GPUs the
+    # cluster no longer has. The replay ends there, but it must not say every workload completed.
+    budgets = lab(16)
+    shrink = ClusterCapacityChanged(event_id="lab/shrink", cluster="lab", time=at(5), gpus=8, gpus_per_node=8)
+    core = DecisionCore(Knobs(), "lab")
+    out: list[Event] = []
+    driver = ReplayDriver(core, "lab", out.extend)
+    driver.feed(budgets.events(at(0)))
+    driver.feed([shrink, submit(10, "a-wide", "a", 16, H), submit(10, "b-host", "b", 8, H)])
+    stats = driver.run()
+    assert [d.outcome for d in of(out, "b-host", "WorkloadCompleted")] == ["succeeded"]
+    assert not of(out, "a-wide", "WorkloadStarted")
+    assert stats.stopped_at is None  # no limit was reached: the replay ran out of things to happen
+    assert stats.unfinished == {"a-wide": 0}

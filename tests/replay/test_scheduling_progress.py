@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from ledger.core.knobs import Knobs
 from ledger.events import Event
 from tests.replay.helpers import H, drive, lab, of, submit
@@ -67,3 +69,35 @@ def test_an_allocated_request_takes_the_room_kept_from_free_fill_instead_of_evic
     for i in range(8):
         assert [d.outcome for d in of(kept, f"fill{i}", "WorkloadCompleted")] == ["succeeded"]
     assert of(kept, "fill7", "WorkloadStarted")[0].time >= of(kept, "a-run", "WorkloadCompleted")[0].time
+
+
+def test_a_first_run_is_protected_its_minimum_runtime_only_and_a_restart_also_its_restore() -> None:
+    # One 8-GPU host. Team a's job (1 h minimum runtime, 10 min restarts, hourly checkpoints) starts
+    # at once; team b's job arrives at 00:30 and takes the host when a's first hour is over. a's
+    # first run restores nothing, so it is protected 1 h, not 1 h 10 min; its second run, after one
+    # preemption, 2 h plus the 10 min restore.
+    subs = [
+        submit(0, "a-job", "a", 8, 4 * H, interval_s=H // 2, restart_s=600),
+        submit(30, "b-job", "b", 8, 2 * H, interval_s=H // 2, restart_s=600),
+    ]
+    events, _ = drive(lab(8), subs, Knobs())
+    first, second = of(events, "a-job", "WorkloadStarted")
+    assert (first.protected_until - first.time).total_seconds() == H
+    assert (second.protected_until - second.time).total_seconds() == 2 * H + 600
+    b_start = of(events, "b-job", "WorkloadStarted")[0]
+    assert b_start.time == first.time + timedelta(hours=1)  # b takes the host when a's hour is up
+
+
+def test_a_start_decision_says_the_protected_window_the_run_gets() -> None:
+    # The same two jobs: a's first start is protected its 1 h minimum runtime; after one preemption
+    # its restart is protected twice that plus its 10 min restore, and the decision says 130m, as the
+    # start it records does (it said 1h, the minimum runtime, whatever the run actually got).
+    subs = [
+        submit(0, "a-job", "a", 8, 4 * H, interval_s=H // 2, restart_s=600),
+        submit(30, "b-job", "b", 8, 2 * H, interval_s=H // 2, restart_s=600),
+    ]
+    events, _ = drive(lab(8), subs, Knobs())
+    decisions = [d for d in of(events, "a-job", "SchedulingDecision") if d.action == "start"]
+    starts = of(events, "a-job", "WorkloadStarted")
+    assert [(s.protected_until - s.time).total_seconds() for s in starts] == [H, 2 * H + 600]
+    assert ["protected for 1h;" in decisions[0].reason, "protected for 130m;" in decisions[1].reason] == [True, True]

@@ -114,3 +114,45 @@ def test_a_written_trace_reads_back_the_same_submissions(tmp_path: Path) -> None
     assert [s.model_dump(exclude={"event_id"}) for s in again.submissions] == [
         s.model_dump(exclude={"event_id"}) for s in first.submissions
     ]
+
+
+def test_a_row_with_more_fields_than_the_header_is_rejected_not_cut_short(tmp_path: Path) -> None:
+    # Line 3 carries a thirteenth value the header has no column for (a stray comma, a shifted row):
+    # its values cannot be trusted to sit under the right columns, and the extra one would be
+    # silently dropped. It is set aside, naming the line and the count, like an unreadable line.
+    path = write(tmp_path, GOOD, "x-1,2026-03-02T01:00:00Z,lab/lm/pretrain,ana,8,600,true,600,0,0,0,debug,oops")
+    trace = read_trace(path, "lab")
+    assert [s.workload_id for s in trace.submissions] == ["pre-1"]
+    (bad,) = trace.rejected
+    assert (bad.line, bad.field) == (3, "(line)")
+    assert str(bad) == f"{path}:3: has 13 fields, the header 12: 'oops' has no column"
+
+
+def test_epoch_seconds_out_of_range_are_told_as_such_not_as_an_unreadable_time(tmp_path: Path) -> None:
+    # 1e12 epoch seconds is the year 33658, milliseconds mistaken for seconds: the row is rejected
+    # saying the number lies outside the span a log can hold, not that it is no time at all.
+    path = write(tmp_path, GOOD, "ms-1,1772438400000,lab/lm/pretrain,ana,8,600,true,600,0,0,0,debug")
+    (bad,) = read_trace(path, "lab").rejected
+    assert (bad.line, bad.field, bad.value) == (3, "submit_time", "1772438400000")
+    assert bad.reason == "epoch seconds must lie between 2000-01-01 and 2100-01-01"
+    with pytest.raises(ValueError, match="epoch seconds must lie between"):
+        parse_time("-5")
+
+
+def test_a_json_value_that_is_no_text_is_rejected_for_a_text_field(tmp_path: Path) -> None:
+    # JSON Lines can carry an object, a list or a boolean where a name belongs: the row was replayed
+    # with the value's Python spelling as the name ("{'x': 1}" as the user, "['lab/lm']" as the path).
+    row = dict(zip(COLUMNS, GOOD.split(","), strict=True))
+    lines = [
+        {**row, "workload_id": "u-obj", "user": {"x": 1}},
+        {**row, "workload_id": "b-list", "budget": ["lab", "lm"]},
+        {**row, "workload_id": True},
+        {**row, "workload_id": "fine", "user": 7},  # a number is text enough for a name
+    ]
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    trace = read_trace(path, "lab")
+    assert [s.workload_id for s in trace.submissions] == ["fine"] and trace.submissions[0].user == "7"
+    assert [(r.line, r.field, r.reason) for r in trace.rejected] == [
+        (1, "user", "expected text"), (2, "budget", "expected text"), (3, "workload_id", "expected text"),
+    ]
