@@ -47,7 +47,7 @@ from ledger.core.pickling import field_state, set_fields
 from ledger.core.queues import Key, SizedQueue
 from ledger.core.tree import BudgetTree
 
-__all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "percent"]
+__all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "percent", "round9"]
 
 ALLOCATED, UNALLOCATED, ORPHAN = 0, 1, 2
 _FOREVER = 1 << 62  # µs: a line that holds until the node's meters change
@@ -60,6 +60,27 @@ _STATE = (
     "tree", "occ", "capacity", "horizon", "entitled", "_seeded", "_live", "_steady", "_cache", "_order_cache",
     "_alloc_cache", "_line_cache", "_cache_t", "_cache_v", "queues", "sizes", "totals", "orphans",
 )
+
+
+def round9(r: float) -> float:
+    """Return ``round(r, 9)``, the ratio as siblings are compared, without formatting it as decimal text.
+
+    ``round`` writes the correctly rounded decimal digits and reads them back (about 0.3 µs, paid
+    for every ratio at every instant, in both builds). When ``r × 10⁹`` is below 10¹² its floating
+    product is within 2⁻¹⁴ of the exact one, so unless its fraction lies within 10⁻³ of a half the
+    nearest integer ``k`` is the one ``round`` finds, and ``k / 10⁹`` (one correctly rounded
+    division) is the double nearest to ``k × 10⁻⁹``, which is what ``round`` reads back. Zero keeps
+    its sign; every other value goes to ``round``.
+    """
+    if r == 0.0:
+        return r
+    y = r * 1e9
+    if 0.0 < y < 1e12:
+        k = math.floor(y)
+        f = y - k
+        if abs(f - 0.5) > 1e-3:
+            return (k + 1 if f > 0.5 else k) / 1e9
+    return round(r, 9)
 
 
 def percent(ratio: float) -> str:
@@ -307,7 +328,7 @@ class FairShareOrder:
         else:
             r = float(occ.charged(path, t) / alloc)
         # the sort key of ``ranked`` is kept with the ratio: rounding is paid once per node and instant
-        entry = cache[path] = (round(r, 9), path, r)
+        entry = cache[path] = (round9(r), path, r)
         return entry
 
     def _linear(self, path: str, t: int) -> int:

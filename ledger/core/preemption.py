@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from ledger.core import progress
 from ledger.core.contract import WAITING, Workload
-from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick, percent
+from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick, percent, round9
 from ledger.core.grace import keep_exiting
 from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
@@ -232,7 +232,7 @@ def final_share(core: DecisionCore, mine: str, theirs: str, charge: int, t: int)
     alloc = order.allocation_us(mine, t)
     if alloc <= 0:
         return None
-    return round(order.ratio(mine, t) + charge * _US / alloc, 9), order.key(theirs, t)[0]
+    return round9(order.ratio(mine, t) + charge * _US / alloc), order.key(theirs, t)[0]
 
 
 def priority_pass(core: DecisionCore, t: int, out: list[Event], fresh: list[Workload]) -> None:

@@ -120,3 +120,23 @@ def test_own_exposed_counters_match_the_subtree_counts_and_come_back_after_a_res
             assert isinstance(restored, FairShareOrder)
             assert {p: own_exposed(restored).get(p, 0) for p in want} == want
     assert checked > 100  # exposed work was actually counted
+
+
+@settings(max_examples=2000, deadline=None)
+@given(
+    st.one_of(
+        st.floats(min_value=0, max_value=2e3, allow_nan=False),
+        st.floats(allow_nan=False),
+        # a decimal half at the 9th place, exactly representable (j / 2^10, j odd) or one step either side
+        st.integers(0, 2**21).map(lambda j: (2 * j + 1) / 1024),
+        st.tuples(st.integers(0, 10**12), st.sampled_from([-1, 0, 1])).map(
+            lambda kd: math.nextafter((kd[0] + 0.5) / 1e9, math.inf * kd[1]) if kd[1] else (kd[0] + 0.5) / 1e9
+        ),
+    )
+)
+def test_ratios_are_rounded_to_9_decimals_exactly_as_round_does(r: float) -> None:
+    """``round9`` is ``round(r, 9)`` bit for bit (the sibling order's keys and the final-share test depend on it)."""
+    from ledger.core.fairshare import round9
+
+    assert math.copysign(1, round9(r)) == math.copysign(1, round(r, 9))
+    assert round9(r) == round(r, 9)
