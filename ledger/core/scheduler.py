@@ -662,16 +662,10 @@ class DecisionCore:
         # Allocated work first, preemption for it next, and only then unallocated work into what is
         # left: free-tier work started into room an allocated waiter is about to take would be
         # preempted at the same instant.
-        cycle = self.knobs.preempt_cycle_s * _US
         if self.knobs.policy == "priority":
             # strictly by priority: a waiter preempts for room before lower-priority work backfills it
             priority_pass(self, t, out, fresh or [])
-            if t >= self.walk_after:
-                self.walk_after = t + cycle
-            elif not self.cycle_pending and self.preemptible:
-                self.cycle_pending = True
-                self.wseq += 1
-                heapq.heappush(self.wakeups, (self.walk_after, self.wseq, CYCLE, "", 0))
+            self._cycle_done(t)
             self.pass_at = t
             return
         while True:
@@ -683,18 +677,22 @@ class DecisionCore:
                     continue
                 if fresh:
                     continue
-            if t >= self.walk_after:
-                if preempt_once(self, t, out):
-                    continue
-                self.walk_after = t + cycle
-            elif not self.cycle_pending and self.preemptible:
-                self.cycle_pending = True
-                self.wseq += 1
-                heapq.heappush(self.wakeups, (self.walk_after, self.wseq, CYCLE, "", 0))
+            if t >= self.walk_after and preempt_once(self, t, out):
+                continue
+            self._cycle_done(t)
             break
         self._fill(t, out)
         self.pass_at = t
         progress.queue_recheck(self, t)
+
+    def _cycle_done(self, t: int) -> None:
+        """Close the pass's preemption cycle: a walk at ``t`` puts the next one a cycle later, else wake for it."""
+        if t >= self.walk_after:
+            self.walk_after = t + self.knobs.preempt_cycle_s * _US
+        elif not self.cycle_pending and self.preemptible:
+            self.cycle_pending = True
+            self.wseq += 1
+            heapq.heappush(self.wakeups, (self.walk_after, self.wseq, CYCLE, "", 0))
 
     def _fill(self, t: int, out: list[Event], allocated_only: bool = False) -> None:
         order = self.order
