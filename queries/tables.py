@@ -115,8 +115,9 @@ def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
     lines.append(occupancy_sentence(audit["occupancy"]))
     over = [a for a in audit.get("anomalies", ()) if a["kind"] == "over_capacity"]
     if over:
+        ran = "; ".join(a["reason"].split(" (")[0] for a in over)  # "the records ran up to N GPUs ..."
         lines += textwrap.wrap(
-            "T" + "; ".join(a["reason"].split(" (")[0] for a in over)[1:]
+            ran[:1].upper() + ran[1:]
             + " (over_capacity in the anomalies): the log states fewer GPUs than the cluster ran, so occupancy "
             "goes above 100% and teams are owed shares of too few GPUs.", 100, initial_indent="  ",
             subsequent_indent="  ")
