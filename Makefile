@@ -35,7 +35,7 @@ test: build lint
 bench: build
 	$(PY) -m bench month sweep
 
-# Compile now (the decision core, the replay driver and its log writer; docs/benchmarks.md).
+# Compile now (the decision core, the replay driver and its log writer, the log's encoders; docs/benchmarks.md).
 fast: $(STAMP)
 	rm -f $(VENV)/.pure
 	GPULEDGER_COMPILE=1 $(PY) -m pip install --quiet --no-build-isolation --no-deps -e .
@@ -47,4 +47,5 @@ pure:
 	rm -f ledger/*/*.so ledger/*/*.pyd ledger/*/_compiled.json
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis build ledger/*/*.so ledger/*/*.pyd ledger/*/_compiled.json
+	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis build ledger/*/*.so ledger/*/*.pyd ledger/*/_compiled.json \
+		ledger/log/avro_records.py

@@ -1,8 +1,10 @@
 """The compiled build of the decision core and the replay driver; everything else is in pyproject.toml.
 
 Where a C compiler and the Python headers are present, ``pip install .`` (and ``make``) compiles
-the hot modules of ``ledger/core`` and the replay's clock and log writer (``ledger/replay``) to C
-extensions with mypyc, from the same sources: the same decisions and the same logs, byte for byte.
+the hot modules of ``ledger/core``, the replay's clock and log writer (``ledger/replay``) and the log's
+Avro byte helpers and record encoders (``ledger/log``; the encoders are first generated from
+``schemas/*.avsc`` into ``ledger/log/avro_records.py``) to C extensions with mypyc, from the same
+sources: the same decisions and the same logs, byte for byte.
 Without a compiler it installs pure Python and says so in one line. ``GPULEDGER_COMPILE=0`` asks for
 the pure build. Once every compiled module is in place, ``_compiled.json`` goes next to them: the
 sha256 of each source compiled. At import a package whose sources differ from it (or that has none,
@@ -21,7 +23,7 @@ from setuptools.command.build_ext import build_ext
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # for ledger.buildcheck, in any build backend
 
-from ledger.buildcheck import COMPILED_PACKAGES, MANIFEST, compiler_missing, manifest_for
+from ledger.buildcheck import COMPILED_PACKAGES, MANIFEST, compiler_missing, manifest_for, write_generated
 
 
 def _notice(text: str) -> None:
@@ -61,6 +63,8 @@ def _extensions() -> list[object]:
     if why is not None:
         _notice(f"installing the pure Python build: {why} (the same decisions, about twice as slow)")
         return []
+    # the log's record encoders, generated from schemas/*.avsc: written before they are hashed and compiled
+    write_generated(os.path.dirname(os.path.abspath(__file__)))
     extensions: list[object] = []
     for package, modules in COMPILED_PACKAGES.items():
         here = package.replace(".", "/")

@@ -1,6 +1,6 @@
-"""Load the decision core and the replay driver from their Python sources even where they are compiled.
+"""Load the decision core, the replay driver and the log from their Python sources even where they are compiled.
 
-``install()`` sets ``GPULEDGER_PURE=1`` before ``ledger.core`` and ``ledger.replay`` are imported
+``install()`` sets ``GPULEDGER_PURE=1`` before ``ledger.core``, ``ledger.replay`` and ``ledger.log`` are imported
 (``ledger/buildcheck.py``), so one checkout can run both builds side by side (in two processes):
 the compiled-build benchmark and tests compare their speed and their decisions that way.
 """
@@ -14,7 +14,7 @@ __all__ = ["install"]
 
 
 def install() -> None:
-    """Make every later import of ``ledger.core`` and ``ledger.replay`` load the Python sources; call first."""
-    if "ledger.core" in sys.modules or "ledger.replay" in sys.modules:
-        raise RuntimeError("ledger.core or ledger.replay is already imported: install the pure-core finder first")
+    """Make every later import of the compiled packages load their Python sources; call before importing them."""
+    if any(name in sys.modules for name in ("ledger.core", "ledger.replay", "ledger.log")):
+        raise RuntimeError("ledger.core, ledger.replay or ledger.log is already imported: install the finder first")
     os.environ["GPULEDGER_PURE"] = "1"

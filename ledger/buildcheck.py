@@ -13,6 +13,7 @@ compiled modules should be (re)built (``make`` then rebuilds them).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import shlex
@@ -27,13 +28,17 @@ from types import ModuleType
 
 __all__ = [
     "COMPILED_PACKAGES",
+    "GENERATED",
     "MANIFEST",
     "compiled_modules",
     "compiler_missing",
+    "generated_source",
+    "generated_stale",
     "manifest_for",
     "pure_requested",
     "stale_modules",
     "use_sources_where_stale",
+    "write_generated",
 ]
 
 MANIFEST = "_compiled.json"
@@ -44,8 +49,56 @@ COMPILED_PACKAGES: dict[str, tuple[str, ...]] = {
         "rooms", "scheduler", "tree", "walk", "progress", "grace", "wakeups",
     ),
     "ledger.replay": ("driver", "logwriter"),
+    "ledger.log": ("avro_bytes", "avro_records"),
 }
+# modules the build writes before compiling them, never edited by hand: ledger/log/avro_records.py,
+# the log's record encoders generated from schemas/*.avsc (ledger/log/avro_codegen.py)
+GENERATED = ("ledger/log/avro_records.py",)
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def generated_source(root: str = _ROOT) -> str:
+    """Return ledger/log/avro_records.py as the schemas of the checkout at ``root`` generate it now.
+
+    Loads ``ledger/log/avro_codegen.py`` by its path: a build has pydantic (for the catalogue's
+    order, which is the union's) but not fastavro, which importing ``ledger.log`` needs.
+    """
+    path = os.path.join(root, "ledger", "log", "avro_codegen.py")
+    spec = importlib.util.spec_from_file_location("_gpuledger_avro_codegen", path)
+    assert spec is not None and spec.loader is not None
+    codegen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(codegen)
+    from ledger.events import EVENT_TYPES
+
+    schemas = {}
+    for name in sorted(os.listdir(os.path.join(root, "schemas"))):
+        if name.endswith(".avsc"):
+            with open(os.path.join(root, "schemas", name), encoding="utf-8") as f:
+                schema = json.load(f)
+            schemas[schema["name"]] = schema
+    source: str = codegen.module_source([schemas[name] for name in EVENT_TYPES])
+    return source
+
+
+def generated_stale(root: str = _ROOT) -> list[str]:
+    """Return the generated modules (paths from ``root``) that are missing or differ from what the schemas give."""
+    stale = []
+    for relative in GENERATED:
+        try:
+            with open(os.path.join(root, relative), encoding="utf-8") as f:
+                current = f.read()
+        except FileNotFoundError:
+            current = None
+        if current != generated_source(root):
+            stale.append(relative)
+    return stale
+
+
+def write_generated(root: str = _ROOT) -> None:
+    """Write the generated modules of the checkout at ``root`` where they differ from what the schemas give."""
+    for relative in generated_stale(root):
+        with open(os.path.join(root, relative), "w", encoding="utf-8") as f:
+            f.write(generated_source(root))
 
 
 def pure_requested() -> bool:
@@ -153,6 +206,9 @@ def status(root: str = _ROOT) -> tuple[str, bool]:
         built = compiled_modules(here)
         missing += [f"{package}.{m}" for m in modules if m not in built]
         stale += [f"{package}.{m}" for m in stale_modules(here)]
+    # a schema changed since the build: the encoders it generated are no longer used (avro_encode)
+    stale += [f"{path} (generated from schemas/*.avsc)" for path in generated_stale(root) if os.path.exists(
+        os.path.join(root, path))]
     if not missing and not stale:
         note = " (GPULEDGER_PURE=1 set: running the sources)" if pure_requested() else ""
         return f"gpuledger: compiled build (mypyc) of {', '.join(COMPILED_PACKAGES)}, current{note}", False
