@@ -1,8 +1,9 @@
 """Which build runs: the compiled modules (mypyc, built by default) only where they match their sources.
 
-``setup.py`` compiles the hot modules of ``ledger.core`` and ``ledger.replay`` with mypyc wherever a C
-compiler and the Python headers are present, and writes next to them ``_compiled.json``: the sha256
-of every source it compiled. At import each of the two packages calls ``use_sources_where_stale``:
+``setup.py`` compiles the hot modules of ``ledger.core``, ``ledger.replay`` and ``ledger.log`` with mypyc
+wherever a C compiler and the Python headers are present (first writing ``GENERATED``, the log's record
+encoders generated from the schemas), and writes next to them ``_compiled.json``: the sha256 of every
+source it compiled. At import each of the three packages calls ``use_sources_where_stale``:
 if a source no longer matches what was compiled (an edit in an editable install, a checkout of
 another commit), or ``GPULEDGER_PURE=1`` is set, the package loads every module from its ``.py``
 files instead, so it never runs code as it was rather than as it reads; a stale build says so in one
