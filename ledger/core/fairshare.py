@@ -40,13 +40,13 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ledger.core.contract import Workload
 from ledger.core.occupancy import Meter, Occupancy
 from ledger.core.pickling import field_state, set_fields
-from ledger.core.queues import Key, SizedQueue
+from ledger.core.placement import Fits
+from ledger.core.queues import Key, SizedQueue, least
 from ledger.core.tree import BudgetTree
 
 __all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "percent", "round9"]
@@ -479,8 +479,7 @@ class FairShareOrder:
 
     # ---- picking ------------------------------------------------------------------------------
     def next_start(
-        self, t: int, fits: Callable[[int], bool], allocated_only: bool = False,
-        fill_fits: Callable[[int], bool] | None = None,
+        self, t: int, fits: Fits, allocated_only: bool = False, fill_fits: Fits | None = None,
     ) -> Pick | None:
         """Return the first waiting workload in the order that fits the free room, or None.
 
@@ -500,7 +499,7 @@ class FairShareOrder:
             return None
         return Pick(key, ahead + self.orphans.position(key) + 1, ORPHAN)
 
-    def _descend(self, tier: int, t: int, fits: Callable[[int], bool], ahead: int) -> Pick | None:
+    def _descend(self, tier: int, t: int, fits: Fits, ahead: int) -> Pick | None:
         # Only levels where something fits are ranked (none, when nothing fits: then no ratio is
         # computed at all). The place in the queue is counted on the way down: the waiting work of
         # siblings ranked before the branch taken, and of each passed node's own queue (which is
@@ -522,9 +521,9 @@ class FairShareOrder:
             waiting = [n for n in names if totals.get(n)]
             if len(waiting) == 1:
                 node = waiting[0]
-                if not fits(min(sizes[node])):
+                if not fits.ok(least(sizes[node])):
                     return None
-            elif not waiting or (node is None and not any(fits(min(sizes[n])) for n in waiting)):
+            elif not waiting or (node is None and not any(fits.ok(least(sizes[n])) for n in waiting)):
                 return None  # below the roots a subtree entered always holds a fitting size: asked once
             else:
                 # the kept ranking of all the children, read in order up to the first that holds a
@@ -533,7 +532,7 @@ class FairShareOrder:
                 for n in self.ranked_children(parent, t):
                     waits = totals.get(n)
                     if waits:
-                        if fits(min(sizes[n])):
+                        if fits.ok(least(sizes[n])):
                             found = n
                             break
                         before += waits
