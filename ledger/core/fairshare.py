@@ -99,7 +99,7 @@ class _Standing:
     allocation and charge line through attributes of one object found by one lookup.
     """
 
-    __slots__ = ("alloc", "alloc_kept", "at", "key", "line_a", "line_b", "line_until", "path")
+    __slots__ = ("alloc", "alloc_kept", "at", "key", "line_a", "line_b", "line_until", "path", "seg", "seg_t")
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -110,6 +110,10 @@ class _Standing:
         self.line_a = 0  # the charge is line_a + line_b·t before line_until (µs; -1: no line kept)
         self.line_b = 0
         self.line_until = -1
+        # the breakpoint (index, time) the window start was past at the last line: where the next
+        # line's search starts (-1: none)
+        self.seg = -1
+        self.seg_t = 0
 
 
 @dataclass(slots=True)
@@ -364,7 +368,9 @@ class FairShareOrder:
         ``a + b·t``: the meter's total grows at its rate, the window start moves along the
         breakpoint segment it is in, and the prepaid part shrinks at ``prepaid_g``. The line holds
         until the window start reaches the next breakpoint or the node's meters change (then
-        ``_fresh`` drops it), so later instants read the charge in O(1).
+        ``_fresh`` drops it), so later instants read the charge in O(1). The window start's
+        breakpoint is looked for from where the last line found it (it only moves on, a step or
+        two between lines; a prune that moved the list is seen in that breakpoint's time).
         """
         occ = self.occ
         u = occ.nodes[st.path]
@@ -377,7 +383,16 @@ class FairShareOrder:
         elif x <= ts[0]:
             a, b, until = -m.cs[0], 0, ts[0] + w + 1  # C(window start) = C(first breakpoint) up to it
         else:
-            i = bisect_right(ts, x) - 1
+            i, n = st.seg, len(ts)
+            if 0 <= i < n and ts[i] == st.seg_t and ts[i] <= x:
+                if i + 8 < n and ts[i + 8] <= x:
+                    i = bisect_right(ts, x, i + 8) - 1  # far behind: search the rest
+                else:
+                    while i + 1 < n and ts[i + 1] <= x:
+                        i += 1
+            else:
+                i = bisect_right(ts, x) - 1
+            st.seg, st.seg_t = i, ts[i]
             a, b = -(m.cs[i] - m.rs[i] * (w + ts[i])), -m.rs[i]
             until = ts[i + 1] + w if i + 1 < len(ts) else _FOREVER
         a += m.cum - m.rate * m.last_t
