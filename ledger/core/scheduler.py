@@ -571,7 +571,8 @@ class DecisionCore:
         out.append(
             self._new(
                 WorkloadStarted, t, workload_id=w.wid, nodes=self.hosts.names(w.hosts), gpus=w.held,
-                allocated=w.allocated, protected_until=from_us(min(w.protected_until, _LAST_US)), attempt=w.attempt,
+                allocated=w.allocated, protected_until=_EPOCH + timedelta(0, 0, min(w.protected_until, _LAST_US)),
+                attempt=w.attempt,  # the window's end as ``from_us`` gives it, without its interpreted call
             )
         )
 
