@@ -59,10 +59,10 @@ _TIE_GAP = 1e-8
 _MICRO = 1_000_000  # entitlement rates in micro-GPUs: fractions of a GPU kept as integers
 # a snapshot's fields, in the order ``__init__`` sets them (the order of the bytes)
 _STATE = (
-    "tree", "occ", "capacity", "horizon", "entitled", "_seeded", "_live", "_steady", "_standing", "_order_cache",
+    "tree", "occ", "capacity", "horizon", "entitled", "_seeded", "_live", "_steady", "_standing_cache", "_order_cache",
     "_cache_v", "queues", "sizes", "totals", "orphans",
 )
-# caches that snapshots written before ``_standing`` hold (empty): dropped when one is restored
+# the caches that snapshots written before ``_standing_cache`` hold (empty): dropped when one is restored
 _FORMER = ("_cache", "_alloc_cache", "_line_cache", "_cache_t")
 
 
@@ -141,7 +141,7 @@ class FairShareOrder:
         self._live: set[str] = set()  # nodes whose entitlement has been positive
         self._steady: dict[str, float] = {}  # node -> fraction × capacity while it has not changed since seeding
         # path -> its ratio at one instant, allocation and charge line (``_Standing``): derived
-        self._standing: dict[str, _Standing] = {}
+        self._standing_cache: dict[str, _Standing] = {}
         # parent path ("" for the roots) -> (its children ranked, valid before µs, children whose meters
         # changed since: moved to their new places when the ranking is next read)
         self._order_cache: dict[str, tuple[list[str], int, list[str]]] = {}
@@ -202,9 +202,9 @@ class FairShareOrder:
 
     def _node(self, path: str) -> _Standing:
         """Return a node's standing (its ratio bookkeeping), made on first use."""
-        st = self._standing.get(path)
+        st = self._standing_cache.get(path)
         if st is None:
-            st = self._standing[path] = _Standing(path)
+            st = self._standing_cache[path] = _Standing(path)
         return st
 
     def ratio(self, path: str, t: int) -> float:
@@ -228,7 +228,7 @@ class FairShareOrder:
         if self.occ.version != self._cache_v:
             # within one instant only the nodes whose meters changed need a new ratio, and only
             # their parents' rankings can change
-            standing, order, nodes = self._standing, self._order_cache, self.tree.nodes
+            standing, order, nodes = self._standing_cache, self._order_cache, self.tree.nodes
             for p in self.occ.touched:
                 st = standing.get(p)
                 if st is not None:
@@ -243,7 +243,7 @@ class FairShareOrder:
 
     def invalidate(self) -> None:
         """Forget every cached ratio and ranking (shares or capacity changed)."""
-        self._standing.clear()
+        self._standing_cache.clear()
         self._order_cache.clear()
 
     def ranked_children(self, parent: str | None, t: int) -> list[str]:
@@ -405,12 +405,13 @@ class FairShareOrder:
 
     def __getstate__(self) -> dict[str, object]:
         state = field_state(self, _STATE)
-        state["_standing"], state["_order_cache"], state["_cache_v"] = {}, {}, -1  # derived: never part of a snapshot
+        # derived: never part of a snapshot
+        state["_standing_cache"], state["_order_cache"], state["_cache_v"] = {}, {}, -1
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         # snapshots written before a cache existed restore with it empty
-        self._standing, self._order_cache, self._cache_v = {}, {}, -1
+        self._standing_cache, self._order_cache, self._cache_v = {}, {}, -1
         set_fields(self, {name: value for name, value in state.items() if name not in _FORMER})
         if "entitled" not in state:
             # written before allocations were integrated: today's shares, as those snapshots assumed
