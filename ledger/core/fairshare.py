@@ -32,19 +32,21 @@ level already ranked costs O(1) — the "b log b" above is paid only when a rank
 A node's allocation is kept once the window no longer spans a change of its share; while it
 does, the allocation moves with time, so rankings holding that node are renewed at every instant.
 Callers drop every cache (``invalidate``) and then ``retarget`` when shares or capacity change.
+A node's ratio, kept allocation and charge line live in one native object (``_Standing``), so
+renewing a ranking costs one lookup per child rather than one per cache.
 """
 
 from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ledger.core.contract import Workload
 from ledger.core.occupancy import Meter, Occupancy
 from ledger.core.pickling import field_state, set_fields
-from ledger.core.queues import Key, SizedQueue
+from ledger.core.placement import Fits
+from ledger.core.queues import Key, SizedQueue, least
 from ledger.core.tree import BudgetTree
 
 __all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "percent", "round9"]
@@ -57,9 +59,11 @@ _TIE_GAP = 1e-8
 _MICRO = 1_000_000  # entitlement rates in micro-GPUs: fractions of a GPU kept as integers
 # a snapshot's fields, in the order ``__init__`` sets them (the order of the bytes)
 _STATE = (
-    "tree", "occ", "capacity", "horizon", "entitled", "_seeded", "_live", "_steady", "_cache", "_order_cache",
-    "_alloc_cache", "_line_cache", "_cache_t", "_cache_v", "queues", "sizes", "totals", "orphans",
+    "tree", "occ", "capacity", "horizon", "entitled", "_seeded", "_live", "_steady", "_standing_cache", "_order_cache",
+    "_cache_v", "queues", "sizes", "totals", "orphans",
 )
+# the caches that snapshots written before ``_standing_cache`` hold (empty): dropped when one is restored
+_FORMER = ("_cache", "_alloc_cache", "_line_cache", "_cache_t")
 
 
 def round9(r: float) -> float:
@@ -88,6 +92,30 @@ def percent(ratio: float) -> str:
     return "no allocation" if not math.isfinite(ratio) else f"{ratio:.0%}"
 
 
+class _Standing:
+    """One node's ratio bookkeeping, derived (never in a snapshot).
+
+    A native object rather than one dict per cache: a ranking reads and renews a node's ratio,
+    allocation and charge line through attributes of one object found by one lookup.
+    """
+
+    __slots__ = ("alloc", "alloc_kept", "at", "key", "line_a", "line_b", "line_until", "path", "seg", "seg_t")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.at = -1  # the instant ``key`` was taken at (-1: none since its meters last changed)
+        self.key: tuple[float, str, float] = (0.0, path, 0.0)  # (ratio to 9 decimals, path, ratio)
+        self.alloc_kept = False  # ``alloc`` (allocation_us) holds until shares or capacity change
+        self.alloc = 0.0
+        self.line_a = 0  # the charge is line_a + line_b·t before line_until (µs; -1: no line kept)
+        self.line_b = 0
+        self.line_until = -1
+        # the breakpoint (index, time) the window start was past at the last line: where the next
+        # line's search starts (-1: none)
+        self.seg = -1
+        self.seg_t = 0
+
+
 @dataclass(slots=True)
 class Pick:
     """A workload chosen to start, with its 1-based place in the order and its budget's ratio."""
@@ -112,13 +140,12 @@ class FairShareOrder:
         self._seeded: dict[str, int] = {}  # node -> when its entitlement was taken to have held all along
         self._live: set[str] = set()  # nodes whose entitlement has been positive
         self._steady: dict[str, float] = {}  # node -> fraction × capacity while it has not changed since seeding
-        self._cache: dict[str, tuple[float, str, float]] = {}  # path -> (rounded ratio, path, ratio)
+        # path -> its ratio at one instant, allocation and charge line (``_Standing``): derived
+        self._standing_cache: dict[str, _Standing] = {}
         # parent path ("" for the roots) -> (its children ranked, valid before µs, children whose meters
         # changed since: moved to their new places when the ranking is next read)
         self._order_cache: dict[str, tuple[list[str], int, list[str]]] = {}
-        self._alloc_cache: dict[str, float] = {}  # path -> allocation_us, until shares or capacity change
-        self._line_cache: dict[str, tuple[int, int, int]] = {}  # path -> charge as a + b·t, valid before a time
-        self._cache_t = self._cache_v = -1
+        self._cache_v = -1  # the meters' version whose changes the standings have taken in
         self.queues: dict[tuple[str, int], SizedQueue] = {}  # (node path, tier) -> own waiting work
         self.sizes: list[dict[str, dict[int, int]]] = [{}, {}]  # tier -> node -> {size: count in subtree}
         self.totals: list[dict[str, int]] = [{}, {}]  # tier -> node -> count in subtree
@@ -158,45 +185,54 @@ class FairShareOrder:
         occ = self.occ
         if steady is not None or m is None:
             # unchanged since it began: no integral needed (nor its rounding)
-            value = self._alloc_cache[path] = 0.0 if steady is None else steady * self.horizon
+            value = 0.0 if steady is None else steady * self.horizon
+            self._keep_alloc(path, value)
             return value
         if occ.half_life_us is not None:
             return m.decayed_at(t, occ.half_life_us) / _MICRO
         if m.last_t <= t - occ.window_us:
-            value = self._alloc_cache[path] = m.rate * occ.window_us / _MICRO
+            value = m.rate * occ.window_us / _MICRO
+            self._keep_alloc(path, value)
             return value
         return (m.total(t) - m.at(t - occ.window_us)) / _MICRO
 
+    def _keep_alloc(self, path: str, value: float) -> None:
+        st = self._node(path)
+        st.alloc, st.alloc_kept = value, True
+
+    def _node(self, path: str) -> _Standing:
+        """Return a node's standing (its ratio bookkeeping), made on first use."""
+        st = self._standing_cache.get(path)
+        if st is None:
+            st = self._standing_cache[path] = _Standing(path)
+        return st
+
     def ratio(self, path: str, t: int) -> float:
         """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation). O(log k), cached."""
-        cache = self._fresh(t)
-        entry = cache.get(path)
-        if entry is None:
-            entry = self._entry(path, t, cache)
-        return entry[2]
+        self._fresh(t)
+        st = self._node(path)
+        return (st.key if st.at == t else self._entry(st, t))[2]
 
     def key(self, path: str, t: int) -> tuple[float, str, float]:
         """Return a node's sort key among its siblings: (ratio to 9 decimals, path, ratio). O(log k), cached."""
-        cache = self._fresh(t)
-        entry = cache.get(path)
-        return entry if entry is not None else self._entry(path, t, cache)
+        self._fresh(t)
+        st = self._node(path)
+        return st.key if st.at == t else self._entry(st, t)
 
-    def _fresh(self, t: int) -> dict[str, tuple[float, str, float]]:
-        """Return the per-instant cache of (rounded ratio, path, ratio), dropping what went stale.
+    def _fresh(self, t: int) -> None:
+        """Drop the ratios and charge lines of the nodes whose meters changed since the last look.
 
-        The cache holds for one instant; a change of meters drops only the nodes it touched.
+        A node's sort key holds for the instant it was taken at (``_Standing.at``); a change of
+        meters drops only the nodes it touched.
         """
-        if t != self._cache_t:
-            self._cache.clear()  # ratios are per instant; rankings carry their own validity
-            self._cache_t = t
         if self.occ.version != self._cache_v:
             # within one instant only the nodes whose meters changed need a new ratio, and only
             # their parents' rankings can change
-            cache, order, nodes = self._cache, self._order_cache, self.tree.nodes
-            lin = self._line_cache
+            standing, order, nodes = self._standing_cache, self._order_cache, self.tree.nodes
             for p in self.occ.touched:
-                cache.pop(p, None)
-                lin.pop(p, None)
+                st = standing.get(p)
+                if st is not None:
+                    st.at = st.line_until = -1
                 node = nodes.get(p)
                 if node is not None:
                     got = order.get(node.parent or "")
@@ -204,15 +240,11 @@ class FairShareOrder:
                         got[2].append(p)  # only this child's place in its parent's ranking can have changed
             self.occ.touched.clear()
             self._cache_v = self.occ.version
-        return self._cache
 
     def invalidate(self) -> None:
         """Forget every cached ratio and ranking (shares or capacity changed)."""
-        self._cache_t = -1
-        self._cache.clear()
+        self._standing_cache.clear()
         self._order_cache.clear()
-        self._alloc_cache.clear()
-        self._line_cache.clear()
 
     def ranked_children(self, parent: str | None, t: int) -> list[str]:
         """Return a node's children (the roots for None) lowest ratio first. Do not modify the list.
@@ -247,16 +279,16 @@ class FairShareOrder:
         ``t``, and bounds the result by its line and by its two new neighbours. A new list: a walk
         may still be reading the old one.
         """
-        cache = self._fresh(t)
+        self._fresh(t)
         names = [p for p in kept if p not in moved]
         for x in moved:
-            entry = cache.get(x)
-            mine = entry if entry is not None else self._entry(x, t, cache)
+            st = self._node(x)
+            mine = st.key if st.at == t else self._entry(st, t)
             lo, hi = 0, len(names)
             while lo < hi:
                 mid = (lo + hi) // 2
-                other = cache.get(names[mid])
-                if (other if other is not None else self._entry(names[mid], t, cache)) < mine:
+                other = self._node(names[mid])
+                if (other.key if other.at == t else self._entry(other, t)) < mine:
                     lo = mid + 1
                 else:
                     hi = mid
@@ -302,46 +334,46 @@ class FairShareOrder:
 
         None while its allocation still moves as the window slides over a change of shares.
         """
-        cache = self._cache
-        entry = cache.get(p)
-        r = (entry if entry is not None else self._entry(p, t, cache))[2]
-        a = self._alloc_cache.get(p)
-        if a is None:
+        st = self._node(p)
+        r = (st.key if st.at == t else self._entry(st, t))[2]
+        if not st.alloc_kept:
             return None
-        line = self._line_cache.get(p)
-        if line is None or a <= 0:
+        a = st.alloc
+        if st.line_until < 0 or a <= 0:
             return r, 0.0, _FOREVER  # no allocation: the ratio is inf for ever
-        return r, line[1] / a, line[2]
+        return r, st.line_b / a, st.line_until
 
-    def _entry(self, path: str, t: int, cache: dict[str, tuple[float, str, float]]) -> tuple[float, str, float]:
-        alloc = self._alloc_cache.get(path)
-        if alloc is None:
-            alloc = self.allocation_us(path, t)
+    def _entry(self, st: _Standing, t: int) -> tuple[float, str, float]:
+        """Return a node's sort key at ``t`` and keep it for the instant; call after ``_fresh(t)``."""
+        path = st.path
+        alloc = st.alloc if st.alloc_kept else self.allocation_us(path, t)
         occ = self.occ
         if alloc <= 0:
             r = math.inf
         elif occ.half_life_us is None:
-            lin = self._line_cache.get(path)
             # O(1) while the charge is still on the line kept for this node (see _linear)
-            used = lin[0] + lin[1] * t if lin is not None and t < lin[2] else self._linear(path, t)
+            used = st.line_a + st.line_b * t if t < st.line_until else self._linear(st, t)
             r = float(used / alloc)
         else:
             r = float(occ.charged(path, t) / alloc)
         # the sort key of ``ranked`` is kept with the ratio: rounding is paid once per node and instant
-        entry = cache[path] = (round9(r), path, r)
+        entry = st.key = (round9(r), path, r)
+        st.at = t
         return entry
 
-    def _linear(self, path: str, t: int) -> int:
+    def _linear(self, st: _Standing, t: int) -> int:
         """Return a node's charged GPU-µs at ``t`` (window mode) and keep it as a line ``a + b·t``. O(log k).
 
         ``Occupancy.charged`` with ``Meter.at`` inlined, rewritten as exact integers
         ``a + b·t``: the meter's total grows at its rate, the window start moves along the
         breakpoint segment it is in, and the prepaid part shrinks at ``prepaid_g``. The line holds
         until the window start reaches the next breakpoint or the node's meters change (then
-        ``_fresh`` drops it), so later instants read the charge in O(1).
+        ``_fresh`` drops it), so later instants read the charge in O(1). The window start's
+        breakpoint is looked for from where the last line found it (it only moves on, a step or
+        two between lines; a prune that moved the list is seen in that breakpoint's time).
         """
         occ = self.occ
-        u = occ.nodes[path]
+        u = occ.nodes[st.path]
         m = u.allocated
         w = occ.window_us
         x = t - w
@@ -351,7 +383,16 @@ class FairShareOrder:
         elif x <= ts[0]:
             a, b, until = -m.cs[0], 0, ts[0] + w + 1  # C(window start) = C(first breakpoint) up to it
         else:
-            i = bisect_right(ts, x) - 1
+            i, n = st.seg, len(ts)
+            if 0 <= i < n and ts[i] == st.seg_t and ts[i] <= x:
+                if i + 8 < n and ts[i + 8] <= x:
+                    i = bisect_right(ts, x, i + 8) - 1  # far behind: search the rest
+                else:
+                    while i + 1 < n and ts[i + 1] <= x:
+                        i += 1
+            else:
+                i = bisect_right(ts, x) - 1
+            st.seg, st.seg_t = i, ts[i]
             a, b = -(m.cs[i] - m.rs[i] * (w + ts[i])), -m.rs[i]
             until = ts[i + 1] + w if i + 1 < len(ts) else _FOREVER
         a += m.cum - m.rate * m.last_t
@@ -359,19 +400,19 @@ class FairShareOrder:
         if occ.upfront and u.prepaid_g:
             a += u.prepaid_gp
             b -= u.prepaid_g
-        self._line_cache[path] = (a, b, until)
+        st.line_a, st.line_b, st.line_until = a, b, until
         return a + b * t
 
     def __getstate__(self) -> dict[str, object]:
         state = field_state(self, _STATE)
-        state["_cache"], state["_cache_t"], state["_cache_v"] = {}, -1, -1  # derived: never part of a snapshot
-        state["_order_cache"], state["_alloc_cache"], state["_line_cache"] = {}, {}, {}
+        # derived: never part of a snapshot
+        state["_standing_cache"], state["_order_cache"], state["_cache_v"] = {}, {}, -1
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         # snapshots written before a cache existed restore with it empty
-        self._order_cache, self._alloc_cache, self._line_cache = {}, {}, {}
-        set_fields(self, state)
+        self._standing_cache, self._order_cache, self._cache_v = {}, {}, -1
+        set_fields(self, {name: value for name, value in state.items() if name not in _FORMER})
         if "entitled" not in state:
             # written before allocations were integrated: today's shares, as those snapshots assumed
             tree, capacity = self.tree, self.capacity
@@ -386,12 +427,11 @@ class FairShareOrder:
         """
         if len(names) == 1:
             return list(names)
-        cache = self._fresh(t)
-        get = cache.get
+        self._fresh(t)
         entries = []
         for p in names:
-            e = get(p)
-            entries.append(e if e is not None else self._entry(p, t, cache))
+            st = self._node(p)
+            entries.append(st.key if st.at == t else self._entry(st, t))
         entries.sort()
         return [e[1] for e in entries]
 
@@ -455,8 +495,7 @@ class FairShareOrder:
 
     # ---- picking ------------------------------------------------------------------------------
     def next_start(
-        self, t: int, fits: Callable[[int], bool], allocated_only: bool = False,
-        fill_fits: Callable[[int], bool] | None = None,
+        self, t: int, fits: Fits, allocated_only: bool = False, fill_fits: Fits | None = None,
     ) -> Pick | None:
         """Return the first waiting workload in the order that fits the free room, or None.
 
@@ -476,7 +515,7 @@ class FairShareOrder:
             return None
         return Pick(key, ahead + self.orphans.position(key) + 1, ORPHAN)
 
-    def _descend(self, tier: int, t: int, fits: Callable[[int], bool], ahead: int) -> Pick | None:
+    def _descend(self, tier: int, t: int, fits: Fits, ahead: int) -> Pick | None:
         # Only levels where something fits are ranked (none, when nothing fits: then no ratio is
         # computed at all). The place in the queue is counted on the way down: the waiting work of
         # siblings ranked before the branch taken, and of each passed node's own queue (which is
@@ -498,9 +537,9 @@ class FairShareOrder:
             waiting = [n for n in names if totals.get(n)]
             if len(waiting) == 1:
                 node = waiting[0]
-                if not fits(min(sizes[node])):
+                if not fits.ok(least(sizes[node])):
                     return None
-            elif not waiting or (node is None and not any(fits(min(sizes[n])) for n in waiting)):
+            elif not waiting or (node is None and not any(fits.ok(least(sizes[n])) for n in waiting)):
                 return None  # below the roots a subtree entered always holds a fitting size: asked once
             else:
                 # the kept ranking of all the children, read in order up to the first that holds a
@@ -509,7 +548,7 @@ class FairShareOrder:
                 for n in self.ranked_children(parent, t):
                     waits = totals.get(n)
                     if waits:
-                        if fits(min(sizes[n])):
+                        if fits.ok(least(sizes[n])):
                             found = n
                             break
                         before += waits

@@ -67,13 +67,14 @@ class Meter:
             self.cs.append(self.cum)
             self.rs.append(self.rate)
         n = len(self.ts)
-        if n > _PRUNE_AT:
-            # keep the last breakpoint at or before the window start: C(window start) needs it
+        # Expired breakpoints are dropped only once they are half the list (deleting a prefix moves
+        # the rest, and a busy node's meter, the cluster's, keeps a whole window of breakpoints):
+        # k > n/2 for k, the index of the last breakpoint at or before the window start (C(window
+        # start) needs it), exactly when the breakpoint at n//2 + 1 lies at or before it. Asked in
+        # O(1), so the search runs only when a prune is due, not at every change.
+        if n > _PRUNE_AT and self.ts[n // 2 + 1] <= t - window_us:
             k = bisect_right(self.ts, t - window_us) - 1
-            if 2 * k > n:
-                # dropped only once they are half the list: deleting a prefix moves the rest, and a
-                # busy node's meter (the cluster's) keeps a whole window of breakpoints
-                del self.ts[:k], self.cs[:k], self.rs[:k]
+            del self.ts[:k], self.cs[:k], self.rs[:k]
 
     def total(self, t: int) -> int:
         """Return C(t): all GPU-microseconds held up to ``t`` (t >= last change). O(1)."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from ledger.core.pickling import field_state, rebuilt_from_fields, set_fields
 
-__all__ = ["Host", "Hosts", "hosts_needed"]
+__all__ = ["Fits", "Host", "Hosts", "hosts_needed"]
 
 _STATE = ("cluster", "per_node", "hosts", "by_name", "buckets", "capacity", "healthy", "budget_hosts")
 
@@ -28,6 +28,23 @@ _STATE = ("cluster", "per_node", "hosts", "by_name", "buckets", "capacity", "hea
 def hosts_needed(gpus: int, per_node: int) -> int:
     """Return how many whole hosts a wide workload takes (1 for a narrow one)."""
     return max(1, -(-gpus // per_node))
+
+
+class Fits:
+    """Which request sizes fit the free room as it is now, up to ``at_most`` GPUs: monotone in the size.
+
+    A native class, not a closure: compiled, ``fits.ok(g)`` is a direct call, where a closure is
+    called through the generic convention (its argument boxed and parsed at every call).
+    """
+
+    __slots__ = ("at_most", "most", "per", "whole")
+
+    def __init__(self, per: int, most: int, whole: int, at_most: int = 1 << 30) -> None:
+        self.per, self.most, self.whole, self.at_most = per, most, whole, at_most
+
+    def ok(self, g: int) -> bool:
+        """Return whether ``g`` GPUs fit: narrow on one host's free GPUs, wide on wholly free hosts."""
+        return g <= self.at_most and (g <= self.most if g <= self.per else -(-g // self.per) <= self.whole)
 
 
 @dataclass(slots=True)
@@ -136,6 +153,10 @@ class Hosts:
     def whole_free(self) -> int:
         """Return how many schedulable hosts are wholly free. O(1)."""
         return len(self.buckets[self.per_node])
+
+    def fitting(self, at_most: int = 1 << 30) -> Fits:
+        """Return which sizes fit the free room now, taking at most ``at_most`` GPUs. O(gpus_per_node)."""
+        return Fits(self.per_node, self.max_free(), self.whole_free(), at_most)
 
     def fits(self, gpus: int) -> bool:
         """Return whether a workload of ``gpus`` can be placed now. O(gpus_per_node)."""

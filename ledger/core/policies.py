@@ -24,11 +24,10 @@ O(distinct sizes), independent of queue length.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ledger.core.contract import Workload
 from ledger.core.fairshare import Pick
 from ledger.core.pickling import field_state, set_fields
+from ledger.core.placement import Fits
 from ledger.core.queues import SizedQueue
 
 __all__ = ["FlatOrder", "team_limit"]
@@ -69,8 +68,7 @@ class FlatOrder:
         return len(self.queue)
 
     def next_start(
-        self, t: int, fits: Callable[[int], bool], allocated_only: bool = False,
-        fill_fits: Callable[[int], bool] | None = None,
+        self, t: int, fits: Fits, allocated_only: bool = False, fill_fits: Fits | None = None,
     ) -> Pick | None:
         """Return the first waiting workload that fits, or None. O(distinct sizes + log n).
 

@@ -38,6 +38,7 @@ from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick, percent, roun
 from ledger.core.grace import keep_exiting
 from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
+from ledger.core.queues import least
 from ledger.core.reasons import start_reason
 from ledger.core.rooms import refused_from, room_buckets, room_possible
 from ledger.core.walk import walk_allocated
@@ -119,10 +120,10 @@ class _Wanted:
             self.fail = size
 
     def __call__(self, subtree_sizes: dict[int, int]) -> bool:
-        least = min(subtree_sizes)
-        if self.cap <= least < self.fail:
-            self.fail = least  # its first attempt would be refused at once, and every other size is larger
-        return least < self.fail
+        smallest = least(subtree_sizes)
+        if self.cap <= smallest < self.fail:
+            self.fail = smallest  # its first attempt would be refused at once, and every other size is larger
+        return smallest < self.fail
 
 
 def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) -> bool:
@@ -259,7 +260,7 @@ def priority_pass(core: DecisionCore, t: int, out: list[Event], fresh: list[Work
         fits = core._fits()
         for key, size in queue.heads():
             waiter = core.workloads[key[2]]
-            if fits(size):
+            if fits.ok(size):
                 hosts = core.hosts.choose(waiter.size, None)
                 assert hosts is not None
                 position = queue.position(key) + 1

@@ -9,13 +9,26 @@ O(distinct sizes). Adding or removing is O(log n) search plus a list shift.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Callable
 
 from ledger.core.pickling import field_state, set_fields
+from ledger.core.placement import Fits
 
-__all__ = ["Key", "SizedQueue"]
+__all__ = ["Key", "SizedQueue", "least"]
 
 Key = tuple[int, int, str]  # (-priority or 0, submit time µs, workload id)
+
+
+def least(sizes: dict[int, int]) -> int:
+    """Return the smallest size of a non-empty count of waiting work by size (``min`` of its keys).
+
+    A loop rather than ``min``: compiled, the builtin is reached through the generic call (its
+    arguments parsed at every call), and the picks and walks ask this at every level they look at.
+    """
+    best = 0
+    for size in sizes:
+        if best == 0 or size < best:
+            best = size
+    return best
 
 
 class SizedQueue:
@@ -49,11 +62,11 @@ class SizedQueue:
         if not lst:
             del self.by_size[size]
 
-    def best(self, fits: Callable[[int], bool]) -> Key | None:
+    def best(self, fits: Fits) -> Key | None:
         """Return the best key whose size fits, or None. O(distinct sizes)."""
         best: Key | None = None
         for size, lst in self.by_size.items():
-            if (best is None or lst[0] < best) and fits(size):
+            if (best is None or lst[0] < best) and fits.ok(size):
                 best = lst[0]
         return best
 

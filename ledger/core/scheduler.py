@@ -31,7 +31,6 @@ import heapq
 import math
 import pickle
 from collections import deque
-from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -41,7 +40,7 @@ from ledger.core.fairshare import FairShareOrder
 from ledger.core.grace import keep_exiting, leave_hosts, unreserve, victim_left
 from ledger.core.knobs import Knobs, format_duration
 from ledger.core.occupancy import Occupancy
-from ledger.core.placement import Hosts, hosts_needed
+from ledger.core.placement import Fits, Hosts, hosts_needed
 from ledger.core.policies import FlatOrder, team_limit
 from ledger.core.preemption import preempt_for, preempt_once, priority_pass
 from ledger.core.reasons import start_reason
@@ -572,7 +571,8 @@ class DecisionCore:
         out.append(
             self._new(
                 WorkloadStarted, t, workload_id=w.wid, nodes=self.hosts.names(w.hosts), gpus=w.held,
-                allocated=w.allocated, protected_until=from_us(min(w.protected_until, _LAST_US)), attempt=w.attempt,
+                allocated=w.allocated, protected_until=_EPOCH + timedelta(0, 0, min(w.protected_until, _LAST_US)),
+                attempt=w.attempt,  # the window's end as ``from_us`` gives it, without its interpreted call
             )
         )
 
@@ -653,10 +653,8 @@ class DecisionCore:
         victim_left(self, w, t)
 
     # ================================================================ the scheduling pass
-    def _fits(self, at_most: int = 1 << 30) -> Callable[[int], bool]:
-        hosts = self.hosts
-        per, mx, whole = hosts.per_node, hosts.max_free(), hosts.whole_free()
-        return lambda g: g <= at_most and (g <= mx if g <= per else -(-g // per) <= whole)
+    def _fits(self, at_most: int = 1 << 30) -> Fits:
+        return self.hosts.fitting(at_most)
 
     def _pass(self, t: int, out: list[Event], fresh: list[Workload] | None = None) -> None:
         # Allocated work first, preemption for it next, and only then unallocated work into what is
@@ -710,7 +708,7 @@ class DecisionCore:
             assert hosts is not None
             self._start(w, hosts, t, pick.position, out, start_reason(self, w, pick, hosts, t))
 
-    def _fill_fits(self) -> Callable[[int], bool] | None:
+    def _fill_fits(self) -> Fits | None:
         """Return which sizes of free fill fit the room fill may take now, or None when that is all that fits."""
         free = self.hosts.free_gpus()
         room = self._fill_room(free)
