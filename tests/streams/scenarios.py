@@ -62,7 +62,9 @@ def canonical(obj: object, _active: frozenset[int] = frozenset()) -> object:
     for slot in (*getattr(type(obj), "__slots__", ()), *getattr(type(obj), "__mypyc_attrs__", ())):
         if hasattr(obj, slot):
             fields[slot] = getattr(obj, slot)
-    facts = {k: v for k, v in fields.items() if "cache" not in k}  # memoised values are derived, not state
+    # memoised values are derived, not state; attributes by name: the order they were set in is not
+    # state either (a restored object's differs in the pure build), while a dict's order may be
+    facts = {k: fields[k] for k in sorted(fields) if "cache" not in k}
     return (type(obj).__name__, canonical(facts, active))
 
 
