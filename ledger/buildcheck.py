@@ -71,10 +71,14 @@ def generated_source(root: str = _ROOT) -> str:
     spec.loader.exec_module(codegen)
     from ledger.events import EVENT_TYPES
 
+    # the checkout's schemas/, or ledger/schemas where a wheel installed them (as ledger.codec looks)
+    folder = os.path.join(root, "schemas")
+    if not os.path.isdir(folder):
+        folder = os.path.join(root, "ledger", "schemas")
     schemas = {}
-    for name in sorted(os.listdir(os.path.join(root, "schemas"))):
+    for name in sorted(os.listdir(folder)):
         if name.endswith(".avsc"):
-            with open(os.path.join(root, "schemas", name), encoding="utf-8") as f:
+            with open(os.path.join(folder, name), encoding="utf-8") as f:
                 schema = json.load(f)
             schemas[schema["name"]] = schema
     source: str = codegen.module_source([schemas[name] for name in EVENT_TYPES])

@@ -91,3 +91,14 @@ def test_a_union_the_module_was_not_generated_from_uses_the_exec_encoders() -> N
     encoder = UnionEncoder(changed)
     assert not encoder.compiled
     assert encoder.branches == encoder.exec_branches
+
+
+def test_an_installed_package_generates_the_module_from_the_schemas_it_installed(tmp_path: Path) -> None:
+    # a wheel has no schemas/ beside ledger/: they are installed as ledger/schemas (ledger.codec)
+    (tmp_path / "ledger" / "log").mkdir(parents=True)
+    (tmp_path / "ledger" / "schemas").mkdir()
+    codegen = ROOT / "ledger" / "log" / "avro_codegen.py"
+    (tmp_path / "ledger" / "log" / "avro_codegen.py").write_text(codegen.read_text(encoding="utf-8"), encoding="utf-8")
+    for schema in (ROOT / "schemas").glob("*.avsc"):
+        (tmp_path / "ledger" / "schemas" / schema.name).write_text(schema.read_text(encoding="utf-8"), encoding="utf-8")
+    assert generated_source(str(tmp_path)) == generated_source(str(ROOT))
