@@ -211,13 +211,13 @@ class FairShareOrder:
         """Return usage ÷ allocation of a node at ``t`` (inf when it has no allocation). O(log k), cached."""
         self._fresh(t)
         st = self._node(path)
-        return (st.key if st.at == t else self._entry(st, t))[2]
+        return self._entry(st, t)[2]
 
     def key(self, path: str, t: int) -> tuple[float, str, float]:
         """Return a node's sort key among its siblings: (ratio to 9 decimals, path, ratio). O(log k), cached."""
         self._fresh(t)
         st = self._node(path)
-        return st.key if st.at == t else self._entry(st, t)
+        return self._entry(st, t)
 
     def _fresh(self, t: int) -> None:
         """Drop the ratios and charge lines of the nodes whose meters changed since the last look.
@@ -283,12 +283,12 @@ class FairShareOrder:
         names = [p for p in kept if p not in moved]
         for x in moved:
             st = self._node(x)
-            mine = st.key if st.at == t else self._entry(st, t)
+            mine = self._entry(st, t)
             lo, hi = 0, len(names)
             while lo < hi:
                 mid = (lo + hi) // 2
                 other = self._node(names[mid])
-                if (other.key if other.at == t else self._entry(other, t)) < mine:
+                if self._entry(other, t) < mine:
                     lo = mid + 1
                 else:
                     hi = mid
@@ -335,7 +335,7 @@ class FairShareOrder:
         None while its allocation still moves as the window slides over a change of shares.
         """
         st = self._node(p)
-        r = (st.key if st.at == t else self._entry(st, t))[2]
+        r = self._entry(st, t)[2]
         if not st.alloc_kept:
             return None
         a = st.alloc
@@ -344,7 +344,9 @@ class FairShareOrder:
         return r, st.line_b / a, st.line_until
 
     def _entry(self, st: _Standing, t: int) -> tuple[float, str, float]:
-        """Return a node's sort key at ``t`` and keep it for the instant; call after ``_fresh(t)``."""
+        """Return a node's sort key at ``t``, worked out once per instant; call after ``_fresh(t)``."""
+        if st.at == t:
+            return st.key
         path = st.path
         alloc = st.alloc if st.alloc_kept else self.allocation_us(path, t)
         occ = self.occ
@@ -431,7 +433,7 @@ class FairShareOrder:
         entries = []
         for p in names:
             st = self._node(p)
-            entries.append(st.key if st.at == t else self._entry(st, t))
+            entries.append(self._entry(st, t))
         entries.sort()
         return [e[1] for e in entries]
 

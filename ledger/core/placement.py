@@ -158,12 +158,6 @@ class Hosts:
         """Return which sizes fit the free room now, taking at most ``at_most`` GPUs. O(gpus_per_node)."""
         return Fits(self.per_node, self.max_free(), self.whole_free(), at_most)
 
-    def fits(self, gpus: int) -> bool:
-        """Return whether a workload of ``gpus`` can be placed now. O(gpus_per_node)."""
-        if gpus <= self.per_node:
-            return self.max_free() >= gpus
-        return self.whole_free() >= hosts_needed(gpus, self.per_node)
-
     def choose(self, gpus: int, budget: str | None = None) -> list[int] | None:
         """Return host indexes for a workload: narrow, its budget's fullest host or else best fit; wide, whole hosts."""
         per = self.per_node

@@ -257,7 +257,7 @@ def priority_pass(core: DecisionCore, t: int, out: list[Event], fresh: list[Work
     may_walk = {w.wid for w in fresh if w.wants_allocation}
     fail = 1 << 62
     while True:
-        fits = core._fits()
+        fits = core.hosts.fitting()
         for key, size in queue.heads():
             waiter = core.workloads[key[2]]
             if fits.ok(size):

@@ -653,9 +653,6 @@ class DecisionCore:
         victim_left(self, w, t)
 
     # ================================================================ the scheduling pass
-    def _fits(self, at_most: int = 1 << 30) -> Fits:
-        return self.hosts.fitting(at_most)
-
     def _pass(self, t: int, out: list[Event], fresh: list[Workload] | None = None) -> None:
         # Allocated work first, preemption for it next, and only then unallocated work into what is
         # left: free-tier work started into room an allocated waiter is about to take would be
@@ -699,7 +696,7 @@ class DecisionCore:
             # the hosts, or when that one is too wide, the best narrower one: the same pick), and the
             # fill tiers are not descended at all when that room is gone
             fill_fits = None if allocated_only else self._fill_fits()
-            pick = order.next_start(t, self._fits(), allocated_only, fill_fits)
+            pick = order.next_start(t, self.hosts.fitting(), allocated_only, fill_fits)
             if pick is None:
                 return
             w = self.workloads[pick.key[2]]
@@ -712,7 +709,7 @@ class DecisionCore:
         """Return which sizes of free fill fit the room fill may take now, or None when that is all that fits."""
         free = self.hosts.free_gpus()
         room = self._fill_room(free)
-        return None if room >= free else self._fits(room)
+        return None if room >= free else self.hosts.fitting(room)
 
     def _fill_room(self, free: int) -> int:
         """Return how many of the free GPUs free fill may take now: all but the headroom kept for allocated work.
