@@ -61,7 +61,7 @@ def _extensions() -> list[object]:
         except ImportError:
             why = "mypyc is not installed (it comes with mypy; pip install mypy, or build with isolation)"
     if why is not None:
-        _notice(f"installing the pure Python build: {why} (the same decisions, about twice as slow)")
+        _notice(f"installing the pure Python build: {why} (the same decisions, two to three times as slow)")
         return []
     # the log's record encoders, generated from schemas/*.avsc: written before they are hashed and compiled
     write_generated(os.path.dirname(os.path.abspath(__file__)))

@@ -219,7 +219,7 @@ def status(root: str = _ROOT) -> tuple[str, bool]:
         return f"gpuledger: compiled build (mypyc) of {', '.join(COMPILED_PACKAGES)}, current{note}", False
     why = compiler_missing()
     if why is not None:
-        return f"gpuledger: pure Python build: {why}; the same decisions, about twice as slow", False
+        return f"gpuledger: pure Python build: {why}; the same decisions, two to three times as slow", False
     if stale:
         return f"gpuledger: compiled modules stale ({', '.join(stale)}): rebuild", True
     return f"gpuledger: compiled modules not built ({len(missing)} of them): build", True

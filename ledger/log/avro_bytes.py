@@ -22,7 +22,6 @@ __all__ = [
     "MICROS",
     "MILLIS",
     "ONE",
-    "TIME_CACHES",
     "not_a",
     "out_of_range",
     "pack_double",
@@ -127,7 +126,6 @@ def timestamp(value: Any, scale: int) -> int:
 # time_bytes (events carry many equal times: a decision, the start it causes, its effective time).
 MICROS: Final[dict[Any, bytes]] = {}
 MILLIS: Final[dict[Any, bytes]] = {}
-TIME_CACHES: Final[dict[int, dict[Any, bytes]]] = {1: MICROS, 1000: MILLIS}
 
 
 def time_bytes(value: Any, scale: int) -> bytes:
