@@ -146,9 +146,17 @@ class DecisionCore:
             raise InputError(
                 f"{event.type_name} {event.event_id}: cluster {event.cluster!r} is not this core's {self.cluster!r}"
             )
-        t = to_us(event.time)
+        when = event.time
+        clock = self._clock
+        t = clock[0] if when is clock[1] else to_us(when)
         out = self.advance(t - 1)
-        t = max(t, self.now)  # a late event is applied at the core's clock: decisions never go back in time
+        if t >= self.now:
+            if when.tzinfo is UTC:
+                # this instant's outputs carry the event's own datetime (equal to a conversion of t), so
+                # t is converted once for the event and its outputs, here and in whatever reads them
+                self._clock = (t, when)
+        else:
+            t = self.now  # a late event is applied at the core's clock: decisions never go back in time
         self.now = t
         self._forget_finished(t)
         if self._apply(event, t, out):

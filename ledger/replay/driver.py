@@ -335,7 +335,7 @@ class ReplayDriver:
             t = run.attempt_origin_us + run.work_s * _US
             self._push(t, _COMPLETE, run.workload_id, run.generation)
 
-    def _started(self, event: WorkloadStarted) -> None:
+    def _started(self, event: WorkloadStarted, t: int) -> None:
         run = self._runs.get(event.workload_id)
         if run is None or run.done:
             return
@@ -346,7 +346,7 @@ class ReplayDriver:
             run.progress_s = 0
         restart = run.restart_s if run.starts > 1 else 0
         # origin + progress = when productive work resumes, so every later moment is origin + progress
-        run.attempt_origin_us = to_us(event.time) + restart * _US - run.progress_s * _US
+        run.attempt_origin_us = t + restart * _US - run.progress_s * _US
         self._schedule_next(run)
 
     def _stopped(self, workload_id: str, *, final: bool) -> None:
@@ -364,7 +364,7 @@ class ReplayDriver:
             emit(event)
             name = type(event).__name__  # exact types: the core emits no subclasses
             if name == "WorkloadStarted":
-                self._started(event)  # type: ignore[arg-type]
+                self._started(event, self._time_us)  # type: ignore[arg-type]  # its time, as _emit converted it
             elif name == "WorkloadPreempted":
                 wid = event.workload_id  # type: ignore[attr-defined]
                 self._preempted[wid] = self._preempted.get(wid, 0) + 1
