@@ -229,9 +229,9 @@ class _TimedCore:
         self.seconds = 0.0
         self.calls = 0
 
-    def handle(self, event: ev.Event, decide: bool = True) -> list[ev.Event]:
+    def handle(self, event: ev.Event, decide: bool = True, t_us: int | None = None) -> list[ev.Event]:
         clock = time.process_time()
-        outs = self.core.handle(event, decide)
+        outs = self.core.handle(event, decide, t_us)
         self.seconds += time.process_time() - clock
         self.calls += 1
         return outs

@@ -134,21 +134,21 @@ class DecisionCore:
         self.recheck_pending = False  # a standing re-check is queued (see ``_pass``)
 
     # ================================================================ public API
-    def handle(self, event: Event, decide: bool = True) -> list[Event]:
+    def handle(self, event: Event, decide: bool = True, t_us: int | None = None) -> list[Event]:
         """Apply an event after the wake-ups due before its time, then its instant's wake-ups and pass.
 
         Facts of one instant come before that instant's wake-ups: a workload that completes at the
         very instant its protected window ends has completed and is never preempted at that instant.
         With ``decide=False`` the pass is left pending, so a caller that holds several facts of one
         instant (the replay driver) applies them all and then calls ``advance(t)`` for one pass.
+        ``t_us`` is the event's time in µs when the caller has already converted it (the driver has).
         """
         if event.cluster != self.cluster:
             raise InputError(
                 f"{event.type_name} {event.event_id}: cluster {event.cluster!r} is not this core's {self.cluster!r}"
             )
         when = event.time
-        clock = self._clock
-        t = clock[0] if when is clock[1] else to_us(when)
+        t = to_us(when) if t_us is None else t_us
         out = self.advance(t - 1)
         if t >= self.now:
             if when.tzinfo is UTC:

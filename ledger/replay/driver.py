@@ -62,7 +62,7 @@ LAST_US = to_us(LATEST) - 1  # the last instant an event can carry (times lie be
 class Core(Protocol):
     """What the driver needs from ``ledger.core.DecisionCore``."""
 
-    def handle(self, event: Event, decide: bool = True) -> list[Event]: ...
+    def handle(self, event: Event, decide: bool = True, t_us: int | None = None) -> list[Event]: ...
     def advance(self, until_us: int) -> list[Event]: ...
     def next_wakeup(self) -> int | None: ...
 
@@ -245,14 +245,15 @@ class ReplayDriver:
                             continue  # cancelled by a preemption
                         fact = self._checkpoint(run, now) if kind == _CHECKPOINT else self._complete(run, now)
                         self._emit(fact)
-                        outputs = core.handle(fact, False)
+                        outputs = core.handle(fact, False, now)
                     elif i < n_inputs and inputs[i][0] == now:
                         event = inputs[i][2]
                         i += 1
                         self._next_input = i
                         self._outside.append(len(self._out))  # its position once emitted
+                        self._time_obj, self._time_us = event.time, now  # converted when fed
                         self._emit(event)
-                        outputs = core.handle(event, False)
+                        outputs = core.handle(event, False, now)
                     else:
                         break
                     if outputs:  # most facts decide nothing: no call for an empty list
@@ -324,6 +325,7 @@ class ReplayDriver:
         clock = self._clock
         if clock is None or clock[0] != now:
             clock = self._clock = (now, _EPOCH + timedelta(0, 0, now))  # == from_us(now); positional: cheaper
+            self._time_obj, self._time_us = clock[1], now  # what _emit would convert it back to
         return clock[1]
 
     def _schedule_next(self, run: _Execution) -> None:
