@@ -40,7 +40,7 @@ from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
 from ledger.core.queues import least
 from ledger.core.reasons import start_reason
-from ledger.core.rooms import VictimTest, refused_from, room_buckets, room_possible
+from ledger.core.rooms import refused_from, room_buckets, room_possible
 from ledger.core.walk import walk_allocated
 from ledger.events import Event
 
@@ -138,7 +138,7 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
     return make_room(core, waiter, eligibility(core, waiter, t), t, out, lambda: order.position_of(waiter, t))
 
 
-def eligibility(core: DecisionCore, waiter: Workload, t: int) -> VictimTest:
+def eligibility(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workload], bool]:
     """Return the test of who may be preempted for ``waiter`` at ``t``; the one test for every attempt.
 
     Priority: preemptible work of strictly lower priority. Fair share: unallocated work always;
@@ -148,7 +148,8 @@ def eligibility(core: DecisionCore, waiter: Workload, t: int) -> VictimTest:
     after the first of its pair.
     """
     if isinstance(core.order, FlatOrder):
-        return _LowerPriority(waiter.priority)
+        prio = waiter.priority
+        return lambda v: v.priority < prio
     margin = core.knobs.swap_margin
     # Verdicts depend on the two budget nodes (and, with the margin, the waiter's size and
     # protected runtime) and on the ratios: shared by every attempt of the instant until a meter
@@ -162,19 +163,7 @@ def eligibility(core: DecisionCore, waiter: Workload, t: int) -> VictimTest:
     return _Eligible(core, waiter, t, margin, charge, verdicts)
 
 
-class _LowerPriority(VictimTest):
-    """The priority baseline's test: preemptible work of strictly lower priority than the waiter's."""
-
-    __slots__ = ("priority",)
-
-    def __init__(self, priority: int) -> None:
-        self.priority = priority
-
-    def admits(self, v: Workload) -> bool:
-        return v.priority < self.priority
-
-
-class _Eligible(VictimTest):
+class _Eligible:
     """Fair share's test of who may be preempted for one waiter at one instant, its verdicts kept per victim node.
 
     A class rather than a closure: a compiled closure forms a reference cycle, and a walk makes
@@ -190,7 +179,7 @@ class _Eligible(VictimTest):
             core, waiter, t, margin, charge, verdicts
         )
 
-    def admits(self, v: Workload) -> bool:
+    def __call__(self, v: Workload) -> bool:
         if not v.allocated:
             return True  # unallocated work yields to any allocated request
         node = v.node
@@ -288,7 +277,7 @@ def priority_pass(core: DecisionCore, t: int, out: list[Event], fresh: list[Work
 
 
 def make_room(
-    core: DecisionCore, waiter: Workload, eligible: VictimTest, t: int, out: list[Event],
+    core: DecisionCore, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event],
     place: int | Callable[[], int],
 ) -> bool:
     """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible.
@@ -368,21 +357,21 @@ def make_room(
     return True
 
 
-class _OnHealthyHosts(VictimTest):
+class _OnHealthyHosts:
     """A victim test that also asks that every host of the victim be healthy."""
 
     __slots__ = ("eligible", "healthy")
 
-    def __init__(self, healthy: list[bool], eligible: VictimTest) -> None:
+    def __init__(self, healthy: list[bool], eligible: Callable[[Workload], bool]) -> None:
         self.healthy, self.eligible = healthy, eligible
 
-    def admits(self, v: Workload) -> bool:
+    def __call__(self, v: Workload) -> bool:
         healthy = self.healthy
-        return all(healthy[i] for i in v.hosts) and self.eligible.admits(v)
+        return all(healthy[i] for i in v.hosts) and self.eligible(v)
 
 
 def _reachable(
-    tiers: tuple[list[Workload], ...], ready: list[bool], may_take: VictimTest, t: int
+    tiers: tuple[list[Workload], ...], ready: list[bool], may_take: Callable[[Workload], bool], t: int
 ) -> Iterator[Workload]:
     """Yield the victims ``may_take`` admits, cheapest first, sorting a tier only once the cheaper ones ran out.
 
@@ -396,7 +385,7 @@ def _reachable(
             tier[:] = [v for *_, v in keyed]
             ready[k] = True
         for v in tier:
-            if may_take.admits(v):
+            if may_take(v):
                 yield v
 
 

@@ -17,7 +17,7 @@ any victim is sorted or judged:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ledger.core.contract import Workload
@@ -26,21 +26,7 @@ from ledger.core.placement import hosts_needed
 if TYPE_CHECKING:
     from ledger.core.scheduler import DecisionCore
 
-__all__ = ["RoomBuckets", "VictimTest", "refused_from", "room_buckets", "room_possible"]
-
-
-class VictimTest:
-    """Which running workloads one waiter may preempt (``preemption.eligibility`` makes them).
-
-    A class with a method, not a callable: compiled, a method of a known class is a direct call,
-    and a preemption attempt asks it of every candidate it reaches.
-    """
-
-    __slots__ = ()
-
-    def admits(self, v: Workload) -> bool:
-        """Return whether ``v`` may be preempted for this waiter."""
-        raise NotImplementedError
+__all__ = ["RoomBuckets", "refused_from", "room_buckets", "room_possible"]
 
 
 class RoomBuckets:
@@ -105,7 +91,7 @@ def refused_from(buckets: RoomBuckets, per: int) -> int:
 
 
 def room_possible(
-    core: DecisionCore, buckets: RoomBuckets, size: int, reachable: VictimTest
+    core: DecisionCore, buckets: RoomBuckets, size: int, reachable: Callable[[Workload], bool]
 ) -> bool:
     """Return whether the victims ``reachable`` admits would make room for ``size`` GPUs (the scan's answer).
 
@@ -126,7 +112,7 @@ def room_possible(
                 h = hl[i]
                 room = h.gpus - h.used
                 for wid, gpus in h.workloads.items():
-                    if wid in pool and reachable.admits(workloads[wid]):
+                    if wid in pool and reachable(workloads[wid]):
                         room += gpus
                         if room >= size:
                             return True  # the scan would stop here: this host is made ready
@@ -137,7 +123,7 @@ def room_possible(
         h = hl[i]
         if h.gpus != per:
             continue
-        if h.used and not all(wid in pool and reachable.admits(workloads[wid]) for wid in h.workloads):
+        if h.used and not all(wid in pool and reachable(workloads[wid]) for wid in h.workloads):
             continue
         ready += 1  # wholly free, or every workload on it may be preempted
         if ready >= need:
