@@ -151,7 +151,7 @@ class DecisionCore:
         t = to_us(when) if t_us is None else t_us
         out = self.advance(t - 1)
         if t >= self.now:
-            if when.tzinfo is UTC:
+            if when.__class__ is datetime and when.tzinfo is UTC:
                 # this instant's outputs carry the event's own datetime (equal to a conversion of t), so
                 # t is converted once for the event and its outputs, here and in whatever reads them
                 self._clock = (t, when)

@@ -62,9 +62,11 @@ class Recording:
     core: DecisionCore
     steps: list[int] = field(default_factory=list)
 
-    def handle(self, event: Event, decide: bool = True) -> list[Event]:
-        self.steps.append(to_us(event.time))
-        return self.core.handle(event, decide)
+    def handle(self, event: Event, decide: bool = True, t_us: int | None = None) -> list[Event]:
+        t = to_us(event.time)
+        assert t_us in (None, t), f"the driver handed {t_us} µs for an event at {t}"
+        self.steps.append(t)
+        return self.core.handle(event, decide, t_us)
 
     def advance(self, until_us: int) -> list[Event]:
         self.steps.append(until_us)
