@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Literal
 
 from ledger.errors import ConfigError
@@ -30,6 +31,7 @@ def parse_duration(text: str) -> int:
     return int(seconds)
 
 
+@lru_cache(maxsize=4096)  # every start's reason spells its protected window: the same few values recur
 def format_duration(seconds: int) -> str:
     """Return the shortest exact spelling of a duration, e.g. 28800 -> '8h'."""
     for unit in ("w", "d", "h", "m"):

@@ -43,21 +43,8 @@ def start_reason(core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], 
         standing = f"{w.node} has used {percent(ratio)} of its allocation over the {core.lookback}"
     return (
         f"{standing}; first in the fair-share order among work that fits; "
-        f"protected for {_spelled(protection_s(core, w))}; {where}"
+        f"protected for {format_duration(protection_s(core, w))}; {where}"
     )
-
-
-_SPELLED: dict[int, str] = {}  # protected windows as spelled (the same few recur from start to start)
-
-
-def _spelled(seconds: int) -> str:
-    """Return ``format_duration(seconds)``, spelled once per value (it is interpreted: ~0.5 % of a replay)."""
-    text = _SPELLED.get(seconds)
-    if text is None:
-        if len(_SPELLED) >= 4096:
-            _SPELLED.clear()
-        text = _SPELLED[seconds] = format_duration(seconds)
-    return text
 
 
 def _no_allocation(core: DecisionCore, node: str) -> str:
