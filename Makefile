@@ -24,8 +24,9 @@ demo: build
 	$(VENV)/bin/gpuledger demo --out out/demo --force
 
 lint: $(STAMP)
-	$(PY) -m ruff check ledger queries streams tests bench
+	$(PY) -m ruff check ledger tests bench
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports
 
 test: build lint
 	$(PY) -m pytest

@@ -174,8 +174,8 @@ def _spread(values: list[float], fmt: str) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print the figures."""
-    from queries.audit import collect, prepare
-    from queries.projection import project
+    from ledger.queries.audit import collect, prepare
+    from ledger.queries.projection import project
 
     p = argparse.ArgumentParser(prog="bench.audits")
     p.add_argument("--events", type=int, default=10_000_000)

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from ledger import events as ev
-from ledger.adapters.common import paused_gc
 from ledger.core import DecisionCore, Knobs
 from ledger.core.fairshare import FairShareOrder
+from ledger.gcpause import paused_gc
 from ledger.replay.demo_month import FULL, generate
 from ledger.replay.driver import ReplayDriver
 from ledger.replay.run import ReplayInputs, inputs_from_budgets

@@ -26,9 +26,9 @@ from typing import Any
 
 from ledger.commands._sweep import default_jobs, run_settings
 from ledger.core.knobs import Knobs
+from ledger.queries.sidebyside import human
 from ledger.replay import scenario_family as family
 from ledger.replay.run import ReplayInputs, inputs_from_budgets
-from ledger.replay.sidebyside import human
 
 MONTHS: dict[str, tuple[family.Params, int]] = {
     "A": (family.Params(demand=2.5, close_budgets=True, exact_share=0.35, fill_share=0.15), 1),

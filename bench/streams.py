@@ -39,12 +39,12 @@ if str(ROOT) not in sys.path:
 from ledger.codec import decode, encode  # noqa: E402
 from ledger.core import Knobs  # noqa: E402
 from ledger.events import BudgetNodeDefined, ClusterCapacityChanged, Event, WorkloadSubmitted  # noqa: E402
-from streams.checkpoints import Mark, digest, mark_key  # noqa: E402
-from streams.occupancy import OccupancyProjection  # noqa: E402
-from streams.publisher import event_record  # noqa: E402
-from streams.service import DecisionService  # noqa: E402
-from streams.testbroker import kafka_broker  # noqa: E402
-from streams.topics import checkpoint_topic, ensure_topics_sync  # noqa: E402
+from ledger.streams.checkpoints import Mark, digest, mark_key  # noqa: E402
+from ledger.streams.occupancy import OccupancyProjection  # noqa: E402
+from ledger.streams.publisher import event_record  # noqa: E402
+from ledger.streams.service import DecisionService  # noqa: E402
+from ledger.streams.testbroker import kafka_broker  # noqa: E402
+from ledger.streams.topics import checkpoint_topic, ensure_topics_sync  # noqa: E402
 from tests.streams.harness import WorkerProc, produce_events, running_worker, wait_for  # noqa: E402
 from tests.streams.scenarios import checkpoint_heavy  # noqa: E402
 
@@ -79,7 +79,7 @@ async def _plain_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> flo
     """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-    from streams.wire import encode_record
+    from ledger.streams.wire import encode_record
 
     svc = DecisionService(Knobs())
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",

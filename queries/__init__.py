@@ -3,8 +3,8 @@
 Audits recount from the log; they never import the decision core.
 """
 
-from queries.audit import audit, audit_run, connect, prepare
-from queries.projection import project
-from queries.report import render_html
+from ledger.queries.audit import audit, audit_run, connect, prepare
+from ledger.queries.projection import project
+from ledger.queries.report import render_html
 
 __all__ = ["audit", "audit_run", "connect", "prepare", "project", "render_html"]

@@ -13,9 +13,9 @@ from typing import Any
 import duckdb
 
 from ledger.errors import InputError
-from queries.projection import build_intervals, project, sql_text
-from queries.source import open_records
-from queries.timefmt import iso
+from ledger.queries.projection import build_intervals, project, sql_text
+from ledger.queries.source import open_records
+from ledger.queries.timefmt import iso
 
 AUDITS = ("owed_hours", "discarded_work", "wait_by_size", "occupancy", "fairness")
 WEEK_S = 7 * 86_400
@@ -376,7 +376,7 @@ def audit(
 
     ``within_log``: refuse a period wholly after or before the log (as ``gpuledger audit`` does).
     """
-    from queries.timefmt import parse_iso
+    from ledger.queries.timefmt import parse_iso
 
     since_us = parse_iso(since) if isinstance(since, str) else since
     until_us = parse_iso(until) if isinstance(until, str) else until

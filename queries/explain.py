@@ -17,10 +17,10 @@ from typing import Any
 import duckdb
 
 from ledger.errors import InputError
-from queries.audit import WEEK_S, Source, connect, prepare, rows
-from queries.headroom import headroom_text, held_by_headroom
-from queries.projection import sql_text
-from queries.timefmt import iso
+from ledger.queries.audit import WEEK_S, Source, connect, prepare, rows
+from ledger.queries.headroom import headroom_text, held_by_headroom
+from ledger.queries.projection import sql_text
+from ledger.queries.timefmt import iso
 
 MAX_MOMENTS = 5  # moments shown per waiting period; the rest are summarised
 POLICIES = ("fairshare", "priority", "fifo")

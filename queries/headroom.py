@@ -15,7 +15,7 @@ from typing import Any
 
 import duckdb
 
-from queries.audit import rows
+from ledger.queries.audit import rows
 
 _NEVER = 9_223_372_036_854_775_807
 

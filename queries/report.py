@@ -13,8 +13,8 @@ from typing import Any, overload
 
 import duckdb
 
-from queries.svg import PALETTE, bar_chart, cdf_chart, cdf_range, line_chart, nice_max, ratio_bars
-from queries.tables import (
+from ledger.queries.svg import PALETTE, bar_chart, cdf_chart, cdf_range, line_chart, nice_max, ratio_bars
+from ledger.queries.tables import (
     OWED_DEFINITION,
     SHORT,
     cell,
@@ -24,7 +24,7 @@ from queries.tables import (
     shortfall_sentence,
     tables,
 )
-from queries.timefmt import duration
+from ledger.queries.timefmt import duration
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px auto;max-width:1200px;color:#222;
@@ -296,7 +296,7 @@ def _page(title: str, body: str) -> str:
 def compare_html(labels: list[str], runs: list[dict[str, Any]], title: str = "gpuledger compare",
                  intro: str = "") -> str:
     """Return one self-contained page with every run side by side, one column per run, each row on one scale."""
-    from ledger.replay.sidebyside import table
+    from ledger.queries.sidebyside import table
 
     audits = [r["audit"] for r in runs]
     teams = worst_teams(audits)
@@ -345,7 +345,7 @@ def render_html(
 
     Without a path, return an HTML fragment of the same report to embed in another page.
     """
-    from queries.audit import collect, prepare
+    from ledger.queries.audit import collect, prepare
 
     if isinstance(source, duckdb.DuckDBPyConnection):
         has_params = source.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'params'").fetchone()

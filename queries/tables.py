@@ -69,7 +69,7 @@ def period_sentence(audit: dict[str, Any]) -> str:
 
 def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
     """Return the audit's headline as lines a manager reads first: owed, short teams, debug wait, preemption."""
-    from queries.timefmt import duration
+    from ledger.queries.timefmt import duration
 
     owed, dw = audit["owed_hours"], audit["discarded_work"]
     debug = audit["wait_by_size"].get("debug_allocated") or {}
@@ -222,7 +222,7 @@ def cell(value: Any, column: str = "") -> str:
 
     Machine formats (JSON, CSV) keep the raw numbers; only tables for people go through here.
     """
-    from queries.timefmt import duration
+    from ledger.queries.timefmt import duration
 
     if value is None:
         return "-"

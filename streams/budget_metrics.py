@@ -20,7 +20,7 @@ import contextlib
 from prometheus_client import CollectorRegistry, Gauge
 
 from ledger.errors import LedgerError
-from streams.state import ClusterState
+from ledger.streams.state import ClusterState
 
 __all__ = ["BudgetGauges"]
 

@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ledger.errors import BrokerError
-from streams.reader import PartitionReader
-from streams.state import ClusterState
+from ledger.streams.reader import PartitionReader
+from ledger.streams.state import ClusterState
 
 __all__ = ["MARK_PREFIX", "Mark", "digest", "last_mark", "latest_values", "mark_key", "occupancy_records",
            "read_states"]

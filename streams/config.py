@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ledger.core import Knobs
-from streams.security import KafkaSecurity
-from streams.topics import WORKER_APP_ID
+from ledger.streams.security import KafkaSecurity
+from ledger.streams.topics import WORKER_APP_ID
 
 __all__ = ["WorkerConfig"]
 

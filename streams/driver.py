@@ -30,18 +30,18 @@ from typing import Any
 from ledger.codec import decode
 from ledger.errors import LedgerError
 from ledger.events import Event
-from streams.budget_metrics import BudgetGauges
-from streams.checkpoints import Mark, digest, last_mark, mark_key, occupancy_records, read_states
-from streams.config import WorkerConfig
-from streams.deadletter import deadletter_headers, parse_headers, source_of
-from streams.metrics import WorkerMetrics
-from streams.outbox import Outbox
-from streams.reader import PartitionReader
-from streams.service import DecisionService, Outcome
-from streams.snapshot import Serialisation
-from streams.state import ClusterState
-from streams.topics import TopicNames, checkpoint_topic, occupancy_topic
-from streams.wire import decode_record, encode_record
+from ledger.streams.budget_metrics import BudgetGauges
+from ledger.streams.checkpoints import Mark, digest, last_mark, mark_key, occupancy_records, read_states
+from ledger.streams.config import WorkerConfig
+from ledger.streams.deadletter import deadletter_headers, parse_headers, source_of
+from ledger.streams.metrics import WorkerMetrics
+from ledger.streams.outbox import Outbox
+from ledger.streams.reader import PartitionReader
+from ledger.streams.service import DecisionService, Outcome
+from ledger.streams.snapshot import Serialisation
+from ledger.streams.state import ClusterState
+from ledger.streams.topics import TopicNames, checkpoint_topic, occupancy_topic
+from ledger.streams.wire import decode_record, encode_record
 
 __all__ = ["Worker"]
 
@@ -88,7 +88,7 @@ class Worker:
         """Serve until SIGTERM/SIGINT; return the exit code."""
         from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-        from streams.web import serve
+        from ledger.streams.web import serve
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):

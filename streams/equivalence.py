@@ -18,11 +18,11 @@ from pathlib import Path
 
 from ledger.core import Knobs
 from ledger.events import Event, to_us
-from streams.config import WorkerConfig
-from streams.publisher import event_record
-from streams.security import KafkaSecurity
-from streams.sources import is_core_output, read_events
-from streams.topics import TopicNames, ensure_topics, worker_topics
+from ledger.streams.config import WorkerConfig
+from ledger.streams.publisher import event_record
+from ledger.streams.security import KafkaSecurity
+from ledger.streams.sources import is_core_output, read_events
+from ledger.streams.topics import TopicNames, ensure_topics, worker_topics
 
 __all__ = ["Comparison", "check", "compare"]
 
@@ -87,7 +87,7 @@ async def check(
     """Publish a run's inputs to fresh topics, run a worker on them, and compare its decisions with the run's."""
     from aiokafka import AIOKafkaProducer
 
-    from streams.driver import Worker
+    from ledger.streams.driver import Worker
 
     events = list(read_events(run_dir))
     inputs = [e for e in events if not is_core_output(e)]

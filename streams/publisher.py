@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 
 from ledger.codec import encode
 from ledger.events import Event
-from streams.security import KafkaSecurity
-from streams.spool import Spool
-from streams.topics import EVENTS
+from ledger.streams.security import KafkaSecurity
+from ledger.streams.spool import Spool
+from ledger.streams.topics import EVENTS
 
 __all__ = ["AsyncPublisher", "PublishResult", "Publisher", "event_record"]
 

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from ledger.errors import BrokerError
-from streams.security import KafkaSecurity
+from ledger.streams.security import KafkaSecurity
 
 __all__ = ["PartitionReader"]
 

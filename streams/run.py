@@ -5,15 +5,15 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from streams.config import WorkerConfig
+from ledger.streams.config import WorkerConfig
 
 __all__ = ["run_worker"]
 
 
 def run_worker(cfg: WorkerConfig) -> int:
     """Create the topics, then run the worker until SIGTERM/SIGINT; return the exit code."""
-    from streams.driver import Worker
-    from streams.topics import ensure_topics_sync, worker_topics
+    from ledger.streams.driver import Worker
+    from ledger.streams.topics import ensure_topics_sync, worker_topics
 
     logging.basicConfig(level=cfg.loglevel.upper(), format="[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
     topics = worker_topics(cfg.partitions, cfg.app_id, cfg.topic_prefix)

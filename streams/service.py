@@ -26,8 +26,8 @@ from typing import Literal
 from ledger.core import Knobs
 from ledger.errors import LedgerError
 from ledger.events import Event, to_us
-from streams.state import ClusterState
-from streams.wire import decode_record
+from ledger.streams.state import ClusterState
+from ledger.streams.wire import decode_record
 
 __all__ = ["DecisionService", "Outcome", "Record", "Tick"]
 

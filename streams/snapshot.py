@@ -25,7 +25,7 @@ import struct
 from collections.abc import Sequence
 
 from ledger.errors import LedgerError
-from streams.state import ClusterState
+from ledger.streams.state import ClusterState
 
 __all__ = ["Serialisation"]
 

@@ -24,7 +24,7 @@ from typing import Any
 from ledger.core import DecisionCore, Knobs
 from ledger.core.scheduler import SNAPSHOT_MAGIC
 from ledger.errors import LedgerError
-from streams.occupancy import OccupancyProjection
+from ledger.streams.occupancy import OccupancyProjection
 
 __all__ = ["CHECKPOINT_MAGIC", "ClusterState"]
 

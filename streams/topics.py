@@ -7,7 +7,7 @@ import contextlib
 from dataclasses import dataclass
 
 from ledger.errors import BrokerError
-from streams.security import KafkaSecurity
+from ledger.streams.security import KafkaSecurity
 
 __all__ = [
     "DEADLETTER",

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.testbroker import BrokerHandle, kafka_broker
+from ledger.streams.testbroker import BrokerHandle, kafka_broker
 
 
 @pytest.fixture(scope="session")

@@ -3,8 +3,7 @@
 * ``slurm``: ``sacct --parsable2`` output (``import_sacct_file``);
 * ``philly``: Philly-style jobs with attempts (``import_philly_file``);
 * ``csv_trace``: any CSV through a column map (``import_csv_file``);
-* ``kueue``: Kueue Workload objects, listed or watched (``import_kueue_file``);
-* ``sdk``: ``Ledger``, the calls a home-grown scheduler makes.
+* ``kueue``: Kueue Workload objects, listed or watched (``import_kueue_file``).
 
 sacct and CSV files go through a column-wise fast path (``slurm_fast``, ``csv_fast``, with
 ``columns`` and ``batch``) that reads the common rows a column at a time and hands every other

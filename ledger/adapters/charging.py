@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ledger.adapters.common import ImportResult, Record
-from ledger.replay.budgets import Budgets
+from ledger.budgets import Budgets
 
 __all__ = [
     "ChargeSummary", "Charger", "charge_records", "charge_result", "event_record", "kueue_queues",

@@ -11,11 +11,9 @@ events as ``(type name, record)`` pairs whose times are integer microseconds sin
 
 from __future__ import annotations
 
-import gc
 import re
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
@@ -25,6 +23,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ledger import events as ev
 from ledger.errors import ConfigError, InputError
+from ledger.gcpause import paused_gc
 
 __all__ = [
     "EARLIEST_US",
@@ -41,7 +40,6 @@ __all__ = [
     "check_time",
     "parse_local_time",
     "parse_zone",
-    "paused_gc",
     "record_event",
 ]
 
@@ -266,22 +264,6 @@ class ImportResult:
             lines.append(f"    ... and {len(self.rejected) - max_rejected} more")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector while an import builds its events.
-
-    An import allocates a few objects per event and none of them form cycles, but the collector
-    would still rescan the growing heap again and again: pausing it halves the import time.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _time_of(item: Record) -> int:

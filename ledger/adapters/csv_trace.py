@@ -50,10 +50,10 @@ from ledger.adapters.common import (
     WallClock,
     check_time,
     parse_local_time,
-    paused_gc,
 )
 from ledger.adapters.history import History, Run, add_histories
 from ledger.errors import ConfigError, InputError
+from ledger.gcpause import paused_gc
 
 __all__ = [
     "FIELDS",

@@ -27,7 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ledger import events as ev
-from ledger.adapters.common import INT_MAX, LATEST_US, LONG_MAX, ImportResult, Record, RowError, paused_gc
+from ledger.adapters.common import INT_MAX, LATEST_US, LONG_MAX, ImportResult, Record, RowError
+from ledger.gcpause import paused_gc
 
 __all__ = [
     "History",

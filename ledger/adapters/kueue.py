@@ -56,9 +56,10 @@ from pathlib import Path
 from typing import Any
 
 from ledger import events as ev
-from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time, paused_gc
+from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time
 from ledger.adapters.jsonstream import JsonSyntaxError, iter_json_values
 from ledger.errors import EventValidationError
+from ledger.gcpause import paused_gc
 
 __all__ = ["KueueOptions", "import_kueue", "import_kueue_file"]
 

@@ -30,8 +30,8 @@ from typing import Any
 import yaml
 
 from ledger.adapters.common import RowError, budget_path, parse_local_time
+from ledger.budgets import BudgetNode, Budgets
 from ledger.errors import InputError
-from ledger.replay.budgets import BudgetNode, Budgets
 
 __all__ = ["KueueTree", "kueue_budgets", "parse_kueue_objects"]
 

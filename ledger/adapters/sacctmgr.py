@@ -30,8 +30,8 @@ from pathlib import Path
 
 from ledger.adapters.common import budget_path
 from ledger.adapters.hostlist import expand_hostlist
+from ledger.budgets import BudgetNode, Budgets
 from ledger.errors import InputError
-from ledger.replay.budgets import BudgetNode, Budgets
 
 __all__ = ["SlurmTree", "parse_sacctmgr", "parse_sinfo", "slurm_budgets"]
 

@@ -30,7 +30,7 @@ def append_to_log(out: str | Path, events: Sequence[Event]) -> int:
 
 def append_records_to_log(out: str | Path, records: Sequence[tuple[str, dict[str, Any]]]) -> int:
     """Append an import's checked records to the log at ``out`` as one durable batch; return how many were new."""
-    from ledger.adapters.common import paused_gc
+    from ledger.gcpause import paused_gc
     from ledger.log import EventLog
 
     with paused_gc(), EventLog(log_dir(out)) as log:  # encoding a big batch would wake the collector often
@@ -44,7 +44,7 @@ def append_imports_to_log(out: str | Path, results: Sequence[ImportResult]) -> i
     result has none (a value the direct writer cannot write), all go as records through the
     log's own encoder, which names the value it refuses.
     """
-    from ledger.adapters.common import paused_gc
+    from ledger.gcpause import paused_gc
     from ledger.log import EventLog
 
     with paused_gc():

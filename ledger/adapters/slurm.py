@@ -79,10 +79,10 @@ from ledger.adapters.common import (
     RowError,
     WallClock,
     budget_path,
-    paused_gc,
 )
 from ledger.adapters.history import History, Run, check_history
 from ledger.adapters.hostlist import expand_hostlist, expand_ranges
+from ledger.gcpause import paused_gc
 
 __all__ = [
     "NOHEADER_FIELDS",

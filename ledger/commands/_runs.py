@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ledger.core.knobs import Knobs
-from ledger.errors import LedgerError
 from ledger.replay.progress import ProgressBar
 from ledger.replay.run import ReplayInputs, replay
 from ledger.replay.trace import RejectedRow, listed
@@ -21,13 +20,8 @@ NOTHING_LEFT = "nothing left to happen with work left"
 
 def write_audit(run_dir: Path) -> dict[str, Any]:
     """Audit a run directory with the SQL audits and write ``audit.json``; return the audit."""
-    try:
-        import queries
-    except ImportError as exc:  # pragma: no cover - the package ships with gpuledger
-        raise LedgerError(f"the audits package is not installed ({exc})") from None
-    audit_run = getattr(queries, "audit_run", None)
-    if audit_run is None:
-        raise LedgerError("the audits package has no audit_run(run_dir); cannot write audit.json")
+    from ledger.queries import audit_run
+
     audit: dict[str, Any] = audit_run(run_dir)
     path = run_dir / "audit.json"
     if not path.exists():  # the audits may write it themselves; write it if they did not

@@ -15,8 +15,8 @@ from ledger.adapters.charging import (
     tree_events,
 )
 from ledger.adapters.common import ImportResult, Record
+from ledger.budgets import Budgets, load_budgets
 from ledger.errors import InputError
-from ledger.replay.budgets import Budgets, load_budgets
 
 __all__ = ["audit_records_with_tree", "charge_imports"]
 
@@ -77,7 +77,7 @@ def audit_records_with_tree(source: Any, budgets_file: str) -> list[Record]:
     """
     import sys
 
-    from queries.source import open_records
+    from ledger.queries.source import open_records
 
     budgets: Budgets = load_budgets(budgets_file)
     records = list(open_records(source))

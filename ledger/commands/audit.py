@@ -32,10 +32,10 @@ def run(args: argparse.Namespace) -> int:
     from ledger.commands._when import flag_time
     from ledger.core.knobs import parse_duration
     from ledger.events import to_us
-    from queries.audit import audit
-    from queries.report import html as page_html
-    from queries.report import render_html
-    from queries.tables import as_csv, as_text, headline, tables
+    from ledger.queries.audit import audit
+    from ledger.queries.report import html as page_html
+    from ledger.queries.report import render_html
+    from ledger.queries.tables import as_csv, as_text, headline, tables
 
     def when(text: str | None, flag: str) -> int | None:
         return None if text is None else to_us(flag_time(flag, text))

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from ledger.adapters.sacctmgr import read_text
-    from ledger.replay.budgets import parse_budgets
+    from ledger.budgets import parse_budgets
 
     if args.gpus is not None and args.gpus < 1:
         raise ConfigError(f"--gpus {args.gpus}: must be at least 1")

@@ -77,8 +77,8 @@ def run(args: argparse.Namespace) -> int:
     from ledger.commands._runs import report_rejected, unfinished_note
     from ledger.commands._sweep import default_jobs, run_settings
     from ledger.commands.replay import until_time
+    from ledger.queries.sidebyside import table
     from ledger.replay.run import load_inputs, on_hosts_of
-    from ledger.replay.sidebyside import table
 
     input_source(args.trace)
     if args.budgets is not None:
@@ -108,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
         if left:  # its column audits work that did not end: say so, as replay does
             print(f"{label}: {left}", file=sys.stderr)
     if args.format == "html":
-        from queries.report import compare_html
+        from ledger.queries.report import compare_html
 
         sys.stdout.write(compare_html(labels, results, title=f"gpuledger compare: {args.trace}"))
     else:

@@ -80,7 +80,7 @@ def _describe(month: Any, demand: float) -> str:
 
 
 def _headline(results: list[dict[str, Any]]) -> str:
-    from ledger.replay.sidebyside import human
+    from ledger.queries.sidebyside import human
 
     def get(r: dict[str, Any], *path: str) -> Any:
         v: Any = r["audit"]
@@ -113,7 +113,7 @@ def _headline(results: list[dict[str, Any]]) -> str:
 
 def _report_html(out: Path, intro: str, results: list[dict[str, Any]]) -> Path:
     """Write report.html: both policies side by side, one column each, on shared scales."""
-    from queries.report import compare_html
+    from ledger.queries.report import compare_html
 
     page = compare_html(list(POLICIES), results, title="gpuledger demo: budgets versus priorities on one month",
                         intro=intro + "\n" + GUIDE)
@@ -127,9 +127,9 @@ def run(args: argparse.Namespace) -> int:
     from ledger.commands._paths import DEMO_OUTPUTS, output_dir
     from ledger.commands._sweep import default_jobs, run_settings
     from ledger.core.knobs import Knobs
+    from ledger.queries.sidebyside import table
     from ledger.replay.demo_month import DEMO, FULL, generate
     from ledger.replay.run import inputs_from_budgets
-    from ledger.replay.sidebyside import table
     from ledger.replay.trace import write_trace
 
     if args.scale <= 0:

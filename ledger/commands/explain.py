@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._knobs import share_arg
     from ledger.core.knobs import format_duration, parse_duration
-    from queries.explain import as_text, explain
+    from ledger.queries.explain import as_text, explain
 
     settings = run_settings(args.source)
     headroom = share_arg("--fill-headroom", args.fill_headroom)

@@ -140,8 +140,8 @@ def _import_file(args: argparse.Namespace, path: str) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Import the files, print the summary, append the events to --out."""
-    from ledger.adapters.common import paused_gc
     from ledger.commands._paths import output_dir
+    from ledger.gcpause import paused_gc
 
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         output_dir(args.out, force=False)  # raises: --out names a file

@@ -32,8 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
-    from streams.publisher import Publisher
-    from streams.sources import read_events, without_core_outputs
+    from ledger.streams.publisher import Publisher
+    from ledger.streams.sources import read_events, without_core_outputs
 
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # connection retries are reported below, once
     wait_s = parse_duration(args.wait)

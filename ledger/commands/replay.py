@@ -59,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._paths import input_file, input_source, output_dir
     from ledger.commands._runs import report_rejected, run_one, unfinished_note
+    from ledger.queries.sidebyside import table
     from ledger.replay.run import load_inputs, on_hosts_of
-    from ledger.replay.sidebyside import table
 
     input_source(args.trace)
     if args.budgets is not None:
@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {note}", file=status)
         print(f"wrote {out / 'events'} and {out / 'audit.json'}", file=status)
     if args.format == "html":
-        from queries.report import html
+        from ledger.queries.report import html
 
         sys.stdout.write(html(result["audit"], f"gpuledger replay: {knobs.label()}"))
     elif args.format != "table" or not args.quiet:

@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._knobs import knobs_from_args
     from ledger.errors import ConfigError
-    from streams.equivalence import check
+    from ledger.streams.equivalence import check
 
     if not args.run_dir.exists():
         raise ConfigError(f"{args.run_dir}: no such run directory")

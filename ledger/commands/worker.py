@@ -71,9 +71,9 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._knobs import knobs_from_args
     from ledger.errors import ConfigError
-    from streams.config import WorkerConfig
-    from streams.run import run_worker
-    from streams.security import KafkaSecurity
+    from ledger.streams.config import WorkerConfig
+    from ledger.streams.run import run_worker
+    from ledger.streams.security import KafkaSecurity
 
     if not args.bootstrap:
         raise ConfigError("--bootstrap: not given and GPULEDGER_BOOTSTRAP is not set")

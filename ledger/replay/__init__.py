@@ -15,8 +15,8 @@ from ledger.buildcheck import use_sources_where_stale
 
 use_sources_where_stale(__name__, os.path.dirname(os.path.abspath(__file__)))
 
+from ledger.budgets import Budgets, load_budgets  # noqa: E402
 from ledger.replay import driver as _driver  # noqa: E402 - after the check
-from ledger.replay.budgets import Budgets, load_budgets  # noqa: E402
 from ledger.replay.driver import ReplayDriver, ReplayStats  # noqa: E402
 from ledger.replay.run import ReplayInputs, inputs_from_budgets, load_inputs, load_trace, replay  # noqa: E402
 from ledger.replay.trace import RejectedRow, Trace, read_trace, write_trace  # noqa: E402

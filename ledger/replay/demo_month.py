@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
+from ledger.budgets import BudgetNode, Budgets
 from ledger.events import WorkloadKind, WorkloadSubmitted, trusted
-from ledger.replay.budgets import BudgetNode, Budgets
 
 START = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
 DAYS = 30

@@ -33,6 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ledger.budgets import load_budgets
 from ledger.errors import AllRejectedError, InputError
 from ledger.events import (
     AllocationChanged,
@@ -47,7 +48,6 @@ from ledger.events import (
     WorkloadSubmitted,
     to_us,
 )
-from ledger.replay.budgets import load_budgets
 from ledger.replay.run import ReplayInputs
 from ledger.replay.trace import RejectedRow, listed
 

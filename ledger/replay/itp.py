@@ -26,9 +26,9 @@ import math
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from ledger.budgets import BudgetNode, Budgets, load_budgets
 from ledger.errors import AllRejectedError, InputError
 from ledger.events import LATEST, Event, WorkloadKind, WorkloadSubmitted
-from ledger.replay.budgets import BudgetNode, Budgets, load_budgets
 from ledger.replay.run import ReplayInputs, inputs_from_budgets
 from ledger.replay.trace import RejectedRow, listed
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ledger.adapters.common import paused_gc
+from ledger.budgets import Budgets, load_budgets
 from ledger.core.knobs import Knobs
 from ledger.errors import AllRejectedError, ConfigError, InputError, LedgerError
 from ledger.events import ClusterCapacityChanged, Event, to_us
-from ledger.replay.budgets import Budgets, load_budgets
+from ledger.gcpause import paused_gc
 from ledger.replay.driver import Progress, ReplayDriver, ReplayStats
 from ledger.replay.trace import RejectedRow, listed, read_trace
 

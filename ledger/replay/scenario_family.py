@@ -27,8 +27,8 @@ import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from ledger.budgets import BudgetNode, Budgets
 from ledger.events import WorkloadSubmitted, trusted
-from ledger.replay.budgets import BudgetNode, Budgets
 
 __all__ = ["SPREAD", "START", "Params", "month"]
 

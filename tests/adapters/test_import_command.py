@@ -60,7 +60,7 @@ def test_strict_refuses_the_whole_import_when_one_line_is_malformed(tmp_path: Pa
 
 
 def test_wait_by_size_audit_of_an_imported_file_equals_the_files_own_columns(tmp_path: Path) -> None:
-    from queries import audit
+    from ledger.queries import audit
 
     out = tmp_path / "log"
     for path in (POZIDRIV, DATA / "slurm" / "phillips-slice.log"):

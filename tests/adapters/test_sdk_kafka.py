@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("streams.publisher")  # the Kafka path needs the streams package
+pytest.importorskip("ledger.streams.publisher")  # the Kafka path needs the streams package
 
 from ledger import Ledger
 from ledger import events as ev
@@ -39,7 +39,7 @@ async def consume(bootstrap: str, topic: str, count: int) -> list[tuple[bytes, e
 def test_a_schedulers_calls_reach_the_events_topic_in_order_keyed_by_cluster(
     kafka_bootstrap: str, tmp_path: Path
 ) -> None:
-    from streams.topics import ensure_topics_sync
+    from ledger.streams.topics import ensure_topics_sync
 
     topic = f"test-sdk-{uuid.uuid4().hex[:8]}.gpuledger.events"
     ensure_topics_sync(kafka_bootstrap, {topic: 1})

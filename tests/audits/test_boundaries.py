@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import queries
+import ledger.queries as queries
 
 QUERIES = Path(queries.__file__).parent
 

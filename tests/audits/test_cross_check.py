@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from ledger import events as ev
 from ledger.events import to_us
-from queries import audit
-from queries.timefmt import parse_iso
+from ledger.queries import audit
+from ledger.queries.timefmt import parse_iso
 from tests.audits.reference import MIN, reference_audit
 from tests.audits.strategies import cluster_logs
 from tests.factories import DAY0, Events

@@ -7,9 +7,9 @@ from datetime import timedelta
 from pathlib import Path
 
 from ledger.core.knobs import Knobs
+from ledger.queries.audit import collect, connect, prepare
 from ledger.replay.demo_month import generate
 from ledger.replay.run import inputs_from_budgets, replay
-from queries.audit import collect, connect, prepare
 
 
 def test_ten_busy_days_audited_four_times_on_four_threads_give_one_report(tmp_path: Path) -> None:

@@ -10,8 +10,8 @@ from ledger.cli import main
 from ledger.commands._runs import run_one
 from ledger.commands.explain import run_headroom, run_settings
 from ledger.core.knobs import Knobs
+from ledger.queries.explain import explain
 from ledger.replay.run import inputs_from_budgets
-from queries.explain import explain
 from tests.replay.helpers import H, lab, submit
 
 

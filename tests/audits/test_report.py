@@ -7,8 +7,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from ledger import events as ev
-from queries import audit, connect, render_html
-from queries.report import discard_chart
+from ledger.queries import audit, connect, render_html
+from ledger.queries.report import discard_chart
 from tests.audits.conftest import two_teams_day
 from tests.factories import Events
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from queries import audit, render_html
-from queries.report import compare_html
+from ledger.queries import audit, render_html
+from ledger.queries.report import compare_html
 from tests.audits.conftest import two_teams_day
 from tests.audits.test_report import many_teams_day
 

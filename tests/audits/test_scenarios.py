@@ -10,7 +10,7 @@ import pytest
 from ledger import events as ev
 from ledger.adapters.sacctmgr import parse_sacctmgr, slurm_budgets
 from ledger.errors import InputError
-from queries import audit, audit_run
+from ledger.queries import audit, audit_run
 from tests.audits.conftest import two_teams_day
 from tests.factories import Events
 
@@ -263,7 +263,7 @@ def test_a_non_resumable_victim_loses_its_whole_run_whatever_checkpoints_it_wrot
     # is preempted for b1 and cancelled. It cannot resume from a checkpoint, so the whole hour is
     # thrown away: 8 GPU-h, as the preempt decision says (8 x 3600 GPU-seconds), not the 20 minutes
     # since its last checkpoint (2.667 GPU-h).
-    from queries.explain import explain
+    from ledger.queries.explain import explain
 
     E = Events()
     log = [

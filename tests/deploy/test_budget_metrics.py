@@ -7,8 +7,8 @@ from prometheus_client import CollectorRegistry
 from ledger.codec import encode
 from ledger.core import Knobs
 from ledger.events import Event
-from streams.budget_metrics import BudgetGauges
-from streams.service import DecisionService
+from ledger.streams.budget_metrics import BudgetGauges
+from ledger.streams.service import DecisionService
 from tests.factories import Events
 
 OCC = "gpuledger_worker_occupancy_gpu_seconds"

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from streams.security import ENV_VARS
+from ledger.streams.security import ENV_VARS
 from tests.deploy.names import (
     DEPLOY,
     called_names,

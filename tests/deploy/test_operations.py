@@ -15,7 +15,7 @@ from ledger.codec import MAGIC, encode, fingerprint, schema_dir
 from ledger.core import Knobs
 from ledger.events import Event, WorkloadSubmitted, to_us
 from ledger.log import EventLog, open_log
-from streams.service import DecisionService
+from ledger.streams.service import DecisionService
 from tests.factories import Events, at
 
 needs_flock = pytest.mark.skipif(shutil.which("flock") is None, reason="flock(1) from util-linux is not installed")

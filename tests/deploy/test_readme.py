@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from streams import topics
-from streams.security import ENV_VARS
+from ledger.streams import topics
+from ledger.streams.security import ENV_VARS
 from tests.deploy.names import AWAITED, ROOT, metric_named, option_strings, registered_metrics, subcommands
 
 

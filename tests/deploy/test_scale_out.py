@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 from aiokafka.partitioner import murmur2
 
+from ledger.budgets import parse_budgets
 from ledger.core import Knobs
 from ledger.events import Event, WorkloadSubmitted
 from ledger.log import open_log
-from ledger.replay.budgets import parse_budgets
 from ledger.replay.run import inputs_from_budgets, replay
-from streams.publisher import event_record
-from streams.service import DecisionService
+from ledger.streams.publisher import event_record
+from ledger.streams.service import DecisionService
 from tests.streams.harness import WorkerProc, decoded, is_output, namespace, produce_events, read_topic, wait_for
 
 PARTITIONS = 4

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ledger.errors import ConfigError
-from streams.security import ENV_VARS, KafkaSecurity
+from ledger.streams.security import ENV_VARS, KafkaSecurity
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from streams import topics
+from ledger.streams import topics
 from tests.deploy.names import DEPLOY, expand_k8s, flag_value, load_yaml, script_reads, subcommands
 
 SCRIPT = DEPLOY / "k8s" / "create-topics.sh"

@@ -6,10 +6,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ledger.budgets import BudgetNode, Budgets
 from ledger.core import DecisionCore
 from ledger.core.knobs import Knobs
 from ledger.events import Event, WorkloadSubmitted, to_us
-from ledger.replay.budgets import BudgetNode, Budgets
 from ledger.replay.driver import ReplayDriver
 from tests.factories import at
 

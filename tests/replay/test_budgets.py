@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from ledger.budgets import load_budgets, parse_budgets
 from ledger.errors import InputError
 from ledger.events import BudgetNodeDefined, ClusterCapacityChanged, validated
-from ledger.replay.budgets import load_budgets, parse_budgets
 from tests.replay.conftest import CONTRACT
 
 T0 = datetime(2026, 3, 2, tzinfo=UTC)

@@ -18,10 +18,10 @@ from typing import Any
 
 from ledger.codec import decode
 from ledger.events import Event
-from streams.publisher import event_record
-from streams.sources import is_core_output
-from streams.testbroker import die_with_parent, free_port
-from streams.topics import TopicNames, ensure_topics_sync, worker_topics
+from ledger.streams.publisher import event_record
+from ledger.streams.sources import is_core_output
+from ledger.streams.testbroker import die_with_parent, free_port
+from ledger.streams.topics import TopicNames, ensure_topics_sync, worker_topics
 
 ROOT = Path(__file__).resolve().parents[2]
 _ns = itertools.count(1)

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
+from ledger.budgets import parse_budgets
 from ledger.core import Knobs
 from ledger.events import Event, WorkloadSubmitted
 from ledger.log import open_log
-from ledger.replay.budgets import parse_budgets
 from ledger.replay.demo_month import generate
 from ledger.replay.run import inputs_from_budgets, replay
-from streams.state import ClusterState
+from ledger.streams.state import ClusterState
 from tests.streams.harness import is_output
 
 DAY0 = datetime(2026, 3, 2, tzinfo=UTC)

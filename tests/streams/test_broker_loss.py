@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.testbroker import TansuBroker
+from ledger.streams.testbroker import TansuBroker
 from tests.streams.harness import WorkerProc, namespace, produce_events, read_topic, wait_for
 from tests.streams.scenarios import lab_month
 from tests.streams.test_worker import FAST_GROUP

@@ -15,8 +15,8 @@ import pytest
 from ledger.codec import MAGIC, encode, fingerprint, parsed_schemas, raw_schemas, to_record
 from ledger.core import Knobs
 from ledger.events import Event
-from streams.deadletter import parse_headers
-from streams.service import DecisionService
+from ledger.streams.deadletter import parse_headers
+from ledger.streams.service import DecisionService
 from tests.streams.harness import decoded, produce, produce_events, read_topic, running_worker, wait_for
 from tests.streams.scenarios import checkpoint_heavy, lab_month
 from tests.streams.test_worker import FAST_GROUP, table

@@ -16,10 +16,10 @@ from ledger.codec import decode, encode
 from ledger.core import Knobs
 from ledger.errors import BrokerError
 from ledger.events import Event
-from streams.publisher import Publisher
-from streams.service import DecisionService
-from streams.testbroker import BrokerHandle, TansuBroker, free_port
-from streams.topics import ensure_topics_sync
+from ledger.streams.publisher import Publisher
+from ledger.streams.service import DecisionService
+from ledger.streams.testbroker import BrokerHandle, TansuBroker, free_port
+from ledger.streams.topics import ensure_topics_sync
 from tests.factories import Events
 from tests.streams.harness import ROOT, is_output, namespace, read_topic
 from tests.streams.scenarios import lab_month

@@ -8,9 +8,9 @@ import random
 from ledger.codec import encode
 from ledger.core import Knobs
 from ledger.events import Event, to_us
-from streams.service import DecisionService
-from streams.snapshot import Serialisation
-from streams.state import ClusterState
+from ledger.streams.service import DecisionService
+from ledger.streams.snapshot import Serialisation
+from ledger.streams.state import ClusterState
 from tests.factories import Events
 from tests.streams.scenarios import checkpoint_heavy, lab_month, same_state
 

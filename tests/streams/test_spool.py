@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ledger.errors import BrokerError
-from streams.spool import Spool
+from ledger.streams.spool import Spool
 
 
 def records(n: int, start: int = 0) -> list[tuple[bytes, bytes]]:

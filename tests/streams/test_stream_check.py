@@ -11,7 +11,7 @@ import pytest
 from ledger.core import Knobs
 from ledger.replay.demo_month import generate
 from ledger.replay.run import inputs_from_budgets, replay
-from streams.equivalence import compare
+from ledger.streams.equivalence import compare
 from tests.streams.harness import ROOT
 from tests.streams.scenarios import lab_month
 

@@ -10,7 +10,7 @@ import pytest
 
 from ledger.codec import MAGIC, decode, encode, fingerprint, schema_dir, to_record
 from ledger.errors import LedgerError
-from streams.wire import decode_record, encode_record
+from ledger.streams.wire import decode_record, encode_record
 from tests.streams.scenarios import lab_month
 
 

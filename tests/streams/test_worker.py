@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ledger.events import Event
-from streams.occupancy import OccupancyProjection
+from ledger.streams.occupancy import OccupancyProjection
 from tests.streams.harness import WorkerProc, decoded, produce_events, read_topic, running_worker, wait_for
 from tests.streams.scenarios import lab_month
 

@@ -73,12 +73,11 @@ class Ledger:
             self._log = EventLog(log_dir(log))
             self._recover()
         else:
-            import importlib
-
             # Kafka only when asked for: the publisher (and aiokafka) are imported lazily
-            publisher_cls = importlib.import_module("streams.publisher").Publisher
+            from ledger.streams.publisher import Publisher
+
             kwargs: dict[str, Any] = {"topic": topic} if topic else {}
-            self._publisher = publisher_cls(str(bootstrap), spool_dir or ".gpuledger-spool", **kwargs)
+            self._publisher = Publisher(str(bootstrap), spool_dir or ".gpuledger-spool", **kwargs)
 
     def _recover(self) -> None:
         """Rebuild what the SDK remembers of this cluster's workloads from the embedded log."""
