@@ -17,8 +17,8 @@ Event ids are ``{cluster}/{source}/{workload_id}/{what}``, derived from the sour
 so importing the same file twice yields the same ids and the log drops the repeats.
 
 Records, not event objects: the adapters have checked every value (``check_history`` adds the bounds
-of the Avro types), so the events go to the log's trusted append as they are: as records, or as
-the bytes ``ledger.adapters.wire`` writes for exactly these records without building them.
+of the Avro types), so the events go to the log's trusted append as they are
+(``EventLog.append_records``, which encodes them with the log's encoder).
 """
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ def _report_and_append(args: argparse.Namespace, results: list[Any]) -> int:
         tree = charge_imports(results, args.budgets)
         if tree is not None:
             results.insert(0, tree)
-    total = sum(len(res.type_names()) for res in results)
+    total = sum(len(res.records) for res in results)
     if args.out is None:
         print(f"dry run: {total} events, nothing written (give --out LOG_DIR)", file=sys.stderr)
         return code
