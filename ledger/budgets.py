@@ -15,7 +15,6 @@ order); errors name the file, the entry and the field.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,8 +34,8 @@ from pydantic import (
 from ledger.errors import InputError
 from ledger.events import EARLIEST, LATEST, BudgetNodeDefined, ClusterCapacityChanged
 
-_PATH = re.compile(r"^[^/\s]+(/[^/\s]+)*$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_PATH = r"^[^/\s]+(/[^/\s]+)*$"  # org/program/team: no empty part, no whitespace
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 SET_BY = "budgets-file"  # who defines the tree in a replay: the file itself, not a person
 
 
@@ -142,7 +141,7 @@ def _utc(value: datetime) -> datetime:
 
 
 _ENTRY = ConfigDict(extra="forbid", frozen=True)  # an unknown key is a mistake, named
-_Name = Annotated[str, StringConstraints(strict=True, pattern=_NAME.pattern)]
+_Name = Annotated[str, StringConstraints(strict=True, pattern=_NAME)]
 _Count = Annotated[int, Field(strict=True, ge=1)]
 
 
@@ -159,7 +158,7 @@ class NodeSpec(BaseModel):
     """One entry of the file's ``nodes`` list."""
 
     model_config = _ENTRY
-    path: Annotated[str, StringConstraints(strict=True, pattern=_PATH.pattern)]
+    path: Annotated[str, StringConstraints(strict=True, pattern=_PATH)]
     share: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
     managers: list[Annotated[str, StringConstraints(strict=True, strip_whitespace=True, min_length=1)]] | None = None
     since: Annotated[datetime, AfterValidator(_utc)] | None = None
