@@ -47,9 +47,9 @@ def connect(source: Source, *, decisions: bool = True) -> duckdb.DuckDBPyConnect
     return project(open_records(source), decisions=decisions)
 
 
-def rows(con: duckdb.DuckDBPyConnection, query: str) -> list[dict[str, Any]]:
-    """Return the result of ``query`` as a list of dicts."""
-    cur = con.execute(query)
+def rows(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Return the result of ``query`` (its ``$name`` parameters bound from ``params``) as a list of dicts."""
+    cur = con.execute(query, params) if params else con.execute(query)
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
