@@ -60,7 +60,14 @@ def output_file(text: str, *, force: bool = False, inputs: Collection[str | Path
 
 
 def _is_run_dir(path: Path) -> bool:
-    return path.is_dir() and (path / "events").is_dir()
+    """Return whether ``path`` is a run directory gpuledger wrote, finished or cut short (Ctrl-C, a kill).
+
+    A run cut short may hold only part of what a run writes (a ``.events.building`` log, no audit),
+    or nothing yet: it is ours when everything in it is a name a run writes.
+    """
+    if not path.is_dir() or path.is_symlink():
+        return False
+    return (path / "events").is_dir() or all(e.name in RUN_OUTPUTS for e in path.iterdir())
 
 
 def output_dir(
