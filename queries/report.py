@@ -43,6 +43,9 @@ td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}tr.sh
 th{background:#f6f6f6}svg .t{font-size:12px;font-weight:600;fill:#333}svg .a{font-size:10px;fill:#444}
 svg .g{stroke:#e4e4e4}.note{color:#555;font-size:12px}.def{background:#f6f8fc;border-left:3px solid #4269d0;
 padding:6px 10px;margin:8px 0;font-size:13px}pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}
+table.sweep{width:100%}table.sweep th{vertical-align:bottom;font-size:12px;font-weight:600}
+td.setting{min-width:10em}td.best{font-weight:700;background:#e8f3ec}
+.charts{display:grid;gap:16px;grid-template-columns:repeat(auto-fit,minmax(380px,1fr))}.charts>svg{width:100%;height:auto}
 """
 
 WORST_CHARTS = 6  # teams drawn day by day: the worst of those under 95%
@@ -330,6 +333,14 @@ def compare_html(labels: list[str], runs: list[dict[str, Any]], title: str = "gp
     return _page(title, "".join(body))
 
 
+def sweep_page(labels: list[str], runs: list[dict[str, Any]], title: str = "gpuledger compare",
+               notes: list[str] | None = None, same_as: list[str | None] | None = None) -> str:
+    """Return the sweep page (three settings or more): one row per setting, best values marked, trade-off charts."""
+    from ledger.queries.sweep import sweep_html
+
+    return sweep_html(labels, runs, title=title, page=_page, notes=notes or [], same_as=same_as)
+
+
 @overload
 def render_html(source: dict[str, Any] | duckdb.DuckDBPyConnection, path: None = None, title: str = ...) -> str: ...
 
@@ -363,4 +374,4 @@ def render_html(
     return path
 
 
-__all__ = ["compare_html", "headline", "html", "render_html"]
+__all__ = ["compare_html", "headline", "html", "render_html", "sweep_page"]
