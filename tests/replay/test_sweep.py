@@ -49,7 +49,7 @@ def test_settings_replayed_side_by_side_match_those_replayed_one_by_one(
     # one line per finished run, in whatever order they finish, then the total
     lines = [line for line in progress.splitlines() if line.startswith("[")]
     assert sorted(line.split("]")[0] for line in lines) == ["[1/4", "[2/4", "[3/4", "[4/4"]
-    labels = json.loads(pooled)["columns"]
+    labels = [s["setting"] for s in json.loads(pooled)["settings"]]  # four settings: the sweep's rows
     assert sorted(line.split("] ")[1].split(":")[0] for line in lines) == sorted(labels)
 
 
@@ -85,4 +85,4 @@ def test_a_compare_cut_short_by_ctrl_c_is_replaced_by_its_rerun(
     assert _compare(month, out, 1, "--quiet") != 0
     assert "holds an earlier run" in capsys.readouterr().err
     assert _compare(month, out, 1, "--quiet", "--force") == 0
-    assert len(json.loads(capsys.readouterr().out)["columns"]) == 4
+    assert len(json.loads(capsys.readouterr().out)["settings"]) == 4
