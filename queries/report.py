@@ -34,7 +34,7 @@ h3{font-size:15px;margin:8px 0}
 .sub{color:#555;margin:0 0 12px}.kpis{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}
 .kpi{border:1px solid #ddd;border-radius:6px;padding:8px 12px;min-width:140px;flex:1}
 .kpi b{display:block;font-size:20px}.kpi span{color:#555;font-size:12px}.kpi.bad b{color:#d62728}
-.grid{display:flex;flex-wrap:wrap;gap:8px}.grid>svg{flex:1 1 360px;max-width:100%;height:auto}
+.grid{display:grid;gap:8px;grid-template-columns:repeat(auto-fill,minmax(360px,1fr))}.grid>svg{width:100%;height:auto}
 .cols{display:grid;gap:18px;grid-template-columns:repeat(var(--n),minmax(0,1fr))}
 .cols>div{min-width:0}svg{max-width:100%;height:auto}
 table{border-collapse:collapse;margin:6px 0 12px;font-size:12.5px}

@@ -13,10 +13,14 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ledger.cli import main
+from ledger.queries import audit
+from ledger.queries.report import html
+from tests.factories import Events
 
 CHROMIUM = shutil.which("chromium")
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
@@ -41,7 +45,8 @@ addEventListener('load', () => {
   }
   for (const s of document.querySelectorAll('svg')) {
     const r = s.getBoundingClientRect();
-    found.charts.push({chart: s.getAttribute('aria-label'), width: Math.round(r.width), height: Math.round(r.height)});
+    found.charts.push({chart: s.getAttribute('aria-label'), width: Math.round(r.width), height: Math.round(r.height),
+                       in: s.parentElement.className});
   }
   const out = document.createElement('pre'); out.id = 'layout'; out.textContent = JSON.stringify(found);
   document.body.appendChild(out);
@@ -80,12 +85,24 @@ def test_the_sweep_page_of_eight_settings_fits_1400_px(tmp_path: Path, capsys: p
     assert all(int(str(c["width"])) >= 300 and int(str(c["height"])) >= 200 for c in found["charts"]), found["charts"]
 
 
-def test_the_single_run_page_of_four_teams_fits_1400_px(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = tmp_path / "lab"
-    assert main(["replay", *LAB, "--out", str(run), "--quiet"]) == 0
-    html = _stdout(capsys, "audit", str(run), "--format", "html")
-    found = laid_out(html, tmp_path)
+def four_short_teams() -> list[Any]:
+    """A day on 16 GPUs: org/e holds them all for a day while org/a-d each wait with 4 GPUs: four teams short."""
+    E = Events()
+    evs = [E.capacity(0, 16), E.node(0, "org", 1.0), *(E.node(0, f"org/{t}", 1.0) for t in "abcde")]
+    evs += [E.submit(0, "hog", "org/e", gpus=16), E.start(0, "hog", ("lab-n000", "lab-n001"), 16)]
+    evs += [E.submit(0, f"{t}1", f"org/{t}", gpus=4) for t in "abcd"]
+    evs.append(E.complete(24 * 60, "hog"))
+    for i, t in enumerate("abcd"):
+        evs += [E.start(24 * 60, f"{t}1", (f"lab-n00{i // 2}",), 4), E.complete(26 * 60 + 30 * i, f"{t}1")]
+    return sorted(evs, key=lambda e: e.time)
+
+
+def test_the_single_run_page_of_four_short_teams_fits_1400_px(tmp_path: Path) -> None:
+    data = audit(four_short_teams())
+    assert sum(1 for t in data["owed_hours"]["teams"] if t["ratio"] < 0.95) == 4
+    found = laid_out(html(data, "four short teams"), tmp_path)
     assert found["tables"] >= 3 and found["spills"] == []
     assert found["charts"] and all(int(str(c["width"])) > 0 and int(str(c["height"])) > 0 for c in found["charts"])
-    # no chart is blown up past the page's column: the widest is at most the body's 1,200 px
-    assert max(int(str(c["width"])) for c in found["charts"]) <= 1200
+    # the four teams' daily charts share one width: the last of them is not stretched over the page
+    daily = [int(str(c["width"])) for c in found["charts"] if c["in"] == "grid"]
+    assert len(daily) == 4 and len(set(daily)) == 1, daily
