@@ -104,7 +104,9 @@ def line_chart(
                      f'transform="rotate(-90 10 {pad_t + h / 2:.1f})">{escape(y_label)}</text>')
     for i, label in _day_ticks(times):
         parts.append(f'<line x1="{px(i):.1f}" x2="{px(i):.1f}" y1="{pad_t}" y2="{pad_t + h}" class="g"/>')
-        parts.append(f'<text x="{px(i):.1f}" y="{pad_t + h + 13}" class="a" text-anchor="middle">{label}</text>')
+        # a date at the right edge ends there rather than being cut in half by the chart's border
+        anchor = "end" if px(i) > width - pad_r - 16 else "middle"
+        parts.append(f'<text x="{px(i):.1f}" y="{pad_t + h + 13}" class="a" text-anchor="{anchor}">{label}</text>')
     for label, values, colour, style in series:
         if not values:
             continue
