@@ -205,7 +205,7 @@ def discarded_work(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     empty = dict.fromkeys(_DISCARD_KEYS, None) | {"preemptions": 0, "discarded_gpu_hours": 0.0}
     ev = rows(con, "SELECT * FROM eviction")[0]
     out = dict(by.get(("all", "all"), empty))
-    out["restart_time_source"] = "restart_s of the submission (the log has no resume marker)"
+    out["restart_time_source"] = "the restart time each workload declared when submitted (the log records no resume)"
     out["eviction_ratio"] = ev["gpus_preempted"] / ev["gpus_started"] if ev["gpus_started"] else None
     out["gpus_preempted"] = int(ev["gpus_preempted"])
     out["gpus_started_by_preemption"] = int(ev["gpus_started"])

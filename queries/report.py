@@ -7,6 +7,8 @@ charts on one scale.
 
 from __future__ import annotations
 
+import re
+
 from html import escape
 from pathlib import Path
 from typing import Any, overload
@@ -49,6 +51,7 @@ td.setting{min-width:10em}td.best{font-weight:700;background:#e8f3ec}
 """
 
 WORST_CHARTS = 6  # teams drawn day by day: the worst of those under 95%
+SHORT_BARS = 25  # teams drawn in the received / owed bars; a title says when more were short
 TOP_DISCARD = 15  # bars in the discarded-work chart; the rest are summed into one
 TABLE_ROWS = 200
 
@@ -67,8 +70,8 @@ def _table(cols: list[str], rows: list[list[Any]], limit: int = TABLE_ROWS, shor
         )
         short = k is not None and isinstance(r[k], float) and r[k] < SHORT
         body.append(f'<tr class="short">{tds}</tr>' if short else f"<tr>{tds}</tr>")
-    more = (f'<p class="note">{len(rows) - limit} more row(s) below and in audit.json</p>'
-            if len(rows) > limit else "")
+    more = (f'<p class="note">The first {limit:,} of {len(rows):,} rows; all of them: <code>gpuledger audit SOURCE '
+            "--format csv</code> (or json).</p>" if len(rows) > limit else "")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
 
 
@@ -159,8 +162,10 @@ def owed_section(data: dict[str, Any], teams: list[str], scales: dict[str, float
     """Return the owed-against-delivered charts: every short team's ratio, then the worst day by day."""
     short = short_teams(data)
     bars = ratio_bars(
-        [(t["budget"], t["ratio"], f"of {t['owed_gpu_hours']:,.0f} GPU-h owed") for t in short[:25]],
-        title=f"Received / owed, teams under {SHORT:.0%} (worst first)",
+        [(t["budget"], t["ratio"], f"of {t['owed_gpu_hours']:,.0f} GPU-h owed") for t in short[:SHORT_BARS]],
+        title=(f"Received / owed, teams under {SHORT:.0%} (worst first)" if len(short) <= SHORT_BARS else
+               f"Received / owed: the worst {SHORT_BARS} of the {len(short)} teams under {SHORT:.0%} (all in the "
+               "table)"),
     ) if short else ""
     days, series = _daily(data)
     charts = []
@@ -291,6 +296,11 @@ def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool
     return _page(title, "".join(sections))
 
 
+def _code(text: str) -> str:
+    """Return plain text as HTML, its `backquoted` words set as code."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text))
+
+
 def _page(title: str, body: str) -> str:
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
             f"<style>{_CSS}</style></head><body>{body}</body></html>\n")
@@ -318,6 +328,7 @@ def compare_html(labels: list[str], runs: list[dict[str, Any]], title: str = "gp
         f"<h1>{escape(title)}</h1>",
         f'<p class="sub">{len(runs)} runs of the same inputs, one column each; period {escape(period["start"] or "-")}'
         f' to {escape(period["end"] or "-")} (UTC). Charts in a row share their scale.</p>',
+        "".join(f"<p>{_code(part)}</p>" for part in intro.split("\n\n") if part.strip()),
         row("Headline", [headline(a) for a in audits]),
         row("Owed against delivered", [owed_section(a, teams, scales) for a in audits]),
         row("Cluster occupancy", [cluster_chart(a, cluster_top, width=560 if len(audits) > 1 else 1000)
@@ -326,7 +337,6 @@ def compare_html(labels: list[str], runs: list[dict[str, Any]], title: str = "gp
         row("Discarded work", [discard_chart(a, scale=discard_top) for a in audits]),
         "<h2>Every measure side by side</h2>",
         f"<pre>{escape(table(labels, runs))}</pre>",
-        "".join(f"<p>{escape(part)}</p>" for part in intro.split("\n\n") if part.strip()),
         '<p class="note">Every run\'s full tables are in its own audit.json (and <code>gpuledger audit RUN_DIR '
         "--format html</code>).</p>",
     ]

@@ -12,10 +12,19 @@ REPORTS = ("owed_hours", "wait_by_team", "discarded_work", "wait_by_size", "occu
            "workloads")
 
 
+def report_name(text: str) -> str:
+    """Return a report's name as the audit keys it (``owed-hours`` -> ``owed_hours``); refuse an unknown one."""
+    name = text.replace("-", "_")
+    if name not in REPORTS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a report: expected one of {', '.join(r.replace('_', '-') for r in REPORTS)}")
+    return name
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
     p.add_argument("source", metavar="SOURCE", help="run directory (from replay) or embedded event log directory")
-    p.add_argument("--report", choices=REPORTS, type=lambda s: s.replace("-", "_"), metavar="NAME",
+    p.add_argument("--report", type=report_name, metavar="NAME",
                    help=f"show one report only: {', '.join(r.replace('_', '-') for r in REPORTS)} (default: all)")
     p.add_argument("--since", metavar="ISO", help="start of the audit period (UTC if no offset; default: first event)")
     p.add_argument("--until", metavar="ISO", help="end of the audit period (default: last event)")
