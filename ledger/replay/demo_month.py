@@ -180,8 +180,8 @@ def generate(
 
     A smaller month keeps the big one's shape: the capacity shrinks with the workloads (whole hosts,
     at least two), the researchers with it (one a project at least), and no job asks for more than
-    half the smaller cluster (whole hosts; it runs longer instead, for the same GPU-hours), so demand
-    against capacity stays about what it is at scale 1.
+    half the smaller cluster (whole hosts: a wider one becomes several of that width, side by side),
+    so demand against capacity stays about what it is at scale 1.
     """
     rng = random.Random(seed)
     gpus = scaled_capacity(scale)
@@ -203,7 +203,7 @@ def generate(
 
     kinds = ("debug", "batch", "sweep", "interactive", "training")
     if scale == 1.0:
-        quota = {(p, k): round(getattr(mix, k) * pweight[p] / total_weight) for p in projects for k in kinds}
+        quota = {(p, k): round(getattr(mix, k) * (pweight[p] / total_weight)) for p in projects for k in kinds}
     else:  # few of a kind: rounded project by project most would be 0, so each kind's total is shared out whole
         quota = {(p, k): n for k in kinds
                  for p, n in _apportion(getattr(mix, k), {p: pweight[p] for p in projects}).items()}
@@ -241,29 +241,37 @@ def generate(
         wid = f"{label[:3]}-{counters[label]:06d}"
         # priority inflation: most work asks for the top level, as under the old scheduler
         priority = _PRIORITIES[rng.randrange(10)]
-        gpus, work_s = int(str(f["gpus"])), int(str(f["work_s"]))
-        if gpus > widest:  # a smaller month's widest job runs longer on fewer GPUs: the same GPU-hours asked
-            gpus, work_s = widest, -(-work_s * gpus // widest)
-        fields = {
-            "event_id": f"{cluster}/sub/{wid}",
-            "cluster": cluster,
-            "time": START + timedelta(seconds=t),
-            "schema_version": 2,
-            "workload_id": wid,
-            "budget": leaf,
-            "user": leaf.rsplit("/", 1)[1],
-            "gpus": gpus,
-            "nodes": 0,
-            "min_runtime_s": f["min_runtime_s"],
-            "resumable": f["resumable"],
-            "priority": priority,
-            "kind": kind,
-            "work_s": work_s,
-            "checkpoint_interval_s": f["checkpoint_interval_s"],
-            "restart_s": f["restart_s"],
-        }
-        subs.append(trusted(WorkloadSubmitted, fields))
+        gpus = int(str(f["gpus"]))
+        # a smaller month's job wider than half its cluster is submitted as that many jobs of the widest
+        # size instead, side by side: the same GPU-hours asked at the same time
+        parts = [(wid, gpus)] if gpus <= widest else [(f"{wid}-{k + 1}", widest) for k in range(-(-gpus // widest))]
+        for wid, gpus in parts:
+            subs.append(_submission(cluster, wid, leaf, t, gpus, priority, kind, f))
     return DemoMonth(budgets, subs, START, START + timedelta(days=DAYS))
+
+
+def _submission(cluster: str, wid: str, leaf: str, t: int, gpus: int, priority: int, kind: str,
+                f: dict[str, object]) -> WorkloadSubmitted:
+    """Return one submission of the month."""
+    fields = {
+        "event_id": f"{cluster}/sub/{wid}",
+        "cluster": cluster,
+        "time": START + timedelta(seconds=t),
+        "schema_version": 2,
+        "workload_id": wid,
+        "budget": leaf,
+        "user": leaf.rsplit("/", 1)[1],
+        "gpus": gpus,
+        "nodes": 0,
+        "min_runtime_s": f["min_runtime_s"],
+        "resumable": f["resumable"],
+        "priority": priority,
+        "kind": kind,
+        "work_s": f["work_s"],
+        "checkpoint_interval_s": f["checkpoint_interval_s"],
+        "restart_s": f["restart_s"],
+    }
+    return trusted(WorkloadSubmitted, fields)
 
 
 def _debug(rng: random.Random) -> dict[str, object]:
