@@ -8,7 +8,6 @@ charts on one scale.
 from __future__ import annotations
 
 import re
-
 from html import escape
 from pathlib import Path
 from typing import Any, overload

@@ -125,7 +125,8 @@ def _table_html(labels: Sequence[str], runs: Sequence[dict[str, Any]], cols: lis
         cells = []
         for c in cols:
             text = escape(human(c.measure.get(r), c.measure.unit))
-            cells.append(f'<td class="n best">★ {text}</td>' if i in marks[c.measure.key] else f'<td class="n">{text}</td>')
+            best_here = i in marks[c.measure.key]
+            cells.append(f'<td class="n best">★ {text}</td>' if best_here else f'<td class="n">{text}</td>')
         name = escape(label) + (f'<br><span class="note">same decisions as {escape(str(same_as[i]))}</span>'
                                 if same_as[i] else "")
         body.append(f"<tr><td class='n'>{i + 1}</td><td class='setting'>{name}</td>{''.join(cells)}</tr>")

@@ -120,7 +120,7 @@ def _tree(
 
 
 def _apportion(total: int, weights: dict[str, int]) -> dict[str, int]:
-    """Return ``total`` shared out in proportion to ``weights``, in whole numbers that add up to it (largest remainder)."""
+    """Return ``total`` shared in proportion to ``weights``, in whole numbers adding up to it (largest remainder)."""
     whole = sum(weights.values())
     exact = {k: total * w / whole for k, w in weights.items()}
     out = {k: int(v) for k, v in exact.items()}

@@ -111,7 +111,8 @@ def test_explain_tells_why_b1_waited_and_why_a1_was_preempted(run_dir: Path,
     assert "lost 2.67 GPU-hours of work since its last checkpoint" in out and "1.33 GPU-hours restarting" in out
     assert "- 2026-03-02T01:00:00Z: the records show it requeued." in out
     assert "2026-03-02T01:30:00Z: started (attempt 2) after waiting 30.0 min" in out
-    assert out.startswith("Workload a1 (org/a, 8 GPUs): started 2 time(s), preempted 1 time(s), waited 30.0 min in all, "
+    assert out.startswith("Workload a1 (org/a, 8 GPUs): started 2 time(s), preempted 1 time(s), waited 30.0 min in "
+                          "all, "
                           "4.00 GPU-hours thrown away by preemption.")
     # while a1 waited for 8 GPUs, a 1-GPU debug job of its own team took the room that was left
     assert "dbg (org/a, 1 GPU) started while it waited (the ledger's reading: org/a at 0.4 %)" in out

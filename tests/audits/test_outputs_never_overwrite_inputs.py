@@ -29,7 +29,8 @@ def test_audit_never_writes_inside_the_log_it_reads_even_with_force(
         code, err = _run(capsys, "audit", str(run_dir / "events"), "--out", str(run_dir / "events" / "x.txt"), *force)
         assert code != 0 and "lies inside the input" in err
         # the run's own audit.json lies in the run directory the audit reads
-        code, err = _run(capsys, "audit", str(run_dir), "--format", "json", "--out", str(run_dir / "audit.json"), *force)
+        own = str(run_dir / "audit.json")
+        code, err = _run(capsys, "audit", str(run_dir), "--format", "json", "--out", own, *force)
         assert code != 0 and "lies inside the input" in err
     assert segment.read_bytes() == before
     assert main(["audit", str(run_dir), "--format", "json"]) == 0  # the log still reads

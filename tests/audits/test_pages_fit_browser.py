@@ -31,7 +31,8 @@ LAB = [str(ROOT / "examples/lab/trace.csv"), "--budgets", str(ROOT / "examples/l
 MEASURE = """<script>
 addEventListener('load', () => {
   const page = document.documentElement.clientWidth, found = {spills: [], charts: [], tables: 0};
-  const name = e => e.tagName.toLowerCase() + (e.className && e.className.baseVal === undefined ? '.' + e.className : '')
+  const name = e => e.tagName.toLowerCase()
+    + (e.className && e.className.baseVal === undefined ? '.' + e.className : '')
     + (e.getAttribute('aria-label') ? '[' + e.getAttribute('aria-label') + ']' : '');
   for (const t of document.querySelectorAll('table')) {
     found.tables++;

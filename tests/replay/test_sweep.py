@@ -80,7 +80,7 @@ def test_a_compare_cut_short_by_ctrl_c_is_replaced_by_its_rerun(
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=120)
     left = sorted(p.name for p in out.iterdir())
-    assert left and len(left) < 4 or list(out.glob("*/.events.building")), left  # it was cut short
+    assert (left and len(left) < 4) or list(out.glob("*/.events.building")), left  # it was cut short
     # the rerun knows what it left: refused as an earlier run without --force, replaced with it
     assert _compare(month, out, 1, "--quiet") != 0
     assert "holds an earlier run" in capsys.readouterr().err
