@@ -43,7 +43,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 INTRO = """\
 A month on a {gpus:,}-GPU cluster ({hosts} hosts x {per} GPUs), {teams} researchers in {projects} projects
 under {programs} programs. {workloads:,} workloads: {debug:,} debug runs (minimum runtime <= 15 min),
-{training:,} training runs (up to 512 GPUs, checkpointing), {interactive:,} interactive sessions,
+{training:,} training runs (up to {widest:,} GPUs, checkpointing), {interactive:,} interactive sessions,
 {batch:,} batch jobs and {sweeps:,} fill jobs: free sweeps and evals that use idle GPUs (minimum
 runtime 0, preemptible by any allocated request). Demand averages {demand:.1f}x capacity.
 
@@ -77,6 +77,7 @@ def _describe(month: Any, demand: float) -> str:
         workloads=len(subs),
         debug=kinds.get("debug", 0),
         training=kinds.get("training", 0),
+        widest=max((s.gpus for s in subs if s.kind == "training"), default=0),
         sweeps=kinds.get("sweeps", 0),
         interactive=kinds.get("interactive", 0),
         batch=kinds.get("batch", 0),
