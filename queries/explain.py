@@ -388,10 +388,10 @@ def _swap_note(log: _Log, victim: str, winner: str, t_us: int) -> str:
         return ""
     vb, wb = me_budget[victim], me_budget[winner]
     when = "later" if t2 > t_us else "earlier"
-    return (f" It is no swap back of the {when} preemption at {iso(t2)}, where {victim} took the room from "
-            f"{winner}: each is checked against the standings of its own moment, and they moved in between. "
-            f"At {iso(t_us)} {wb} stood at {pct(w1)} and {vb} at {pct(v1)}; at {iso(t2)} {wb} stood at "
-            f"{pct(w2)} and {vb} at {pct(v2)}.")
+    return (f" The {when} preemption at {iso(t2)}, where {victim} took the room from {winner}, is not the swap "
+            f"back this check rules out: each preemption is checked against the standings of its own moment, and "
+            f"they had moved in between. At {iso(t_us)} {wb} stood at {pct(w1)} and {vb} at {pct(v1)}; at "
+            f"{iso(t2)} {wb} stood at {pct(w2)} and {vb} at {pct(v2)}.")
 
 
 def _preempted_text(log: _Log, run: dict[str, Any], p: dict[str, Any]) -> str:

@@ -48,11 +48,13 @@ def test_explain_on_a_replay_quotes_the_core_and_tells_why_the_reversed_preempti
     assert text == (GOLDEN / "explain-lab-seg-1.txt").read_text(encoding="utf-8")
     # one set of units: GPU-hours, hours and minutes, standings as percentages
     assert "GPU-seconds" not in text and not re.search(r"\de-\d", text) and not re.search(r"\b\d+m\b", text)
-    assert "no swap back of the later preemption at 2026-03-02T06:47:00Z" in text
+    assert ("The later preemption at 2026-03-02T06:47:00Z, where seg-1 took the room from det-2, is not the swap "
+            "back this check rules out") in text
     assert "lab/vision/detect stood at 0.59 % and lab/vision/segment at 1.1 %" in text  # at 02:31
     assert "lab/vision/detect stood at 3.1 % and lab/vision/segment at 1.1 %" in text  # at 06:47: detect ran since
     # det-2's own story tells the same pair of moments from its side
-    assert "no swap back of the earlier preemption at 2026-03-02T02:31:00Z" in _explain(capsys, run, "det-2")
+    assert ("The earlier preemption at 2026-03-02T02:31:00Z, where det-2 took the room from seg-1, is not the swap "
+            "back") in _explain(capsys, run, "det-2")
 
 
 def test_a_long_wait_is_told_across_its_whole_span_not_only_its_first_hours(
