@@ -262,7 +262,8 @@ def scatter_chart(points: Sequence[tuple[str, float, float]], *, title: str, x_l
         x, y = pad_l + w * frac, pad_t + h - h * frac
         parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{pad_t}" y2="{pad_t + h}" class="g"/>')
         parts.append(f'<line x1="{pad_l}" x2="{pad_l + w}" y1="{y:.1f}" y2="{y:.1f}" class="g"/>')
-        parts.append(f'<text x="{x:.1f}" y="{pad_t + h + 13}" class="a" text-anchor="middle">'
+        anchor = "end" if frac == 1 else "middle"  # the last label ends at the axis, inside the chart
+        parts.append(f'<text x="{x:.1f}" y="{pad_t + h + 13}" class="a" text-anchor="{anchor}">'
                      f"{tick(x_hi * frac, x_share)}</text>")
         parts.append(f'<text x="{pad_l - 4}" y="{y + 3:.1f}" class="a" text-anchor="end">'
                      f"{tick(y_hi * frac, y_share)}</text>")
