@@ -17,8 +17,11 @@ from ledger.queries.svg import PALETTE, bar_chart, cdf_chart, cdf_range, line_ch
 from ledger.queries.tables import (
     OWED_DEFINITION,
     SHORT,
+    causes_sentence,
     cell,
     header,
+    level_label,
+    levels_sentence,
     period_sentence,
     short_teams,
     shortfall_sentence,
@@ -90,7 +93,8 @@ def headline(data: dict[str, Any], most: int = 10) -> str:
     short = short_teams(data)
     ratio = owed["overall_ratio"]
     items = [
-        ("received / owed GPU-hours", _pct(ratio), ratio is not None and ratio < SHORT),
+        (f"received / owed GPU-hours, per {level_label(owed.get('level'))}", _pct(ratio),
+         ratio is not None and ratio < SHORT),
         (f"teams under {SHORT:.0%} of owed", f"{len(short)} of {owed['teams_owed']}", bool(short)),
         ("debug runs: wait p90", "no debug runs" if debug.get("p90_s") is None else duration(debug["p90_s"]), False),
         ("discarded by preemption", f"{dw['discarded_gpu_hours']:,.0f} GPU-h ({_pct(dw['discarded_share'])})", False),
@@ -101,7 +105,7 @@ def headline(data: dict[str, Any], most: int = 10) -> str:
     definition = (f"<p class='def'>{escape(OWED_DEFINITION)} GPU-hours a team ran beyond that, on idle GPUs, "
                   "count as delivered, not owed: a team can be delivered many times its owed hours and still be "
                   "short in the hours it needed its share.</p>")
-    for sentence in (shortfall_sentence(data), period_sentence(data)):
+    for sentence in (shortfall_sentence(data), period_sentence(data), levels_sentence(data), causes_sentence(data)):
         if sentence:
             definition += f"<p class='def'>{escape(sentence)}</p>"
     rows = [[t["budget"], t["ratio"], t["owed_gpu_hours"], t["delivered_gpu_hours"], t["wait_p90_s"],
@@ -275,7 +279,14 @@ def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool
         discard_chart(data),
         f'<p class="note">Restart time: {escape(data["discarded_work"]["restart_time_source"])}.</p>',
         _table(*t["discarded_work"], limit=40),
-        "<h2>Owed GPU-hours, every team, worst first</h2>",
+        "<h2>Owed GPU-hours at every level of the budget tree</h2>",
+        '<p class="note">A node\'s hours sum its teams\' shares, demand and delivered GPU-hours before owed and '
+        "received are taken; * marks the team level. Day and week: owed and delivered summed over the UTC day or "
+        "week before the smaller is taken.</p>",
+        _table(*t["owed_levels"], short_col="ratio"),
+        _table(*t["owed_shortfall_by_cause"]),
+        f"<h2>Owed GPU-hours, every node per {escape(level_label(data['owed_hours'].get('level')))}, "
+        "worst first</h2>",
         _table(*t["owed_hours"], short_col="ratio"),
         "<h2>Anomalies</h2>",
         f'<p class="note">{escape(an_note)}</p>',

@@ -8,8 +8,8 @@ import sys
 
 from ledger.errors import InputError
 
-REPORTS = ("owed_hours", "wait_by_team", "discarded_work", "wait_by_size", "occupancy", "fairness", "anomalies",
-           "workloads")
+REPORTS = ("owed_hours", "owed_levels", "wait_by_team", "discarded_work", "wait_by_size", "occupancy", "fairness",
+           "anomalies", "workloads")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,6 +22,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--budgets", metavar="FILE",
                    help="for a log with no budget tree: charge its imported workloads to this budgets file's tree "
                         "and take its capacity (nothing is written to SOURCE)")
+    p.add_argument("--level", metavar="NAME|DEPTH",
+                   help="the level of the budget tree the owed hours report, by the name the budgets file gives it "
+                        "or by depth (0 = the top); default: the team level the tree names, else the deepest")
     p.add_argument("--format", choices=("table", "json", "csv", "html"), default="table")
     p.add_argument("--window", default="7d", help="lookback window of the fairness series (default 7d)")
     p.add_argument("--out", metavar="FILE", help="write here instead of standard output (every format, html too)")
@@ -55,7 +58,10 @@ def run(args: argparse.Namespace) -> int:
         from ledger.commands._tree import audit_records_with_tree
 
         source = audit_records_with_tree(args.source, args.budgets)
-    data = audit(source, since=since, until=until, window_s=window_s, within_log=True)
+    level: str | int | None = args.level
+    if isinstance(level, str) and level.isdigit():
+        level = int(level)
+    data = audit(source, since=since, until=until, window_s=window_s, within_log=True, level=level)
     report: str | None = args.report
     if args.format == "html":
         if report:

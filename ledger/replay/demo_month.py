@@ -106,7 +106,8 @@ def _tree(rng: random.Random, cluster: str, researchers: int) -> tuple[Budgets, 
                 nodes.append(BudgetNode(leaf, round(rng.choice((0.5, 1.0, 1.0, 1.5, 2.0)), 2), ()))
                 leaves.append(leaf)
             per_project[path] = leaves
-    return Budgets(cluster, 1024, 8, tuple(nodes)), per_project
+    # projects are the team allocations (the published figures are over them); researchers share a project's
+    return Budgets(cluster, 1024, 8, tuple(nodes), ("lab", "program", "project", "researcher"), "project"), per_project
 
 
 def _bursts(rng: random.Random, span_s: int) -> list[tuple[int, float]]:
