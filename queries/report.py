@@ -51,10 +51,16 @@ padding:6px 10px;margin:8px 0;font-size:13px}pre{background:#f6f6f6;padding:10px
 WORST_CHARTS = 6  # teams drawn day by day: the worst of those under 95%
 TOP_DISCARD = 15  # bars in the discarded-work chart; the rest are summed into one
 TABLE_ROWS = 200
+# the detail tables (``ledger.queries.detail``) the report draws: attach them to the audit before rendering
+REPORT_TABLES = ("teams_daily_owed", "cluster_hourly")
 
 
-def _table(cols: list[str], rows: list[list[Any]], limit: int = TABLE_ROWS, short_col: str | None = None) -> str:
-    """Return an HTML table, numbers right-aligned and readable; rows whose ``short_col`` is under 95% marked."""
+def _table(cols: list[str], rows: list[list[Any]], limit: int = TABLE_ROWS, short_col: str | None = None,
+           total: int | None = None) -> str:
+    """Return an HTML table, numbers right-aligned and readable; rows whose ``short_col`` is under 95% marked.
+
+    ``total``: the table's full length where ``rows`` are its first rows only.
+    """
     head = "".join(f"<th>{escape(header(c))}</th>" for c in cols)
     k = cols.index(short_col) if short_col in cols else None
     body = []
@@ -67,8 +73,9 @@ def _table(cols: list[str], rows: list[list[Any]], limit: int = TABLE_ROWS, shor
         )
         short = k is not None and isinstance(r[k], float) and r[k] < SHORT
         body.append(f'<tr class="short">{tds}</tr>' if short else f"<tr>{tds}</tr>")
-    more = (f'<p class="note">{len(rows) - limit} more row(s) below and in audit.json</p>'
-            if len(rows) > limit else "")
+    total = max(len(rows), total or 0)
+    more = (f'<p class="note">{total - limit:,} more row(s) in the audit (audit.json and its tables)</p>'
+            if total > limit else "")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
 
 
@@ -292,7 +299,7 @@ def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool
         f'<p class="note">{escape(an_note)}</p>',
         _table(*t["anomalies"]) if anomalies else "",
         "<h2>Workloads</h2>",
-        _table(*t["workloads"], limit=100),
+        _table(*t["workloads"], limit=100, total=data.get("tables", {}).get("workloads", {}).get("rows")),
     ]
     if fragment:
         return f'<div class="gpuledger-audit"><style>{_CSS}</style>{"".join(sections)}</div>'
@@ -335,8 +342,8 @@ def compare_html(labels: list[str], runs: list[dict[str, Any]], title: str = "gp
         "<h2>Every measure side by side</h2>",
         f"<pre>{escape(table(labels, runs))}</pre>",
         "".join(f"<p>{escape(part)}</p>" for part in intro.split("\n\n") if part.strip()),
-        '<p class="note">Every run\'s full tables are in its own audit.json (and <code>gpuledger audit RUN_DIR '
-        "--format html</code>).</p>",
+        '<p class="note">Every run\'s full tables are in its own audit.json and audit/*.parquet (and '
+        "<code>gpuledger audit RUN_DIR --format html</code>).</p>",
     ]
     return _page(title, "".join(body))
 
@@ -357,12 +364,13 @@ def render_html(
     Without a path, return an HTML fragment of the same report to embed in another page.
     """
     from ledger.queries.audit import collect, prepare
+    from ledger.queries.detail import Details, attach
 
     if isinstance(source, duckdb.DuckDBPyConnection):
         has_params = source.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'params'").fetchone()
         if not has_params or not has_params[0]:
             prepare(source)
-        data = collect(source)
+        data = attach(collect(source), Details.of(source), REPORT_TABLES)
     else:
         data = source
     if path is None:
@@ -374,4 +382,4 @@ def render_html(
     return path
 
 
-__all__ = ["compare_html", "headline", "html", "render_html"]
+__all__ = ["REPORT_TABLES", "compare_html", "headline", "html", "render_html"]

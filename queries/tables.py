@@ -121,8 +121,8 @@ def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
                "nothing was owed: the log holds no budget shares, or no allocated demand in the period")
     lines = [
         "GPU-hours received / owed: " + ("-" if ratio is None else f"{ratio:.1%}") + f" ({figures})",
-        f"  per {level_label(owed.get('level'))}: the level of the budget tree the figures below are at",
         *textwrap.wrap(OWED_DEFINITION, 100, initial_indent="  ", subsequent_indent="  "),
+        f"  These figures are per {level_label(owed.get('level'))} of the budget tree.",
     ]
     for sentence in (shortfall_sentence(audit), period_sentence(audit), levels_sentence(audit),
                      causes_sentence(audit)):
@@ -267,7 +267,8 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
     ]
     out["occupancy"] = (occ_cols, [[occ[c] for c in occ_cols]])
     fair_cols = ["budget", "hour", "usage_gpu_hours", "allocation_gpu_hours", "hour_ratio", "window_ratio"]
-    out["fairness"] = (fair_cols, [[r[c] for c in fair_cols] for r in audit["fairness"]["hourly"]])
+    # the hour-by-hour rows are a detail table: here when attached (``detail.attach``), else none
+    out["fairness"] = (fair_cols, [[r[c] for c in fair_cols] for r in audit["fairness"].get("hourly", [])])
     an_cols = ["kind", "event_id", "workload_id", "time", "included", "reason"]
     out["anomalies"] = (an_cols, [[a[c] for c in an_cols] for a in audit["anomalies"]])
     wl_cols = ["workload_id", "budget", "gpus", "kind", "submit_time", "first_start_time", "end_time", "preemptions"]
@@ -306,8 +307,11 @@ def header(column: str) -> str:
     return (column[:-2] if column.endswith("_s") else column).replace("_", " ")
 
 
-def as_text(named: dict[str, Table], max_rows: int = 60) -> str:
-    """Return tables as aligned plain text, long ones cut to ``max_rows`` with a note."""
+def as_text(named: dict[str, Table], max_rows: int = 60, totals: dict[str, int] | None = None) -> str:
+    """Return tables as aligned plain text, long ones cut to ``max_rows`` with a note.
+
+    ``totals``: a table's full length where only its first rows were handed over.
+    """
     parts = []
     for name, (raw_cols, rows) in named.items():
         shown = rows[:max_rows]
@@ -318,8 +322,9 @@ def as_text(named: dict[str, Table], max_rows: int = 60) -> str:
         lines.append("  ".join("-" * w for w in widths))
         for r in texts:
             lines.append("  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(r, widths, strict=True)))
-        if len(rows) > max_rows:
-            lines.append(f"... {len(rows) - max_rows} more row(s); use --format csv or json for all")
+        total = max(len(rows), (totals or {}).get(name, 0))
+        if total > max_rows:
+            lines.append(f"... {total - max_rows:,} more row(s); use --format csv for all")
         if not rows:
             lines.append("(none)")
         parts.append("\n".join(line.rstrip() for line in lines))

@@ -19,16 +19,17 @@ NOTHING_LEFT = "nothing left to happen with work left"
 
 
 def write_audit(run_dir: Path) -> dict[str, Any]:
-    """Audit a run directory with the SQL audits and write ``audit.json``; return the audit."""
+    """Audit a run directory: write ``audit.json`` and its detail tables; return the audit.
+
+    The returned audit also carries the detail rows the HTML report draws (read back from the
+    tables just written), so a report can be made after the run directory is gone.
+    """
     from ledger.queries import audit_run
+    from ledger.queries.detail import FOLDER, Details, attach
+    from ledger.queries.report import REPORT_TABLES
 
     audit: dict[str, Any] = audit_run(run_dir)
-    path = run_dir / "audit.json"
-    if not path.exists():  # the audits may write it themselves; write it if they did not
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(audit, indent=2, sort_keys=True) + "\n")
-        tmp.replace(path)
-    return audit
+    return attach(audit, Details.files(run_dir / FOLDER), REPORT_TABLES)
 
 
 def run_one(

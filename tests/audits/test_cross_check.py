@@ -44,6 +44,7 @@ def check(events: list[ev.Event], since: int | None = None, until: int | None = 
         since=None if since is None else since * MIN,
         until=None if until is None else until * MIN,
         window_s=2 * 3600,
+        details=("fairness_hourly", "workloads"),
     )
     want = reference_audit(events, since, until, window_h=2)
 

@@ -82,7 +82,7 @@ def test_partial_hours_count_pro_rata_inside_a_since_until_window() -> None:
     E = Events()
     log = [E.capacity(0, 8), E.node(0, "org"), E.submit(0, "w", "org", gpus=8), E.start(0, "w", ("lab-n000",), 8),
            E.complete(180, "w")]
-    a = audit(log, since="2026-03-02T00:30:00Z", until="2026-03-02T02:00:00Z")
+    a = audit(log, since="2026-03-02T00:30:00Z", until="2026-03-02T02:00:00Z", details=("cluster_hourly",))
     assert a["period"] == {"start": "2026-03-02T00:30:00Z", "end": "2026-03-02T02:00:00Z"}
     team = a["owed_hours"]["teams"][0]
     assert close(team["owed_gpu_hours"], 8 * 1.5) and close(team["ratio"], 1.0)
