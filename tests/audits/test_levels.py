@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -176,6 +177,22 @@ def test_audit_level_flag_picks_a_level_by_name_or_depth(tmp_path: Path, capsys:
     assert "--level project" in err and "0 (org), 1 (program), 2 (team), 3 (user)" in err
 
 
+def test_every_levels_hours_go_to_a_parquet_table_that_sums_to_the_levels_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = write_log(tmp_path / "events", two_hours())
+    assert main(["audit", str(log), "--format", "json", "--tables", str(tmp_path / "tables")]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["tables"]["levels_hourly"]["rows"] == (1 + 2 + 4 + 8) * 2  # every node of every level, 2 hours
+    con = duckdb.connect()
+    sums = con.execute(
+        "SELECT level, sum(owed_gpu_hours), sum(received_gpu_hours) FROM read_parquet(?) GROUP BY level",
+        [str(tmp_path / "tables" / "levels_hourly.parquet")],
+    ).fetchall()
+    want = {lv["name"]: (lv["owed_gpu_hours"], lv["received_gpu_hours"]) for lv in data["owed_hours"]["levels"]}
+    assert {name: (pytest.approx(o), pytest.approx(r)) for name, o, r in sums} == want
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     ("levels: [org, program, team]\n", "levels = ['org', 'program', 'team']: 3 name(s) for a tree 4 level(s) deep"),
     ("levels: [org, team, team, user]\n", "team named twice"),
@@ -234,3 +251,39 @@ def test_a_node_is_owed_at_least_what_its_children_are_and_receives_at_least_wha
     for lv in levels(con):
         if lv["ratio"] is not None:
             assert lv["ratio"] <= lv["ratio_day"] + 1e-9 <= lv["ratio_week"] + 2e-9, lv
+
+
+MIXED_ASSOC = """\
+Cluster|Account|Par Name|User|Share|GrpTRES
+lab|root|||1|gres/gpu=16
+lab|phys|root||3|
+lab|phys||ana|1|
+lab|phys||bo|1|
+lab|phys||cy|parent|
+lab|bio|root||1|
+lab|bio||dee|parent|
+"""
+
+
+def test_an_imported_slurm_tree_reports_its_accounts_with_users_below() -> None:
+    from ledger.adapters.sacctmgr import parse_sacctmgr, slurm_budgets
+
+    budgets, _ = slurm_budgets(parse_sacctmgr(MIXED_ASSOC, "assoc.txt"), 16, 8)
+    assert budgets.levels == ("account", "user") and budgets.team_level == "account"
+    E = Events()
+    log: list[ev.Event] = [*budgets.events(at(0))]
+    log += [
+        E.submit(0, "a1", "phys/ana", gpus=8), E.start(0, "a1", ("lab-n000",), 8), E.complete(60, "a1"),
+        E.submit(0, "c1", "phys", gpus=8), E.start(0, "c1", ("lab-n001",), 8),     # cy: Share=parent
+        E.submit(0, "d1", "bio", gpus=4), E.start(60, "d1", ("lab-n000",), 4),
+        E.submit(60, "o1", "phys/bo", gpus=8),                                      # waits to the end
+        E.complete(120, "c1"), E.complete(120, "d1"),
+    ]
+    owed = audit(log)["owed_hours"]
+    # account: phys (12 GPUs) asks 16 in each hour -> owed 12, runs 16 then 8: received 12 + 8;
+    # bio (4) asks 4 each hour, runs 0 then 4. 32 owed, 24 received.
+    assert owed["level"] == {"depth": 0, "name": "account", "team_level": True}
+    assert close(owed["owed_gpu_hours"], 32) and close(owed["received_gpu_hours"], 24)
+    # user (the deepest; phys's own work beside its users' nodes): 32 owed, 22 received, as the leaf view.
+    users = by_name({"owed_hours": owed})["user"]
+    assert close(users["owed_gpu_hours"], 32) and close(users["received_gpu_hours"], 22)
