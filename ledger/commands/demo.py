@@ -93,7 +93,7 @@ def _headline(results: list[dict[str, Any]]) -> str:
     a, b = get(fair, "owed_hours", "overall_ratio"), get(prio, "owed_hours", "overall_ratio")
     if a is not None and b is not None:
         lines.append(
-            f"- Teams (per {reported_level(results)[0]}) received {human(a, 'ratio')} of the GPU-hours they were "
+            f"- Per {reported_level(results)[0]}, teams received {human(a, 'ratio')} of the GPU-hours they were "
             f"owed under fairshare, {human(b, 'ratio')} under priority."
         )
     a, b = get(fair, "wait_by_size", "debug_allocated", "p90_s"), get(prio, "wait_by_size", "debug_allocated", "p90_s")
