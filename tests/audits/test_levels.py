@@ -18,7 +18,7 @@ from ledger.cli import main
 from ledger.errors import InputError
 from ledger.queries import audit, connect, prepare
 from ledger.queries.audit import levels, rows
-from tests.audits.conftest import write_log
+from tests.audits.conftest import MIXED_ASSOC, mixed_account_hours, write_log
 from tests.audits.strategies import cluster_logs
 from tests.factories import Events, at
 
@@ -253,33 +253,12 @@ def test_a_node_is_owed_at_least_what_its_children_are_and_receives_at_least_wha
             assert lv["ratio"] <= lv["ratio_day"] + 1e-9 <= lv["ratio_week"] + 2e-9, lv
 
 
-MIXED_ASSOC = """\
-Cluster|Account|Par Name|User|Share|GrpTRES
-lab|root|||1|gres/gpu=16
-lab|phys|root||3|
-lab|phys||ana|1|
-lab|phys||bo|1|
-lab|phys||cy|parent|
-lab|bio|root||1|
-lab|bio||dee|parent|
-"""
-
-
 def test_an_imported_slurm_tree_reports_its_accounts_with_users_below() -> None:
     from ledger.adapters.sacctmgr import parse_sacctmgr, slurm_budgets
 
     budgets, _ = slurm_budgets(parse_sacctmgr(MIXED_ASSOC, "assoc.txt"), 16, 8)
     assert budgets.levels == ("account", "user") and budgets.team_level == "account"
-    E = Events()
-    log: list[ev.Event] = [*budgets.events(at(0))]
-    log += [
-        E.submit(0, "a1", "phys/ana", gpus=8), E.start(0, "a1", ("lab-n000",), 8), E.complete(60, "a1"),
-        E.submit(0, "c1", "phys", gpus=8), E.start(0, "c1", ("lab-n001",), 8),     # cy: Share=parent
-        E.submit(0, "d1", "bio", gpus=4), E.start(60, "d1", ("lab-n000",), 4),
-        E.submit(60, "o1", "phys/bo", gpus=8),                                      # waits to the end
-        E.complete(120, "c1"), E.complete(120, "d1"),
-    ]
-    owed = audit(log)["owed_hours"]
+    owed = audit(mixed_account_hours(Events(), list(budgets.events(at(0)))))["owed_hours"]
     # account: phys (12 GPUs) asks 16 in each hour -> owed 12, runs 16 then 8: received 12 + 8;
     # bio (4) asks 4 each hour, runs 0 then 4. 32 owed, 24 received.
     assert owed["level"] == {"depth": 0, "name": "account", "team_level": True}
