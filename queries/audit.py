@@ -13,8 +13,9 @@ import duckdb
 import orjson
 
 from ledger.errors import InputError
+from ledger.queries import snapshot
 from ledger.queries.detail import FOLDER, Details, attach, counts, write_tables
-from ledger.queries.projection import build_intervals, project, sql_text
+from ledger.queries.projection import build_intervals, project, register, sql_text
 from ledger.queries.source import open_records
 from ledger.queries.timefmt import iso
 
@@ -45,6 +46,10 @@ def connect(source: Source, *, decisions: bool = True) -> duckdb.DuckDBPyConnect
     """
     if isinstance(source, duckdb.DuckDBPyConnection):
         return source
+    if isinstance(source, str | Path) and not decisions and (Path(source) / "events").is_dir():
+        kept = snapshot.load(Path(source), decisions=decisions)  # the run's projection, if it is still the log's
+        if kept is not None:
+            return register(kept)
     return project(open_records(source), decisions=decisions)
 
 

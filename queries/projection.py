@@ -116,6 +116,13 @@ _SLIM_MICROS = {name: pa.schema([(f, pa.int64() if t == _TS else t) for f, t in 
                 for name, fields in _SLIM.items()}
 
 
+def layout(*, decisions: bool) -> str:
+    """Return the projection's tables and fields as text (what a kept projection must have been made with)."""
+    micros = {name: _SLIM_MICROS[name] if not decisions and name in _SLIM else schema
+              for name, schema in _AS_MICROS.items()}
+    return repr([(_FIELDS[name][0], [(f.name, str(f.type)) for f in schema]) for name, schema in micros.items()])
+
+
 class _Buffer:
     """Records of one event type: converted to small Arrow batches often, merged into BATCH-row batches."""
 
@@ -271,4 +278,4 @@ def sql_text(name: str) -> str:
     return resources.files("ledger.queries").joinpath(f"{name}.sql").read_text(encoding="utf-8")
 
 
-__all__ = ["BATCH", "TABLES", "Loader", "build_intervals", "load_arrow", "project", "register", "sql_text"]
+__all__ = ["BATCH", "TABLES", "Loader", "build_intervals", "layout", "load_arrow", "project", "register", "sql_text"]

@@ -28,12 +28,19 @@ def write_audit(run_dir: Path, loaded: Loader | None = None) -> dict[str, Any]:
     The returned audit also carries the detail rows the HTML report draws, so a report can be
     made after the run directory is gone.
     """
+    from ledger.queries import snapshot
     from ledger.queries.audit import connect, write_run_audit
     from ledger.queries.detail import Details, attach
     from ledger.queries.projection import register
     from ledger.queries.report import REPORT_TABLES
 
-    con = register(loaded.tables()) if loaded is not None else connect(run_dir / "events", decisions=False)
+    if loaded is not None:
+        tables = loaded.tables()
+        # kept beside the log, so that `gpuledger audit RUN` need not decode it again
+        snapshot.save(run_dir, tables, snapshot.log_key(run_dir / "events", decisions=False))
+        con = register(tables)
+    else:
+        con = connect(run_dir / "events", decisions=False)
     return attach(write_run_audit(run_dir, con), Details.of(con), REPORT_TABLES)
 
 
