@@ -13,8 +13,9 @@ import duckdb
 import orjson
 
 from ledger.errors import InputError
+from ledger.queries import snapshot
 from ledger.queries.detail import FOLDER, Details, attach, counts, write_tables
-from ledger.queries.projection import build_intervals, project, sql_text
+from ledger.queries.projection import build_intervals, project, register, sql_text
 from ledger.queries.source import open_records
 from ledger.queries.timefmt import iso
 
@@ -45,6 +46,10 @@ def connect(source: Source, *, decisions: bool = True) -> duckdb.DuckDBPyConnect
     """
     if isinstance(source, duckdb.DuckDBPyConnection):
         return source
+    if isinstance(source, str | Path) and not decisions and (Path(source) / "events").is_dir():
+        kept = snapshot.load(Path(source), decisions=decisions)  # the run's projection, if it is still the log's
+        if kept is not None:
+            return register(kept)
     return project(open_records(source), decisions=decisions)
 
 
@@ -328,7 +333,7 @@ def occupancy(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
 
 def fairness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """Return each team's usage / allocation summed over the period and over the window hour by hour (needs ``prepare``).
+    """Return each team's usage / allocation over the period and over the window hour by hour (needs ``prepare``).
 
     ``window_ratio_*``: the lowest, median and last of its window ratios (hours with an allocation);
     ``hours_below_80``: the hours it stood under 80% of its share over the window. The hour-by-hour
@@ -339,8 +344,9 @@ def fairness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "window_s": (window_us[0] if window_us else 0) // 1_000_000,
         "by_team": rows(
             con,
-            "SELECT budget, sum(usage_gpu_hours) AS usage_gpu_hours, sum(allocation_gpu_hours) AS allocation_gpu_hours, "
-            "CASE WHEN sum(allocation_gpu_hours) > 0 THEN sum(usage_gpu_hours) / sum(allocation_gpu_hours) END AS ratio, "
+            "SELECT budget, sum(usage_gpu_hours) AS usage_gpu_hours, "
+            "sum(allocation_gpu_hours) AS allocation_gpu_hours, CASE WHEN sum(allocation_gpu_hours) > 0 "
+            "THEN sum(usage_gpu_hours) / sum(allocation_gpu_hours) END AS ratio, "
             "min(window_ratio) AS window_ratio_min, median(window_ratio) AS window_ratio_median, "
             "arg_max(window_ratio, hour_us) FILTER (WHERE window_ratio IS NOT NULL) AS window_ratio_last, "
             "count(*) FILTER (WHERE window_ratio < 0.8) AS hours_below_80 "
@@ -365,11 +371,11 @@ def anomalies(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     ]
 
 
-WORKLOADS_LISTED = 1_000  # workloads audit.json lists; every one is in the detail table ``workloads``
+WORKLOADS_LISTED = 100  # workloads audit.json lists (as many as the HTML report shows); all: detail table ``workloads``
 
 
 def workloads(con: duckdb.DuckDBPyConnection, limit: int | None = WORKLOADS_LISTED) -> list[dict[str, Any]]:
-    """Return the first ``limit`` submitted workloads (None: all) with first start, end, preemptions (needs ``prepare``)."""
+    """Return the first ``limit`` submitted workloads (None: all): first start, end, preemptions (needs ``prepare``)."""
     return Details.of(con).rows("workloads", limit=limit)
 
 
@@ -510,7 +516,14 @@ def audit_run(run_dir: str | Path, tables: str | Path | None = None) -> dict[str
     The detail tables go to ``run_dir/audit/`` (or ``tables``) as Parquet files, named in ``tables``.
     """
     run_dir = Path(run_dir)
-    con = connect(run_dir / "events", decisions=False)
+    return write_run_audit(run_dir, connect(run_dir / "events", decisions=False), tables)
+
+
+def write_run_audit(
+    run_dir: str | Path, con: duckdb.DuckDBPyConnection, tables: str | Path | None = None
+) -> dict[str, Any]:
+    """Audit the run's log projected in ``con``; write ``run_dir/audit.json`` and the detail tables; return it."""
+    run_dir = Path(run_dir)
     prepare(con)
     folder = Path(tables) if tables is not None else run_dir / FOLDER
     data = collect(con, write_tables(con, folder, relative_to=run_dir))
@@ -537,4 +550,5 @@ __all__ = [
     "wait_by_team",
     "workloads",
     "write_json",
+    "write_run_audit",
 ]

@@ -7,29 +7,41 @@ import json
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ledger.core.knobs import Knobs
 from ledger.replay.progress import ProgressBar
 from ledger.replay.run import ReplayInputs, replay
 from ledger.replay.trace import RejectedRow, listed
 
+if TYPE_CHECKING:
+    from ledger.queries.projection import Loader
+
 # how a replay ended that ran out of things to happen while some work still waited (it can never start)
 NOTHING_LEFT = "nothing left to happen with work left"
 
 
-def write_audit(run_dir: Path) -> dict[str, Any]:
+def write_audit(run_dir: Path, loaded: Loader | None = None) -> dict[str, Any]:
     """Audit a run directory: write ``audit.json`` and its detail tables; return the audit.
 
-    The returned audit also carries the detail rows the HTML report draws (read back from the
-    tables just written), so a report can be made after the run directory is gone.
+    ``loaded``: the run's events as the replay handed them to the log (else the log is read).
+    The returned audit also carries the detail rows the HTML report draws, so a report can be
+    made after the run directory is gone.
     """
-    from ledger.queries import audit_run
-    from ledger.queries.detail import FOLDER, Details, attach
+    from ledger.queries import snapshot
+    from ledger.queries.audit import connect, write_run_audit
+    from ledger.queries.detail import Details, attach
+    from ledger.queries.projection import register
     from ledger.queries.report import REPORT_TABLES
 
-    audit: dict[str, Any] = audit_run(run_dir)
-    return attach(audit, Details.files(run_dir / FOLDER), REPORT_TABLES)
+    if loaded is not None:
+        tables = loaded.tables()
+        # kept beside the log, so that `gpuledger audit RUN` need not decode it again
+        snapshot.save(run_dir, tables, snapshot.log_key(run_dir / "events", decisions=False))
+        con = register(tables)
+    else:
+        con = connect(run_dir / "events", decisions=False)
+    return attach(write_run_audit(run_dir, con), Details.of(con), REPORT_TABLES)
 
 
 def run_one(
@@ -42,9 +54,14 @@ def run_one(
     until: datetime | None = None,
 ) -> dict[str, Any]:
     """Replay ``inputs`` into ``out_dir``, audit it, and return {"audit": ..., "replay": ...}."""
+    from ledger.queries.projection import Loader
+
     bar = None if quiet else ProgressBar(label or knobs.label())
+    # The audit reads the events as the replay hands them to the log, not the log again (decoding
+    # it would cost about as much as the replay did). Only what an audit reads is kept.
+    loaded = Loader(decisions=False)
     try:
-        stats = replay(inputs, knobs, out_dir, progress=bar, until=until)
+        stats = replay(inputs, knobs, out_dir, progress=bar, until=until, follower=loaded)
     finally:
         if bar is not None:
             bar.close()
@@ -78,7 +95,7 @@ def run_one(
         }
     (out_dir / "replay.json").write_text(json.dumps(info, indent=2) + "\n")
     (out_dir / "audit.json").unlink(missing_ok=True)
-    audit = write_audit(out_dir)
+    audit = write_audit(out_dir, loaded if loaded.whole else None)
     info["wall_s"] = round(stats.wall_s, 3)  # not written: the run directory stays byte-identical
     return {"audit": audit, "replay": info}
 

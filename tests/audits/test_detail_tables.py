@@ -98,3 +98,31 @@ def test_the_two_teams_day_audits_the_same_whichever_way_it_is_read() -> None:
     a = audit(two_teams_day())
     assert a["fairness"]["by_team"][1]["budget"] == "org/b"
     assert math.isclose(a["occupancy"]["by_team"][1]["allocated_gpu_hours"], 8.0)
+
+
+def test_a_replay_audits_the_events_it_handed_the_log_exactly_as_the_log_reads_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ledger.commands._runs import run_one
+    from ledger.core.knobs import Knobs
+    from ledger.queries import projection
+    from ledger.replay.run import load_inputs
+
+    handed: list[int] = []  # the replay's events, projected without reading the log
+    register = projection.register
+
+    lab = Path(__file__).resolve().parents[2] / "examples" / "lab"
+    inputs = load_inputs(lab / "trace.csv", lab / "budgets.yaml")
+    run = tmp_path / "run"
+    with monkeypatch.context() as patched:
+        patched.setattr(projection, "register", lambda tables, con=None: handed.append(len(tables)) or register(tables))
+        patched.setattr(projection, "load_arrow", None)  # reading the log back would fail here
+        run_one(inputs, Knobs(policy="fairshare", gpus_per_node=inputs.gpus_per_node), run, quiet=True)
+    written = json.loads((run / "audit.json").read_text())
+    again = audit(run, details=tuple(TABLES))  # from the log on disk
+    for name, entry in written.pop("tables").items():
+        assert entry["rows"] == again["tables"][name]["rows"]
+        assert Details.files(run / FOLDER).rows(name) == Details.of(_prepared(run)).rows(name), name
+    assert written == {k: v for k, v in audit(run).items() if k != "tables"}
+    assert written["owed_hours"]["teams"] and written["discarded_work"]["preemptions"] > 0
+    assert handed == [len(projection.TABLES)]
