@@ -266,3 +266,18 @@ def test_an_imported_slurm_tree_reports_its_accounts_with_users_below() -> None:
     # user (the deepest; phys's own work beside its users' nodes): 32 owed, 22 received, as the leaf view.
     users = by_name({"owed_hours": owed})["user"]
     assert close(users["owed_gpu_hours"], 32) and close(users["received_gpu_hours"], 22)
+
+
+def test_imported_trees_name_their_levels_by_what_stands_at_each_depth() -> None:
+    from ledger.adapters.common import level_names
+    from ledger.adapters.kueue_tree import kueue_budgets, parse_kueue_objects
+
+    data = Path(__file__).resolve().parents[1] / "data" / "kueue" / "queues.yaml"
+    budgets, notes = kueue_budgets(parse_kueue_objects(data.read_text(encoding="utf-8"), str(data)), "kueue", None, 8)
+    assert budgets.levels == ("cohort", "clusterqueue") and budgets.team_level == "clusterqueue"
+    assert any(n.startswith("levels: cohort, clusterqueue") for n in notes)
+    # a ragged tree: users beside sub-accounts at depth 1, more users at depth 2
+    assert level_names([{"account"}, {"account", "user"}, {"user"}], "account", "user") == (
+        "account", "account2-or-user", "user")
+    assert level_names([{"cohort"}, {"cohort"}, {"clusterqueue"}], "cohort", "clusterqueue") == (
+        "cohort", "cohort2", "clusterqueue")
