@@ -52,6 +52,9 @@ def check(events: list[ev.Event], since: int | None = None, until: int | None = 
     for g, w in zip(got["owed_hours"]["teams"], want["owed_hours"]["teams"], strict=True):
         same_keys(g, w, f"owed_hours[{w['budget']}]")
     same(got["owed_hours"]["overall_ratio"], want["owed_hours"]["overall_ratio"], "overall_ratio")
+    assert [lv["depth"] for lv in got["owed_hours"]["levels"]] == [lv["depth"] for lv in want["owed_hours"]["levels"]]
+    for g, w in zip(got["owed_hours"]["levels"], want["owed_hours"]["levels"], strict=True):
+        same_keys(g, w, f"owed_hours.levels[{w['depth']}]")
     same(got["owed_hours"]["teams_at_95"], want["owed_hours"]["teams_at_95"], "teams_at_95")
     worst = got["owed_hours"]["worst_team"]
     same(worst and worst["budget"], want["owed_hours"]["worst_team"], "worst_team")
