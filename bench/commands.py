@@ -55,7 +55,8 @@ done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess
 wall = time.perf_counter() - t0
 if done.returncode:
     sys.exit(done.stderr[-3000:])
-print(json.dumps({"wall": wall, "peak": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024}))
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"wall": wall, "cpu": used.ru_utime + used.ru_stime, "peak": used.ru_maxrss * 1024}))
 """
 
 # replay() alone, then the log-write floor: the same events appended by the replay's log writer.
@@ -74,21 +75,22 @@ inputs = load_inputs(trace, budgets)
 knobs = Knobs(policy=policy, gpus_per_node=inputs.gpus_per_node)
 outside = (AllocationChanged, BudgetNodeDefined, ClusterCapacityChanged, HostHealthChanged, WorkloadSubmitted)
 with tempfile.TemporaryDirectory(prefix="bench-core-", dir=os.environ.get("BENCH_TMP")) as tmp:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     stats = replay(inputs, knobs, tmp)
-    core = time.perf_counter() - t0
+    core, core_cpu = time.perf_counter() - t0, time.process_time() - c0
     events = list(EventLog(Path(tmp) / "events"))
     shutil.rmtree(Path(tmp) / "events")
     log = EventLog(Path(tmp) / "again")
     writer = LogWriter(log)
     with paused_gc():
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for i in range(0, len(events), batch):
             part = events[i:i + batch]
             writer.write(part, [j for j, e in enumerate(part) if isinstance(e, outside)])
         log.close()
-        floor = time.perf_counter() - t0
-print(json.dumps({"core": core, "log_write": floor, "events": stats.events, "sim_s": stats.simulated_s,
+        floor, floor_cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({"core": core, "log_write": floor, "core_cpu": core_cpu, "log_write_cpu": floor_cpu,
+                  "events": stats.events, "sim_s": stats.simulated_s,
                   "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 """
 
@@ -205,11 +207,11 @@ def measure(name: str, repeat: int, where: Path, *, split: bool = True, audits: 
         row |= _child(_CORE, str(trace), str(budgets or ""), policy, str(batch_size))
         typed = timed(str(GPULEDGER), "replay", str(trace), *budget_args, "--out", str(run), "--force", "--quiet",
                       *policy_args)
-        row["typed"], row["typed_peak"] = typed["wall"], typed["peak"]
+        row["typed"], row["typed_cpu"], row["typed_peak"] = typed["wall"], typed["cpu"], typed["peak"]
         if audits:
             for key, extra in (("audit", []), ("audit_json", ["--format", "json"])):
                 got = timed(str(GPULEDGER), "audit", str(run), *extra)
-                row[key], row[f"{key}_peak"] = got["wall"], got["peak"]
+                row[key], row[f"{key}_cpu"], row[f"{key}_peak"] = got["wall"], got["cpu"], got["peak"]
         if split:
             row["split"] = _child(_SPLIT, str(trace), str(budgets or ""), policy)
         runs.append(row)
@@ -269,6 +271,16 @@ def report(m: dict[str, Any]) -> list[str]:
     ratios = {"typed_over_core": med["typed"] / med["core"], "core_over_log": med["core"] / med["log_write"]}
     if "audit" in med:
         ratios["audit_over_core"] = med["audit"] / med["core"]
+    if "core_cpu" in runs[0]:  # CPU seconds: what the work cost, whatever else the machine ran meanwhile
+        cpu = {k: statistics.median(float(r[f"{k}_cpu"]) for r in runs) for k in ("core", "log_write", "typed")}
+        line = (f"  CPU seconds: core {cpu['core']:.2f}, log write {cpu['log_write']:.2f}, replay as typed "
+                f"{cpu['typed']:.2f}")
+        if "audit_cpu" in runs[0]:
+            cpu["audit"] = statistics.median(float(r["audit_cpu"]) for r in runs)
+            line += f", audit {cpu['audit']:.2f} (audit / core {cpu['audit'] / cpu['core']:.2f})"
+        lines.append(line + f"; replay as typed / core {cpu['typed'] / cpu['core']:.2f}, "
+                     f"core / log write {cpu['core'] / cpu['log_write']:.2f}")
+        m["cpu"] = cpu
     lines.append("  ratios: " + ", ".join(
         f"{k.replace('_', ' ')} {v:.2f} (target <= {TARGETS[k]:g}: {'met' if v <= TARGETS[k] else 'NOT met'})"
         for k, v in ratios.items()))
