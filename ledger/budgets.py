@@ -6,6 +6,8 @@ Format (docs/formats.md, "Budgets file")::
     nodes:
       - {path: ai2, share: 1.0, managers: [ceo]}
       - {path: ai2/olmo, share: 0.35, managers: [olmo-pi]}
+    levels: [org, program]    # optional: the tree's levels by depth, root first
+    team_level: program       # optional: the level whose nodes are the team allocations
 
 ``share`` defaults to 1.0 and ``managers`` to none; ``since`` (optional, ISO 8601) is when the node was
 created: its definition is timed then if that is later than the start. Every node's parent must be listed too (in any
@@ -15,6 +17,7 @@ order); errors name the file, the entry and the field.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -62,6 +65,12 @@ class Budgets:
     gpus: int
     gpus_per_node: int
     nodes: tuple[BudgetNode, ...]
+    levels: tuple[str, ...] = ()  # the tree's levels by depth, root first; () when the file names none
+    team_level: str | None = None  # the level the audit's headline quotes; None: the deepest
+
+    def level_of(self, node: BudgetNode) -> str | None:
+        """Return the name of the level ``node`` stands at, or None when the levels are not named."""
+        return self.levels[node.path.count("/")] if self.levels else None
 
     @property
     def paths(self) -> frozenset[str]:
@@ -96,6 +105,8 @@ class Budgets:
                     share=node.share,
                     managers=node.managers,
                     set_by=SET_BY,
+                    level=self.level_of(node),
+                    team_level=self.team_level,
                 )
             )
         return out
@@ -111,13 +122,20 @@ class Budgets:
             if n.since is not None:
                 node["since"] = n.since.strftime("%Y-%m-%dT%H:%M:%SZ")
             nodes.append(node)
-        return yaml.dump(
-            {"cluster": cluster, "nodes": nodes}, Dumper=_Dumper, sort_keys=False, width=1 << 30, allow_unicode=True
-        )
+        doc: dict[str, Any] = {"cluster": cluster, "nodes": nodes}
+        if self.levels:
+            doc["levels"] = _FlowSeq(self.levels)
+        if self.team_level is not None:
+            doc["team_level"] = self.team_level
+        return yaml.dump(doc, Dumper=_Dumper, sort_keys=False, width=1 << 30, allow_unicode=True)
 
 
 class _Flow(dict[str, Any]):
     """A mapping written on one line (``{path: a, share: 1.0}``), as people write a budgets file."""
+
+
+class _FlowSeq(list[str]):
+    """A list written on one line (``[org, program, team]``)."""
 
 
 class _Dumper(yaml.SafeDumper):
@@ -129,6 +147,9 @@ class _Dumper(yaml.SafeDumper):
 
 _Dumper.add_representer(
     _Flow, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data, flow_style=True)
+)
+_Dumper.add_representer(
+    _FlowSeq, lambda d, data: d.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=True)
 )
 
 
@@ -184,6 +205,9 @@ class BudgetsFile(BaseModel):
     model_config = _ENTRY
     cluster: ClusterSpec
     nodes: Annotated[list[NodeSpec], Field(min_length=1)]
+    # checked against the tree's depth once the nodes are known (_levels), so taken as written here
+    levels: Any = None
+    team_level: Any = None
 
 
 _EXPECTED = {
@@ -216,7 +240,8 @@ def _problem(source: str, data: Any, error: ValidationError) -> InputError:
         same_entry = (e for e in errors if e["type"] == "extra_forbidden" and e["loc"][:-1] == err["loc"][:-1])
         extra = sorted(str(e["loc"][-1]) for e in same_entry)
         if not head[:-1] and where == source:
-            return InputError(f"{where}: unknown key(s) {', '.join(extra)}; expected cluster, nodes")
+            expected = "cluster, nodes, levels, team_level"
+            return InputError(f"{where}: unknown key(s) {', '.join(extra)}; expected {expected}")
         return InputError(f"{where}: unknown field(s) {', '.join(extra)}")
     if not head:
         return InputError(f"{where}: expected a mapping with keys 'cluster' and 'nodes'")
@@ -254,7 +279,28 @@ def parse_budgets(data: object, source: str = "<budgets>") -> Budgets:
         if node.parent is not None and node.parent not in nodes:
             raise InputError(f"{source}: nodes[{i}] ({node.path}): parent {node.parent!r} is not defined")
     ordered = sorted(nodes.values(), key=lambda n: n.path.count("/"))  # stable: parents first, file order kept
-    return Budgets(cl.name, cl.gpus, cl.gpus_per_node, tuple(ordered))
+    levels, team_level = _levels(source, spec.levels, spec.team_level, 1 + ordered[-1].path.count("/"))
+    return Budgets(cl.name, cl.gpus, cl.gpus_per_node, tuple(ordered), levels, team_level)
+
+
+def _levels(source: str, raw: object, team: object, depths: int) -> tuple[tuple[str, ...], str | None]:
+    """Return the file's ``levels`` (one distinct name per depth of the tree) and ``team_level`` (one of them)."""
+    if raw is None:
+        if team is not None:
+            raise InputError(f"{source}: team_level = {team!r}: name the levels first (levels: [org, team, user])")
+        return (), None
+    if not isinstance(raw, list) or not all(isinstance(x, str) and re.match(_NAME, x) for x in raw):
+        raise InputError(f"{source}: levels = {raw!r}: expected a list of names, root first, "
+                         "such as [org, program, team, user]")
+    if len(set(raw)) < len(raw):
+        twice = sorted({x for x in raw if raw.count(x) > 1})
+        raise InputError(f"{source}: levels = {raw!r}: {', '.join(twice)} named twice")
+    if len(raw) != depths:
+        raise InputError(f"{source}: levels = {raw!r}: {len(raw)} name(s) for a tree {depths} level(s) deep "
+                         "(one name per depth, root first)")
+    if team is not None and team not in raw:
+        raise InputError(f"{source}: team_level = {team!r}: not one of the levels {', '.join(raw)}")
+    return tuple(raw), team
 
 
 def load_budgets(path: str | Path) -> Budgets:
