@@ -298,7 +298,7 @@ def _levels(source: str, raw: object, team: object, depths: int) -> tuple[tuple[
     if len(raw) != depths:
         raise InputError(f"{source}: levels = {raw!r}: {len(raw)} name(s) for a tree {depths} level(s) deep "
                          "(one name per depth, root first)")
-    if team is not None and team not in raw:
+    if team is not None and (not isinstance(team, str) or team not in raw):
         raise InputError(f"{source}: team_level = {team!r}: not one of the levels {', '.join(raw)}")
     return tuple(raw), team
 
