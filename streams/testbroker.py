@@ -303,7 +303,11 @@ class KafkaCluster:
             list(pool.map(lambda n: n.stop(), self.nodes))
 
     def wait_ready(self, timeout_s: float = 120.0, nodes: int | None = None) -> None:
-        """Block until the cluster's metadata lists ``nodes`` brokers (default: all)."""
+        """Block until the metadata lists ``nodes`` brokers (default: all) and a write with acks=all succeeds.
+
+        A node restarted after SIGKILL lists itself before the controller has unfenced it; only a write
+        (to a topic with a copy on each of them) shows the cluster takes records again.
+        """
         want = len(self.nodes) if nodes is None else nodes
         deadline = time.monotonic() + timeout_s
         quiet = logging.getLogger("aiokafka")
@@ -318,6 +322,7 @@ class KafkaCluster:
         while time.monotonic() < deadline:
             try:
                 if len(asyncio.run(_brokers(self.bootstrap))) >= want:
+                    asyncio.run(_probe(self.bootstrap, min(want, 3)))
                     return
             except Exception as exc:  # not up yet: any client error means "ask again"
                 last = exc
@@ -340,6 +345,32 @@ async def _brokers(bootstrap: str) -> list[Any]:
         return list(described["brokers"])
     finally:
         await admin.close()
+
+
+PROBE_TOPIC = "gpuledger-testbroker-probe"
+
+
+async def _probe(bootstrap: str, replicas: int) -> None:
+    """Create the probe topic (one copy per node) if it is missing and write one record to it with acks=all."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.errors import TopicAlreadyExistsError
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=5000)
+    await asyncio.wait_for(admin.start(), 5)
+    try:
+        if PROBE_TOPIC not in await admin.list_topics():
+            with contextlib.suppress(TopicAlreadyExistsError):
+                await admin.create_topics([NewTopic(PROBE_TOPIC, replicas, replicas)])
+    finally:
+        await admin.close()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", request_timeout_ms=5000)
+    await asyncio.wait_for(producer.start(), 5)
+    try:
+        for partition in range(replicas):
+            await asyncio.wait_for(producer.send_and_wait(PROBE_TOPIC, b"ready", partition=partition), 6)
+    finally:
+        await producer.stop()
 
 
 async def _leader(bootstrap: str, topic: str, partition: int) -> int:
