@@ -67,6 +67,10 @@ class WorkerMetrics:
             "gpuledger_worker_restore_seconds", "Time to read checkpoints at an assignment",
             registry=r, buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
         )
+        self.outages = Counter(
+            "gpuledger_worker_outages", "Times outputs went unacknowledged and the partitions resumed from checkpoints",
+            registry=r,
+        )
         self._events_rate = _Rate()
         self._decisions_rate = _Rate()
         self.events_seen = 0

@@ -19,6 +19,7 @@ __all__ = [
     "checkpoint_topic",
     "ensure_topics",
     "ensure_topics_sync",
+    "key_partition",
     "occupancy_topic",
     "worker_topics",
 ]
@@ -65,6 +66,13 @@ def checkpoint_topic(app_id: str = WORKER_APP_ID) -> str:
 def occupancy_topic(app_id: str = WORKER_APP_ID) -> str:
     """Return the compacted topic of rolling occupancy per budget node (key ``cluster|path``)."""
     return f"{app_id}-occupancy-changelog"
+
+
+def key_partition(cluster: str, partitions: int) -> int:
+    """Return the partition a cluster's inputs go to: its key hashed as the producers' default partitioner does."""
+    from aiokafka.partitioner import murmur2
+
+    return (murmur2(cluster.encode()) & 0x7FFFFFFF) % partitions
 
 
 def worker_topics(partitions: int, app_id: str = WORKER_APP_ID, prefix: str = "") -> dict[str, int]:
