@@ -51,7 +51,8 @@ __all__ = ["Worker"]
 log = logging.getLogger("gpuledger.worker")
 
 KafkaErrors = (KafkaError, BrokerError)  # what a broker away or slow to answer raises
-STOP_GRACE_S = 1.0  # how long the step under way may take to end by itself once a stop is asked for
+TRANSIENT = (KafkaError, BrokerError, OSError, TimeoutError)  # ... and the connections under it
+STOP_GRACE_S = 0.5  # how long the step under way may take to end by itself once a stop is asked for
 
 
 class Backoff:
@@ -188,7 +189,7 @@ class Worker:
                 log.info("connecting")
                 await self._start()
                 return
-            except (BrokerError, KafkaErrors, OSError, TimeoutError) as exc:
+            except TRANSIENT as exc:
                 log.warning("broker not answering at start-up (%s: %s): retrying in %.1f s",
                             type(exc).__name__, exc, backoff.next_s)
                 await self._stop_clients(1.0)
@@ -288,7 +289,7 @@ class Worker:
                     if time.monotonic() - last_tick >= timer:
                         last_tick = time.monotonic()
                         await self._tick()
-            except (KafkaErrors, OSError, TimeoutError) as exc:
+            except TRANSIENT as exc:
                 await self._recover(exc)
 
     async def _recover(self, exc: BaseException) -> None:
@@ -330,7 +331,7 @@ class Worker:
             return True
         self.conns = conns  # held, so no id is reused; taken before the check: a later reconnection checks again
         try:
-            await self._until_stopped(self._check_tails())
+            await self._until_stopped(asyncio.wait_for(self._check_tails(), max(10.0, 5 * self.cfg.request_timeout_s)))
             if not self.stopping.is_set():
                 return True
         except Exception as exc:
@@ -406,15 +407,17 @@ class Worker:
 
         t0 = time.monotonic()
         backoff = Backoff()
+        attempt_s = max(10.0, 5 * self.cfg.request_timeout_s)
         fresh = partitions - kept
         while not self.stopping.is_set() and self.halted is None:
             self.service.forget_partitions(fresh)  # an attempt cut short left some restored: start them over
             for p in fresh:
                 self.last.pop(p, None)
             try:
-                await self._until_stopped(self._restore(partitions, kept))
+                # bounded: a read on a broker that stopped answering may wait for ever (a position never known)
+                await self._until_stopped(asyncio.wait_for(self._restore(partitions, kept), attempt_s))
                 break
-            except (KafkaErrors, OSError, TimeoutError) as exc:
+            except TRANSIENT as exc:
                 log.warning("cannot read the checkpoints of partitions %s (%s: %s): retrying in %.1f s",
                             sorted(partitions), type(exc).__name__, exc, backoff.next_s)
                 await self._sleep(backoff.wait())

@@ -36,6 +36,10 @@ def _exit_by_deadline() -> None:
     timer.start()
 
 
+class _StoppedEarly(Exception):
+    """A stop asked for before the event loop took the signals over (raised out of whatever was running)."""
+
+
 def run_worker(cfg: WorkerConfig) -> int:
     """Run the worker until SIGTERM/SIGINT; return the exit code (0 for a stop asked for, in any phase)."""
     early: list[int] = []
@@ -45,22 +49,27 @@ def run_worker(cfg: WorkerConfig) -> int:
         if not early:
             _exit_by_deadline()
         early.append(signum)
+        if not started:
+            raise _StoppedEarly  # out of the imports or whatever else runs: nothing has been decided yet
         for loop, worker in started:
             loop.call_soon_threadsafe(worker.request_stop)
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, asked)
-    logging.basicConfig(level=cfg.loglevel.upper(), format="[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
-    if early:
+    try:
+        logging.basicConfig(
+            level=cfg.loglevel.upper(), format="[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s"
+        )
+        from ledger.streams.driver import Worker  # after the handlers: a stop during the imports is honoured too
+
+        async def main() -> int:
+            worker = Worker(cfg)
+            worker.on_stop.append(_exit_by_deadline)
+            started.append((asyncio.get_running_loop(), worker))
+            if early:
+                return 0
+            return await worker.run()
+
+        return asyncio.run(main())
+    except _StoppedEarly:
         return 0
-    from ledger.streams.driver import Worker  # after the handlers: a stop during the imports is honoured too
-
-    async def main() -> int:
-        worker = Worker(cfg)
-        worker.on_stop.append(_exit_by_deadline)
-        started.append((asyncio.get_running_loop(), worker))
-        if early:
-            return 0
-        return await worker.run()
-
-    return asyncio.run(main())
