@@ -3,11 +3,14 @@
 Every batch is written to the local spool before it is sent (a write-ahead outbox), and a
 record leaves the spool only after the broker acknowledged it and every record before it. A
 broker that is down, slow or restarting therefore costs nothing but time: the records wait in
-the spool and are resent in order by the next ``publish``/``flush``. A record may reach the
-topic twice (its acknowledgement was lost); consumers drop the copy by ``event_id``.
+the spool and are resent in order by the next ``publish``/``flush``.
 
-The producer is not idempotent on purpose: some Kafka-protocol brokers refuse
-``InitProducerId``, and ``event_id`` already makes delivery effectively once.
+The producer is idempotent: while one producer lives, the broker drops a batch it already wrote
+when the producer retries it (a lost acknowledgement, a partition leader that died and was
+replaced), so such retries leave no copy. A send that finally fails drops the producer, and the
+spool's resend goes out under a new producer id, which the broker cannot match to the old
+writes: a record whose acknowledgement was lost may then reach the topic twice, and consumers
+drop the copy by ``event_id``.
 
 ``AsyncPublisher`` is the asyncio API; ``Publisher`` wraps it for synchronous callers (it owns
 a private event loop in a daemon thread, so it also works inside a program that runs its own loop).
@@ -78,7 +81,7 @@ class AsyncPublisher:
             producer = AIOKafkaProducer(
                 bootstrap_servers=self.bootstrap,
                 acks="all",
-                enable_idempotence=False,
+                enable_idempotence=True,
                 request_timeout_ms=ms,
                 linger_ms=2,
                 max_batch_size=256 * 1024,

@@ -1,9 +1,10 @@
 """A broker that stops answering for longer than every client timeout: the worker pauses, resumes, and stops on request.
 
-The broker is black-holed by suspending its process (SIGSTOP): connections are accepted by the
-kernel and requests sit unanswered, as behind a network that drops everything. The workers here run
-with 2 s client timeouts (request, session) so that each outage outlives all of them several times
-over in seconds; a stop must end the process within 4 s, with status 0, in every phase.
+The session's Apache Kafka node (``kafka_node``) is black-holed by suspending its process (SIGSTOP):
+connections are accepted by the kernel and requests sit unanswered, as behind a network that drops
+everything. The workers here run with a 2 s request timeout and the shortest session Apache Kafka
+accepts (6 s), so that each outage outlives all of them; a stop must end the process within 4 s,
+with status 0, in every phase.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ledger.events import Event
-from ledger.streams.testbroker import TansuBroker
+from ledger.streams.testbroker import KafkaNode
 from tests.streams.harness import WorkerProc, decoded, namespace, produce_events, read_topic, wait_for
 from tests.streams.scenarios import checkpoint_heavy
 from tests.streams.test_faults import reference
@@ -25,27 +26,22 @@ from tests.streams.test_faults import reference
 pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 
 CLIENT_TIMEOUT_S = 2.0
-OUTAGE_S = 3 * CLIENT_TIMEOUT_S + 1  # longer than every client timeout, several times over
+SESSION_TIMEOUT_S = 6.0  # Apache Kafka's group.min.session.timeout.ms
+OUTAGE_S = SESSION_TIMEOUT_S + 2 * CLIENT_TIMEOUT_S + 1  # longer than every client timeout
 FLAGS = [
-    "--session-timeout", str(CLIENT_TIMEOUT_S), "--rebalance-timeout", "1", "--request-timeout", str(CLIENT_TIMEOUT_S),
+    "--session-timeout", str(SESSION_TIMEOUT_S), "--rebalance-timeout", "1", "--request-timeout", str(CLIENT_TIMEOUT_S),
     "--idle-clock-rate", "0", "--checkpoint-every", "2000", "--checkpoint-interval", "0.5", "--log-level", "INFO",
 ]
 STOP_WITHIN_S = 4.0
 
 
-@pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
-    b = TansuBroker(log_path=tmp_path_factory.mktemp("outage") / "broker.log")
-    b.start()
-    try:
-        yield b
-    finally:
-        b.thaw()
-        b.stop()
+@pytest.fixture
+def broker(kafka_node: KafkaNode) -> KafkaNode:
+    return kafka_node
 
 
 @pytest.fixture
-def worker(broker: TansuBroker, tmp_path: Path) -> Iterator[WorkerProc]:
+def worker(broker: KafkaNode, tmp_path: Path) -> Iterator[WorkerProc]:
     prefix, app_id = namespace()
     w = WorkerProc(broker.bootstrap, prefix, app_id, 1, FLAGS, tmp_path / "worker.log")
     try:
@@ -80,7 +76,7 @@ def _handles_sigterm(pid: int) -> bool:
     return False
 
 
-def _busy(worker: WorkerProc, broker: TansuBroker, inputs: list[Event]) -> None:
+def _busy(worker: WorkerProc, broker: KafkaNode, inputs: list[Event]) -> None:
     """Start the worker on a backlog and return once it is deciding (its topics created here)."""
     worker.create_topics()
     produce_events(broker.bootstrap, worker.topics.events, inputs)
@@ -95,7 +91,7 @@ def _backlog() -> list[Event]:
 
 @pytest.mark.parametrize("phase", ["start-up", "topic creation", "acknowledgements", "restore", "mid-batch"])
 def test_a_stop_is_honoured_within_4_s_with_status_0_in_every_phase(
-    broker: TansuBroker, worker: WorkerProc, phase: str
+    broker: KafkaNode, worker: WorkerProc, phase: str
 ) -> None:
     if phase in ("start-up", "topic creation"):
         broker.freeze()
@@ -121,7 +117,7 @@ def test_a_stop_is_honoured_within_4_s_with_status_0_in_every_phase(
     assert seconds <= STOP_WITHIN_S, _log(worker)[-3000:]
 
 
-def test_a_worker_started_during_an_outage_waits_it_out_then_decides(broker: TansuBroker, worker: WorkerProc) -> None:
+def test_a_worker_started_during_an_outage_waits_it_out_then_decides(broker: KafkaNode, worker: WorkerProc) -> None:
     inputs = checkpoint_heavy().inputs[:3000]
     expected, _ = reference(inputs)
     broker.freeze()
@@ -137,7 +133,7 @@ def test_a_worker_started_during_an_outage_waits_it_out_then_decides(broker: Tan
 
 
 def test_an_outage_mid_stream_pauses_the_worker_which_resumes_from_its_checkpoints_and_loses_nothing(
-    broker: TansuBroker, worker: WorkerProc
+    broker: KafkaNode, worker: WorkerProc
 ) -> None:
     inputs = _backlog()
     expected, _ = reference(inputs)

@@ -14,7 +14,9 @@ from tests.streams.scenarios import lab_month
 
 pytestmark = pytest.mark.kafka
 
-FAST_GROUP = ["--session-timeout", "2", "--rebalance-timeout", "1"]
+# the shortest session Apache Kafka accepts (group.min.session.timeout.ms); a short rebalance timeout drops a
+# dead member from a rebalance after 1 s instead of waiting for its session to expire
+FAST_GROUP = ["--session-timeout", "6", "--rebalance-timeout", "1"]
 
 
 def occupancy_of(events: list[Event] | tuple[Event, ...]) -> dict[str, dict[str, int]]:
