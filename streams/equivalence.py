@@ -89,12 +89,12 @@ def check_offline(
     The records go in as the worker takes them: encoded, in batches of ``batch``, the timer asked between
     batches while more input waits (so it closes nothing early), then once more after the last input.
     """
-    from ledger.streams.service import DecisionService
+    from ledger.streams.service import DecisionService, Record
 
     events = list(events)
     inputs = [e for e in events if not is_core_output(e)]
     expected = [e for e in events if is_core_output(e)]
-    records = [(value, key, 0, i) for i, (key, value) in enumerate(event_record(e) for e in inputs)]
+    records: list[Record] = [(value, key, 0, i) for i, (key, value) in enumerate(event_record(e) for e in inputs)]
     service = DecisionService(knobs, idle_clock_rate=idle_clock_rate, clock=lambda: 0.0, partitions=1)
     got: list[Event] = []
     for lo in range(0, len(records), batch):

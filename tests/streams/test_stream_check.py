@@ -19,6 +19,7 @@ from ledger.streams.sources import is_core_output
 from tests.streams.harness import ROOT
 from tests.streams.scenarios import checkpoint_heavy, lab_month
 
+
 def _same_instant_inputs(events: list[Event]) -> int:
     """Return how many instants hold more than one input."""
     times = Counter(to_us(e.time) for e in events if not is_core_output(e))
