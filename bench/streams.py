@@ -26,7 +26,11 @@
 
 Run: ``python -m bench streams`` (Apache Kafka: ``GPULEDGER_KAFKA_BOOTSTRAP``, else a node started
 from the pinned jars; the leader test always starts three nodes). ``BENCH_STREAMS=throughput,demo,
-restart,restore,latency,leader`` picks sections.
+equivalence,restart,restore,latency,leader`` picks sections.
+
+6. Equivalence: ``gpuledger stream-check`` on the demo month's fairshare run, through the broker and a
+   worker and offline through the worker's decision service, in both clock modes (idle clock off and
+   history replay). Target: 0 missing, 0 mismatched, 0 unexpected.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ N_CHECKPOINTS = (1, 1_000, 3_000)
 SESSION_S = 6  # the shortest session Apache Kafka accepts (group.min.session.timeout.ms)
 FAST_GROUP = ["--session-timeout", str(SESSION_S), "--rebalance-timeout", "1", "--idle-clock-rate", "0"]
 LATENCY_RUNS = 5
-SECTIONS = ("throughput", "demo", "restart", "restore", "latency", "leader")
+SECTIONS = ("throughput", "demo", "equivalence", "restart", "restore", "latency", "leader")
 
 
 async def _raw_consume(bootstrap: str, topic: str, n: int) -> float:
@@ -157,6 +161,39 @@ def demo_month() -> list[Event]:
     with tempfile.TemporaryDirectory() as d:
         replay(inputs_from_budgets(demo.budgets, list(demo.submissions), start=demo.start), Knobs(), d, until=demo.end)
         return [e for e in open_log(d) if not is_core_output(e)]
+
+
+def equivalence(bootstrap: str, tmp: Path) -> list[str]:
+    """Return one line per check of the demo month's run: through the broker, then offline, in both clock modes."""
+    from collections import Counter
+
+    from ledger.events import to_us
+    from ledger.log import open_log
+    from ledger.replay.demo_month import generate
+    from ledger.replay.run import inputs_from_budgets, replay
+    from ledger.streams.equivalence import check, check_offline
+    from ledger.streams.sources import is_core_output
+
+    demo = generate(7)
+    run = tmp / "demo-run"
+    replay(inputs_from_budgets(demo.budgets, list(demo.submissions), start=demo.start), Knobs(), run, until=demo.end)
+    events = list(open_log(run))
+    times = Counter(to_us(e.time) for e in events if not is_core_output(e))
+    lines = [f"stream-check, the demo month ({sum(times.values()):,} inputs, "
+             f"{sum(1 for n in times.values() if n > 1):,} instants holding more than one):"]
+    for rate, mode in ((0.0, "idle clock off"), (1e9, "history replay")):
+        for where in ("broker + worker", "service offline"):
+            t0 = time.perf_counter()
+            if where == "service offline":
+                r = check_offline(events, knobs=Knobs(), idle_clock_rate=rate)
+            else:
+                r = asyncio.run(check(run, bootstrap, knobs=Knobs(), idle_clock_rate=rate))
+            lines.append(
+                f"  {where}, {mode}: expected {r.expected:,}, got {r.got:,}; missing {len(r.missing)}, mismatched "
+                f"{len(r.mismatched)}, unexpected {len(r.unexpected)}, duplicated {len(r.duplicated)}: "
+                f"{'equivalent' if r.equal else 'NOT equivalent'} ({time.perf_counter() - t0:.0f} s)"
+            )
+    return lines
 
 
 def throughput(bootstrap: str, tmp: Path, events: list[Event], baselines: bool = True) -> dict[str, float]:
@@ -518,6 +555,8 @@ def main() -> None:
             events = demo_month()
             _print_throughput(f"the demo month, {len(events):,} inputs",
                               throughput(broker.bootstrap, tmp, events, baselines=False))
+        if "equivalence" in sections:
+            print("\n".join(equivalence(broker.bootstrap, tmp)))
         if "restart" in sections:
             for static in (False, True):
                 for sig in ("SIGKILL", "SIGTERM"):

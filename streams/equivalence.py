@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,8 +136,12 @@ async def check(
         await producer.stop()
     worker = Worker(cfg)
     task = asyncio.ensure_future(worker.run())
+
+    def consumed() -> bool:  # every input read and decided (the topics are fresh: offsets count from 0)
+        return sum(worker.next_offset.values()) >= len(inputs) and not worker.unsettled
+
     try:
-        got = await _read_decisions(bootstrap, topics.decisions, security, timeout_s, quiet_s, task)
+        got = await _read_decisions(bootstrap, topics.decisions, security, timeout_s, quiet_s, task, consumed)
     finally:
         worker.stopping.set()
         with contextlib.suppress(Exception):
@@ -146,9 +150,13 @@ async def check(
 
 
 async def _read_decisions(
-    bootstrap: str, topic: str, security: KafkaSecurity, timeout_s: float, quiet_s: float, worker: asyncio.Future[int]
+    bootstrap: str, topic: str, security: KafkaSecurity, timeout_s: float, quiet_s: float, worker: asyncio.Future[int],
+    consumed: Callable[[], bool],
 ) -> list[Event]:
-    """Read the decisions topic until it stays quiet for ``quiet_s`` after the first decision (or the timeout)."""
+    """Read the decisions topic until it stays quiet for ``quiet_s`` once the worker consumed every input (or the timeout).
+
+    Quiet alone is not the end: a worker on a busy machine may pause longer than that mid-stream.
+    """
     from aiokafka import AIOKafkaConsumer
 
     from ledger.codec import decode
@@ -166,7 +174,7 @@ async def _read_decisions(
             records.extend(got)
             if got:
                 last = time.monotonic()
-            elif records and time.monotonic() - last >= quiet_s:
+            elif consumed() and time.monotonic() - last >= quiet_s:
                 break
     finally:
         await c.stop()
