@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ledger.streams.testbroker import KafkaNode
+from ledger.streams.topics import checkpoint_topic
 from tests.streams.harness import WorkerProc, namespace, produce_events, read_topic, wait_for
 from tests.streams.scenarios import lab_month
 from tests.streams.test_worker import FAST_GROUP
@@ -89,5 +90,7 @@ def test_a_broker_that_came_back_without_its_log_halts_the_worker_before_it_deci
         assert worker.log_path is not None
         assert "worker halted, no further decisions" in worker.log_path.read_text(errors="replace")
         assert read_topic(kafka_node.bootstrap, worker.topics.decisions, idle_s=2) == []
+        worker.stop()  # nothing after the halt, a stop included: no checkpoint, no mark
+        assert read_topic(kafka_node.bootstrap, checkpoint_topic(worker.app_id), idle_s=2) == []
     finally:
         worker.stop()
