@@ -43,7 +43,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--idle-clock-rate", type=float, default=1.0,
         help="event seconds per wall second to extrapolate when no input arrives (default 1.0: live)",
     )
-    p.add_argument("--idle-after", type=float, default=1.0, help="wall seconds of silence before the timer acts")
+    p.add_argument(
+        "--idle-after", type=float, default=1.0,
+        help="wall seconds of silence after which a cluster's last instant is complete: its pass runs (default 1)",
+    )
     p.add_argument("--session-timeout", type=float, default=6.0, help="consumer group session timeout in seconds")
     p.add_argument("--rebalance-timeout", type=float, default=3.0, help="how long a rebalance waits for members")
     p.add_argument(
