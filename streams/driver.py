@@ -248,7 +248,7 @@ class Worker:
         if self.producer is not None and self.halted is None and not self.assigning and not self.unsettled:
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await asyncio.wait_for(self._final_checkpoint(), budget * 0.4)
-        elif self.unsettled:
+        elif self.unsettled and self.halted is None:
             log.warning("stopped before the outputs of the last inputs were acknowledged: no last checkpoint "
                         "(the next start resumes from the one before)")
         task, self.inflight = self.inflight, None
