@@ -43,7 +43,7 @@ from ledger.streams.reader import PartitionReader
 from ledger.streams.service import DecisionService, Outcome
 from ledger.streams.snapshot import Serialisation
 from ledger.streams.state import ClusterState
-from ledger.streams.topics import TopicNames, checkpoint_topic, occupancy_topic
+from ledger.streams.topics import CHECKPOINT_MAX_BYTES, TopicNames, checkpoint_topic, occupancy_topic
 from ledger.streams.wire import decode_record, encode_record
 
 __all__ = ["Worker"]
@@ -162,7 +162,7 @@ class Worker:
         timeout_ms = int(cfg.request_timeout_s * 1000)
         self.producer = AIOKafkaProducer(
             bootstrap_servers=cfg.bootstrap, acks="all", enable_idempotence=False, linger_ms=0,
-            max_batch_size=512 * 1024, max_request_size=16 * 1024 * 1024, request_timeout_ms=timeout_ms, **sec,
+            max_batch_size=512 * 1024, max_request_size=CHECKPOINT_MAX_BYTES, request_timeout_ms=timeout_ms, **sec,
         )
         self.reader = PartitionReader(cfg.bootstrap, cfg.security, cfg.fetch_max_wait_ms, timeout_ms)
         self.consumer = AIOKafkaConsumer(

@@ -7,6 +7,7 @@ from typing import Any
 
 from ledger.errors import BrokerError
 from ledger.streams.security import KafkaSecurity
+from ledger.streams.topics import CHECKPOINT_MAX_BYTES
 
 __all__ = ["PartitionReader"]
 
@@ -28,6 +29,7 @@ class PartitionReader:
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="none",
             fetch_max_wait_ms=self.fetch_max_wait_ms, request_timeout_ms=self.request_timeout_ms,
+            max_partition_fetch_bytes=CHECKPOINT_MAX_BYTES,
             **self.security.aiokafka_kwargs(),
         )
         await self.consumer.start()

@@ -10,6 +10,7 @@ from ledger.errors import BrokerError
 from ledger.streams.security import KafkaSecurity
 
 __all__ = [
+    "CHECKPOINT_MAX_BYTES",
     "DEADLETTER",
     "DECISIONS",
     "EVENTS",
@@ -28,6 +29,7 @@ EVENTS = "gpuledger.events"  # input facts, keyed by cluster (one cluster's even
 DECISIONS = "gpuledger.decisions"  # the decision core's outputs, keyed by cluster
 DEADLETTER = "gpuledger.deadletter"  # records that failed to decode or validate, with the reason in headers
 WORKER_APP_ID = "gpuledger-worker"
+CHECKPOINT_MAX_BYTES = 16 * 1024 * 1024  # the largest checkpoint record batch the worker writes and reads
 TABLES = ("clusters", "occupancy")  # the worker's compacted topics: checkpoints per cluster, occupancy per node
 
 
@@ -140,5 +142,11 @@ def ensure_topics_sync(
 
 
 def _configs(name: str) -> dict[str, str]:
-    """Return the settings a topic is created with: the worker's checkpoints and views are compacted."""
+    """Return the settings a topic is created with: the worker's checkpoints and views are compacted.
+
+    A busy cluster's checkpoint outgrows Apache Kafka's default 1 MB record batch (the full demo month's
+    did): the checkpoint topic takes batches up to ``CHECKPOINT_MAX_BYTES``, what the worker's producer sends.
+    """
+    if name.endswith("-clusters-changelog"):
+        return {"cleanup.policy": "compact", "max.message.bytes": str(CHECKPOINT_MAX_BYTES)}
     return {"cleanup.policy": "compact"} if name.endswith("-changelog") else {}
