@@ -128,7 +128,9 @@ def test_a_checkpoint_larger_than_the_brokers_default_record_batch_is_written_an
 
     async def round_trip() -> bytes:
         await ensure_topics(kafka_bootstrap, worker_topics(1, app_id, prefix))
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", max_request_size=CHECKPOINT_MAX_BYTES)
+        producer = AIOKafkaProducer(
+            bootstrap_servers=kafka_bootstrap, acks="all", max_request_size=CHECKPOINT_MAX_BYTES
+        )
         await producer.start()
         try:
             await (await producer.send(checkpoint_topic(app_id), blob, key=b"busy", partition=0))
