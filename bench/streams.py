@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import os
 import signal
 import statistics
@@ -452,6 +453,7 @@ def leader_death(tmp: Path, rate: int = 200, seconds: float = 25.0, kill_after_s
     """Return how long decisions stop after the events partition's leader dies, on three nodes, and what was lost."""
     from tests.streams.harness import decoded, namespace, read_topic
 
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # a dead leader is the point: no retry warnings
     with kafka_broker(tmp / "three-nodes", 3, use_env=False) as handle:
         cluster: KafkaCluster | None = handle.cluster
         assert cluster is not None
