@@ -38,7 +38,7 @@ from ledger.streams.checkpoints import Mark, digest, last_mark, mark_key, occupa
 from ledger.streams.config import WorkerConfig
 from ledger.streams.deadletter import deadletter_headers, parse_headers, source_of
 from ledger.streams.metrics import WorkerMetrics
-from ledger.streams.outbox import Outbox
+from ledger.streams.outbox import Outbox, retrieved as _retrieved
 from ledger.streams.reader import PartitionReader
 from ledger.streams.service import DecisionService, Outcome
 from ledger.streams.snapshot import Serialisation
@@ -251,7 +251,14 @@ class Worker:
         elif self.unsettled:
             log.warning("stopped before the outputs of the last inputs were acknowledged: no last checkpoint "
                         "(the next start resumes from the one before)")
-        await self._stop_clients(max(0.1, budget * 0.75 - (time.monotonic() - t0)))
+        task, self.inflight = self.inflight, None
+        if task is not None and not task.done():
+            task.cancel()  # a checkpoint cut short is harmless: its mark, written last, names what it holds
+        if task is not None:
+            task.add_done_callback(_retrieved)
+        if self.outbox is not None:
+            self.outbox.discard()
+        await self._stop_clients(max(0.1, budget * 0.5 - (time.monotonic() - t0)))
 
     async def _final_checkpoint(self) -> None:
         async with self.lock:

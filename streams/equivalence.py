@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,19 +81,20 @@ def compare(expected: list[Event], got: list[Event], inputs: list[Event], idle_c
     return result
 
 
-def check_offline(run_dir: Path, *, knobs: Knobs, idle_clock_rate: float = 1e9, batch: int = 1000) -> Comparison:
+def check_offline(
+    events: Iterable[Event], *, knobs: Knobs, idle_clock_rate: float = 1e9, batch: int = 1000
+) -> Comparison:
     """Feed a run's inputs through the worker's decision service without a broker; compare with the run's outputs.
 
     The records go in as the worker takes them: encoded, in batches of ``batch``, the timer asked between
     batches while more input waits (so it closes nothing early), then once more after the last input.
     """
-    from ledger.streams.publisher import event_record
-    from ledger.streams.service import DecisionService
+    from ledger.streams.service import DecisionService, Record
 
-    events = list(read_events(run_dir))
+    events = list(events)
     inputs = [e for e in events if not is_core_output(e)]
     expected = [e for e in events if is_core_output(e)]
-    records = [(value, key, 0, i) for i, (key, value) in enumerate(event_record(e) for e in inputs)]
+    records: list[Record] = [(value, key, 0, i) for i, (key, value) in enumerate(event_record(e) for e in inputs)]
     service = DecisionService(knobs, idle_clock_rate=idle_clock_rate, clock=lambda: 0.0, partitions=1)
     got: list[Event] = []
     for lo in range(0, len(records), batch):

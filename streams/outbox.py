@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Outbox", "Sent", "acked_ends"]
+__all__ = ["Outbox", "Sent", "acked_ends", "retrieved"]
 
 
 @dataclass
@@ -82,7 +82,7 @@ class Outbox:
         self._open = {}
         sent, self.sent = self.sent, []
         for s in sent:
-            s.future.add_done_callback(_retrieved)
+            s.future.add_done_callback(retrieved)
 
     async def settle(self) -> None:
         """Wait for every batch handed over, ignoring failures (a handover that gives up)."""
@@ -94,7 +94,7 @@ class Outbox:
                 continue
 
 
-def _retrieved(future: Any) -> None:
+def retrieved(future: Any) -> None:
     """Take a dropped batch's outcome, so that its failure is not reported as never retrieved."""
     if not future.cancelled():
         future.exception()

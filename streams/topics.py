@@ -73,7 +73,8 @@ def key_partition(cluster: str, partitions: int) -> int:
     """Return the partition a cluster's inputs go to: its key hashed as the producers' default partitioner does."""
     from aiokafka.partitioner import murmur2
 
-    return (murmur2(cluster.encode()) & 0x7FFFFFFF) % partitions
+    hashed: int = murmur2(cluster.encode())
+    return (hashed & 0x7FFFFFFF) % partitions
 
 
 def worker_topics(partitions: int, app_id: str = WORKER_APP_ID, prefix: str = "") -> dict[str, int]:
