@@ -38,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import os
 import signal
 import statistics
@@ -45,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -208,10 +210,12 @@ def throughput(bootstrap: str, tmp: Path, events: list[Event], baselines: bool =
             result["plain_loop"] = asyncio.run(_plain_loop(bootstrap, worker.topics.events, plain_out, len(events)))
         worker.start()
         worker.wait_ready()
-        wait_for(lambda: worker.metric("gpuledger_worker_records_total") > 0, timeout_s=60, every_s=0.01)
+        # a worker deep in a batch may answer /metrics late: a poll that times out counts as "not yet"
+        wait_for(lambda: _metric_or_zero(worker, "gpuledger_worker_records_total") > 0, timeout_s=60, every_s=0.01)
         first = worker.metric("gpuledger_worker_records_total")
         t0 = time.perf_counter()
-        wait_for(lambda: worker.metric("gpuledger_worker_records_total") >= len(events), timeout_s=600, every_s=0.02)
+        wait_for(lambda: _metric_or_zero(worker, "gpuledger_worker_records_total") >= len(events), timeout_s=600,
+                 every_s=0.02)
         wall = time.perf_counter() - t0
         busy = worker.metric("gpuledger_worker_busy_seconds_total")
         core = worker.metric("gpuledger_worker_core_seconds_total")
@@ -238,16 +242,21 @@ def _big_cluster(n: int) -> tuple[list[Event], list[WorkloadSubmitted]]:
     return setup, subs
 
 
-async def _latency_run(
-    bootstrap: str, events_topic: str, decisions_topic: str, subs: list[WorkloadSubmitted], rate: int
-) -> list[float]:
+async def _paced_run(
+    bootstrap: str, events_topic: str, decisions_topic: str, subs: list[WorkloadSubmitted], rate: int,
+    kill_after_s: float | None = None, kill: Callable[[], None] | None = None,
+) -> tuple[dict[str, float], dict[str, float], float | None]:
+    """Send submissions at ``rate``/s and time each one's decision; optionally call ``kill`` after a while.
+
+    Return (send time per workload, decision arrival time per workload, when ``kill`` returned).
+    """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
     consumer = AIOKafkaConsumer(decisions_topic, bootstrap_servers=bootstrap, auto_offset_reset="latest",
                                 enable_auto_commit=False, fetch_max_wait_ms=10)
     await consumer.start()
     await consumer.getmany(timeout_ms=500)  # settle the assignment at the end of the topic
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0, enable_idempotence=True)
     await producer.start()
     sent: dict[str, float] = {}
     arrived: dict[str, float] = {}
@@ -263,17 +272,25 @@ async def _latency_run(
                         arrived[e.workload_id] = now
 
     reader = asyncio.create_task(collect())
+    loop = asyncio.get_running_loop()
+    killed_at = None
+    acks = []
     t0 = time.perf_counter()
     for i, s in enumerate(subs):
         delay = t0 + i / rate - time.perf_counter()
         if delay > 0:
             await asyncio.sleep(delay)
+        if kill is not None and killed_at is None and time.perf_counter() - t0 >= (kill_after_s or 0.0):
+            await loop.run_in_executor(None, kill)
+            killed_at = time.perf_counter()
         sent[s.workload_id] = time.perf_counter()
-        await producer.send(events_topic, encode(s), key=b"lat")
-    await asyncio.wait_for(reader, timeout=120)
+        acks.append(await producer.send(events_topic, encode(s), key=b"lat"))
+    await asyncio.gather(*acks)
+    with contextlib.suppress(TimeoutError):  # what never arrived is counted by the caller
+        await asyncio.wait_for(reader, timeout=120)
     await producer.stop()
     await consumer.stop()
-    return sorted((arrived[w] - sent[w]) * 1000 for w in sent)
+    return sent, arrived, killed_at
 
 
 def _cpu_s(pid: int) -> float:
@@ -296,7 +313,10 @@ def latency(bootstrap: str, tmp: Path, rate: int, n: int) -> dict[str, float]:
         wait_for(lambda: worker.metric("gpuledger_worker_records_total") >= len(setup), timeout_s=60)
         assert worker.proc is not None
         cpu0 = _cpu_s(worker.proc.pid)
-        ms = asyncio.run(_latency_run(bootstrap, worker.topics.events, worker.topics.decisions, subs, rate))
+        sent, arrived, _ = asyncio.run(_paced_run(bootstrap, worker.topics.events, worker.topics.decisions, subs, rate))
+        if len(arrived) < len(sent):
+            raise SystemExit(f"bench.streams: {len(sent) - len(arrived)} of {len(sent)} submissions got no decision")
+        ms = sorted((arrived[w] - sent[w]) * 1000 for w in sent)
         cpu_us = (_cpu_s(worker.proc.pid) - cpu0) / n * 1e6
     p99 = ms[int(0.99 * (len(ms) - 1))]
     return {"p50_ms": statistics.median(ms), "p99_ms": p99, "max_ms": ms[-1], "cpu_us": cpu_us}
@@ -431,64 +451,11 @@ def restore(bootstrap: str, tmp: Path, n: int) -> dict[str, float]:
     return {"restore_s": seconds, "ready_s": ready, "blob_bytes": len(st.to_bytes())}
 
 
-async def _leader_run(
-    bootstrap: str, events_topic: str, decisions_topic: str, subs: list[WorkloadSubmitted], rate: int,
-    kill_after_s: float, kill: object,
-) -> dict[str, float]:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    consumer = AIOKafkaConsumer(decisions_topic, bootstrap_servers=bootstrap, auto_offset_reset="latest",
-                                enable_auto_commit=False, fetch_max_wait_ms=10)
-    await consumer.start()
-    await consumer.getmany(timeout_ms=500)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=0, enable_idempotence=True)
-    await producer.start()
-    sent: dict[str, float] = {}
-    arrived: dict[str, float] = {}
-
-    async def collect() -> None:
-        while len(arrived) < len(subs):
-            batch = await consumer.getmany(timeout_ms=100)
-            now = time.perf_counter()
-            for msgs in batch.values():
-                for m in msgs:
-                    e = decode(m.value)
-                    if e.type_name == "SchedulingDecision" and e.workload_id not in arrived:
-                        arrived[e.workload_id] = now
-
-    reader = asyncio.create_task(collect())
-    loop = asyncio.get_running_loop()
-    t0 = time.perf_counter()
-    killed_at = None
-    acks = []
-    for i, s in enumerate(subs):
-        delay = t0 + i / rate - time.perf_counter()
-        if delay > 0:
-            await asyncio.sleep(delay)
-        if killed_at is None and time.perf_counter() - t0 >= kill_after_s:
-            await loop.run_in_executor(None, kill)  # type: ignore[arg-type]
-            killed_at = time.perf_counter()
-        sent[s.workload_id] = time.perf_counter()
-        acks.append(await producer.send(events_topic, encode(s), key=b"lat"))
-    await asyncio.gather(*acks)
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(reader, timeout=120)
-    await producer.stop()
-    await consumer.stop()
-    assert killed_at is not None
-    after = [arrived[w] for w, t in sent.items() if t >= killed_at and w in arrived]
-    times = sorted(arrived.values())
-    return {
-        "flowing_after_s": min(after) - killed_at if after else float("nan"),
-        "max_gap_s": max((b - a for a, b in itertools.pairwise(times)), default=0.0),
-        "arrived": len(arrived),
-    }
-
-
 def leader_death(tmp: Path, rate: int = 200, seconds: float = 25.0, kill_after_s: float = 5.0) -> dict[str, float]:
     """Return how long decisions stop after the events partition's leader dies, on three nodes, and what was lost."""
     from tests.streams.harness import decoded, namespace, read_topic
 
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)  # a dead leader is the point: no retry warnings
     with kafka_broker(tmp / "three-nodes", 3, use_env=False) as handle:
         cluster: KafkaCluster | None = handle.cluster
         assert cluster is not None
@@ -503,11 +470,19 @@ def leader_death(tmp: Path, rate: int = 200, seconds: float = 25.0, kill_after_s
             worker.wait_ready()
             wait_for(lambda: worker.metric("gpuledger_worker_records_total") >= len(setup), timeout_s=60)
             victim = cluster.leader(worker.topics.events, 0)
-            r = asyncio.run(_leader_run(handle.bootstrap, worker.topics.events, worker.topics.decisions, subs, rate,
-                                        kill_after_s, victim.kill))
+            sent, arrived, killed_at = asyncio.run(_paced_run(
+                handle.bootstrap, worker.topics.events, worker.topics.decisions, subs, rate, kill_after_s, victim.kill
+            ))
             records = decoded(read_topic(handle.bootstrap, worker.topics.decisions, idle_s=3, timeout_s=120))
         finally:
             worker.stop()
+    assert killed_at is not None
+    after = [arrived[w] for w, t in sent.items() if t >= killed_at and w in arrived]
+    times = sorted(arrived.values())
+    r = {
+        "flowing_after_s": min(after) - killed_at if after else float("nan"),
+        "max_gap_s": max((b - a for a, b in itertools.pairwise(times)), default=0.0),
+    }
     decided = [e.workload_id for e in records if e.type_name == "SchedulingDecision"]
     r["lost"] = len({s.workload_id for s in subs} - set(decided))
     r["twice"] = len(decided) - len(set(decided))

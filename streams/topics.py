@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass
 
 from ledger.errors import BrokerError
@@ -117,6 +118,12 @@ async def ensure_topics(
             with contextlib.suppress(TopicAlreadyExistsError):  # a concurrent creator won the race
                 await admin.create_topics(missing)
         described = await admin.describe_topics(list(topics))
+        # A broker answers for a topic just created before its metadata holds the partitions (Apache
+        # Kafka: "0 partitions" for a moment): ask again for those, never past the timeout.
+        deadline = time.monotonic() + timeout_s
+        while any(not e.get("partitions") for e in described) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            described = await admin.describe_topics(list(topics))
     except (KafkaError, OSError, TimeoutError) as exc:
         raise BrokerError(f"cannot create topics on {bootstrap}: {type(exc).__name__}: {exc}") from None
     finally:
