@@ -15,6 +15,11 @@ the record at each partition's last input offset must still be the one read ther
 offset out of range or an acknowledgement offset that went backwards halts the worker: it stops
 deciding, logs why, sets ``gpuledger_worker_halted`` and answers 503 on ``/readyz`` until it is
 restarted by an operator.
+
+Outages: start-up (topics, connections) and restores are retried with backoff while the broker does not
+answer; outputs that go unacknowledged make the worker drop what it decided since its checkpoints and
+restore its partitions from them, as a restart would. A stop is honoured in every phase (``run``).
+The facts of one instant and when the worker takes an instant as complete: ``streams.service``.
 """
 
 from __future__ import annotations
