@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EXIT_DEADLINE_S", "run_worker"]
 
-EXIT_DEADLINE_S = 3.6  # after a stop is asked for, the process is gone by then whatever the broker does
+EXIT_DEADLINE_S = 3.0  # after a stop is asked for, the process is gone by then whatever the broker does
 
 log = logging.getLogger("gpuledger.worker")
 

@@ -56,11 +56,11 @@ def _log(worker: WorkerProc) -> str:
     return worker.log_path.read_text(errors="replace") if worker.log_path.exists() else ""
 
 
-def _stop_and_time(worker: WorkerProc) -> tuple[int, float]:
-    """Send SIGTERM; return the exit status and the seconds it took (fail past the limit, with the log's tail)."""
+def _stop_and_time(worker: WorkerProc, sig: signal.Signals = signal.SIGTERM) -> tuple[int, float]:
+    """Send SIGTERM (or Ctrl-C's SIGINT); return the exit status and the seconds it took (fail past the limit)."""
     assert worker.proc is not None and worker.alive, _log(worker)[-3000:]
     t0 = time.monotonic()
-    worker.proc.send_signal(signal.SIGTERM)
+    worker.proc.send_signal(sig)
     try:
         code = worker.proc.wait(timeout=STOP_WITHIN_S + 6)
     except subprocess.TimeoutExpired:
@@ -89,7 +89,9 @@ def _backlog() -> list[Event]:
     return checkpoint_heavy().inputs[:30_000]
 
 
-@pytest.mark.parametrize("phase", ["start-up", "topic creation", "acknowledgements", "restore", "mid-batch"])
+@pytest.mark.parametrize(
+    "phase", ["start-up", "topic creation", "acknowledgements", "restore", "mid-batch", "mid-batch, Ctrl-C"]
+)
 def test_a_stop_is_honoured_within_4_s_with_status_0_in_every_phase(
     broker: KafkaNode, worker: WorkerProc, phase: str
 ) -> None:
@@ -105,13 +107,13 @@ def test_a_stop_is_honoured_within_4_s_with_status_0_in_every_phase(
             time.sleep(CLIENT_TIMEOUT_S + 1)  # an attempt has timed out and the next one waits
     else:
         _busy(worker, broker, _backlog())
-        if phase != "mid-batch":
+        if not phase.startswith("mid-batch"):
             broker.freeze()
         if phase == "acknowledgements":
             time.sleep(0.5)  # the batch under way waits for acknowledgements that do not come
         elif phase == "restore":  # the acknowledgements timed out: the partitions are being restored, in vain
             wait_for(lambda: "cannot read the checkpoints" in _log(worker), timeout_s=60, every_s=0.05)
-    code, seconds = _stop_and_time(worker)
+    code, seconds = _stop_and_time(worker, signal.SIGINT if "Ctrl-C" in phase else signal.SIGTERM)
     print(f"{phase}: exit {code} after {seconds:.2f} s")
     assert code == 0, _log(worker)[-3000:]
     assert seconds <= STOP_WITHIN_S, _log(worker)[-3000:]
