@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean build fast pure
+.PHONY: demo test lint bench clean build fast pure kafka-jars
 
 # The dependencies, and the package as pure Python; `build` then compiles the hot modules.
 $(STAMP): pyproject.toml setup.py
@@ -28,8 +28,21 @@ lint: $(STAMP)
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
 
-test: build lint
+test: build lint kafka-jars
 	$(PY) -m pytest
+
+# Apache Kafka for the tests and the streaming benchmark: the jars deploy/kafka/pom.xml pins, copied
+# by Maven into .kafka/libs once (again only when the pom changes). The tests start KRaft nodes from
+# them unless GPULEDGER_KAFKA_BOOTSTRAP names a cluster (docs/streaming.md).
+KAFKA_LIBS := .kafka/libs
+kafka-jars:
+	@if ! cmp -s deploy/kafka/pom.xml $(KAFKA_LIBS)/.pom; then \
+	  command -v java >/dev/null 2>&1 || { echo "make kafka-jars: java not found; the test broker is Apache Kafka and needs Java 17 (apt-get install openjdk-17-jre-headless)" >&2; exit 1; }; \
+	  command -v mvn >/dev/null 2>&1 || { echo "make kafka-jars: mvn not found; Maven fetches the pinned Kafka jars (apt-get install maven)" >&2; exit 1; }; \
+	  rm -rf $(KAFKA_LIBS) && echo "fetching the Kafka jars deploy/kafka/pom.xml pins into $(KAFKA_LIBS)" && \
+	  mvn -q -B -f deploy/kafka/pom.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(KAFKA_LIBS) && \
+	  cp deploy/kafka/pom.xml $(KAFKA_LIBS)/.pom; \
+	fi
 
 # The whole month replayed with both builds, and a sweep of 8 settings pooled against one by one
 # (docs/benchmarks.md); `python -m bench` runs every benchmark.
@@ -48,5 +61,5 @@ pure:
 	rm -f ledger/*/*.so ledger/*/*.pyd ledger/*/_compiled.json
 
 clean:
-	rm -rf $(VENV) out .pytest_cache .mypy_cache .hypothesis build ledger/*/*.so ledger/*/*.pyd ledger/*/_compiled.json \
+	rm -rf $(VENV) .kafka out .pytest_cache .mypy_cache .hypothesis build ledger/*/*.so ledger/*/*.pyd ledger/*/_compiled.json \
 		ledger/log/avro_records.py

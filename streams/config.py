@@ -29,7 +29,8 @@ class WorkerConfig:
     idle_clock_rate: float = 1.0
     idle_after_s: float = 1.0
     instance_id: str | None = None  # static group membership: a restarted member takes its partitions back at once
-    shutdown_timeout_s: float = 4.0  # what a stop may spend on its last checkpoint and on leaving the group
+    shutdown_timeout_s: float = 2.0  # what a stop may spend on its last checkpoint and on leaving the group
+    request_timeout_s: float = 40.0  # a broker request not answered by then fails (and is retried): aiokafka's default
     session_timeout_s: float = 6.0
     rebalance_timeout_s: float = 3.0
     fetch_max_wait_ms: int = 20

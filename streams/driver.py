@@ -15,6 +15,11 @@ the record at each partition's last input offset must still be the one read ther
 offset out of range or an acknowledgement offset that went backwards halts the worker: it stops
 deciding, logs why, sets ``gpuledger_worker_halted`` and answers 503 on ``/readyz`` until it is
 restarted by an operator.
+
+Outages: start-up (topics, connections) and restores are retried with backoff while the broker does not
+answer; outputs that go unacknowledged make the worker drop what it decided since its checkpoints and
+restore its partitions from them, as a restart would. A stop is honoured in every phase (``run``).
+The facts of one instant and when the worker takes an instant as complete: ``streams.service``.
 """
 
 from __future__ import annotations
@@ -25,26 +30,48 @@ import logging
 import signal
 import time
 from dataclasses import replace
+from collections.abc import Callable
 from typing import Any
 
+from aiokafka.errors import KafkaError
+
 from ledger.codec import decode, encode
-from ledger.errors import LedgerError
+from ledger.errors import BrokerError, LedgerError
 from ledger.events import Event
 from ledger.streams.budget_metrics import BudgetGauges
 from ledger.streams.checkpoints import Mark, digest, last_mark, mark_key, occupancy_records, read_states
 from ledger.streams.config import WorkerConfig
 from ledger.streams.deadletter import deadletter_headers, parse_headers, source_of
 from ledger.streams.metrics import WorkerMetrics
-from ledger.streams.outbox import Outbox
+from ledger.streams.outbox import Outbox, retrieved as _retrieved
 from ledger.streams.reader import PartitionReader
 from ledger.streams.service import DecisionService, Outcome
 from ledger.streams.snapshot import Serialisation
 from ledger.streams.state import ClusterState
-from ledger.streams.topics import TopicNames, checkpoint_topic, occupancy_topic
+from ledger.streams.topics import CHECKPOINT_MAX_BYTES, TopicNames, checkpoint_topic, occupancy_topic
 
 __all__ = ["Worker"]
 
 log = logging.getLogger("gpuledger.worker")
+
+KafkaErrors = (KafkaError, BrokerError)  # what a broker away or slow to answer raises
+TRANSIENT = (KafkaError, BrokerError, OSError, TimeoutError)  # ... and the connections under it
+STOP_GRACE_S = 0.5  # how long the step under way may take to end by itself once a stop is asked for
+
+
+class Backoff:
+    """Waits between retries: 0.2 s, doubling up to 5 s."""
+
+    FIRST_S = 0.2
+    MAX_S = 5.0
+
+    def __init__(self) -> None:
+        self.next_s = self.FIRST_S
+
+    def wait(self) -> float:
+        """Return the wait before the next retry and lengthen the one after."""
+        seconds, self.next_s = self.next_s, min(self.MAX_S, self.next_s * 2)
+        return seconds
 
 
 class Worker:
@@ -59,7 +86,8 @@ class Worker:
         self.gauges = BudgetGauges(self.metrics.registry)
         self.blobs: dict[str, bytes] = {}  # cluster -> checkpoint read at assignment (the service's loader)
         self.service = DecisionService(
-            cfg.knobs, loader=self.blobs.get, idle_clock_rate=cfg.idle_clock_rate, idle_after_s=cfg.idle_after_s
+            cfg.knobs, loader=self.blobs.get, idle_clock_rate=cfg.idle_clock_rate, idle_after_s=cfg.idle_after_s,
+            partitions=cfg.partitions,
         )
         self.lock = asyncio.Lock()
         self.stopping = asyncio.Event()
@@ -75,6 +103,8 @@ class Worker:
         self.next_offset: dict[int, int] = {}  # partition -> next input offset to read
         self.unacked = 0  # inputs processed since the last checkpoint
         self.inflight: asyncio.Future[None] | None = None
+        self.unsettled = False  # inputs decided whose outputs are not all acknowledged (no checkpoint may say so)
+        self.on_stop: list[Callable[[], None]] = []  # called once when a stop is asked for
         self.last_checkpoint = time.monotonic()
         self.ckpt_end: dict[int, int] = {}  # checkpoint-topic partition -> offset after our last write
         self.dl_end = 0  # dead-letter offset after the last letter known sent
@@ -83,38 +113,96 @@ class Worker:
         self.conns: dict[Any, Any] = {}  # the consumer's broker connections when the log was last checked
 
     # -- lifecycle ---------------------------------------------------------------------------
-    async def run(self) -> int:
-        """Serve until SIGTERM/SIGINT; return the exit code."""
-        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    def request_stop(self) -> None:
+        """Ask the worker to stop (SIGTERM, SIGINT, or its owner): it ends within ``shutdown_timeout_s``."""
+        if not self.stopping.is_set():
+            log.warning("stop requested")
+            self.stopping.set()
+            for hook in self.on_stop:
+                hook()
 
+    async def run(self) -> int:
+        """Serve until SIGTERM/SIGINT (or ``request_stop``); return the exit code.
+
+        Every phase gives way to a stop: start-up (topics, connections), restore, a batch, the wait for
+        acknowledgements. A step that does not end within ``STOP_GRACE_S`` of the request is cut short;
+        the last checkpoint is written only if what was decided is all acknowledged (else the next start
+        resumes from the checkpoint before, as after a crash).
+        """
         from ledger.streams.web import serve
 
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, self.stopping.set)
+            loop.add_signal_handler(sig, self.request_stop)
         web = await serve(self, self.cfg.http_host, self.cfg.http_port)
-        sec = self.cfg.security.aiokafka_kwargs()
         logging.getLogger("aiokafka").setLevel(max(logging.getLevelName(self.cfg.loglevel.upper()), logging.INFO))
-        self.producer = AIOKafkaProducer(
-            bootstrap_servers=self.cfg.bootstrap, acks="all", enable_idempotence=False, linger_ms=0,
-            max_batch_size=512 * 1024, max_request_size=16 * 1024 * 1024, **sec,
-        )
-        self.reader = PartitionReader(self.cfg.bootstrap, self.cfg.security, self.cfg.fetch_max_wait_ms)
-        self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=self.cfg.bootstrap, group_id=self.cfg.app_id, group_instance_id=self.cfg.instance_id,
-            enable_auto_commit=False, auto_offset_reset="none", fetch_max_wait_ms=self.cfg.fetch_max_wait_ms,
-            session_timeout_ms=int(self.cfg.session_timeout_s * 1000),
-            heartbeat_interval_ms=int(min(1.0, self.cfg.session_timeout_s / 3) * 1000),
-            rebalance_timeout_ms=int(self.cfg.rebalance_timeout_s * 1000), **sec,
-        )
         try:
-            await self._until_stopped(self._start())
-            if not self.stopping.is_set():
-                await self._loop()
+            main = asyncio.ensure_future(self._serve())
+            stop = asyncio.ensure_future(self.stopping.wait())
+            await asyncio.wait({main, stop}, return_when=asyncio.FIRST_COMPLETED)
+            stop.cancel()
+            if not main.done():
+                await asyncio.wait({main}, timeout=STOP_GRACE_S)  # the step under way may end by itself
+            if not main.done():
+                main.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await main
         finally:
             await self._shutdown()
             web.close()
         return 0
+
+    async def _serve(self) -> None:
+        await self._start_retrying()
+        if not self.stopping.is_set():
+            await self._loop()
+
+    def _clients(self) -> None:
+        """Make new clients (a client whose start failed is not started again)."""
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+        cfg = self.cfg
+        sec = cfg.security.aiokafka_kwargs()
+        timeout_ms = int(cfg.request_timeout_s * 1000)
+        self.producer = AIOKafkaProducer(
+            bootstrap_servers=cfg.bootstrap, acks="all", enable_idempotence=False, linger_ms=0,
+            max_batch_size=512 * 1024, max_request_size=CHECKPOINT_MAX_BYTES, request_timeout_ms=timeout_ms, **sec,
+        )
+        self.reader = PartitionReader(cfg.bootstrap, cfg.security, cfg.fetch_max_wait_ms, timeout_ms)
+        self.consumer = AIOKafkaConsumer(
+            bootstrap_servers=cfg.bootstrap, group_id=cfg.app_id, group_instance_id=cfg.instance_id,
+            enable_auto_commit=False, auto_offset_reset="none", fetch_max_wait_ms=cfg.fetch_max_wait_ms,
+            session_timeout_ms=int(cfg.session_timeout_s * 1000),
+            heartbeat_interval_ms=int(min(1.0, cfg.session_timeout_s / 3) * 1000),
+            rebalance_timeout_ms=int(cfg.rebalance_timeout_s * 1000), request_timeout_ms=timeout_ms, **sec,
+        )
+
+    async def _start_retrying(self) -> None:
+        """Create the topics and connect, again and again with backoff while the broker does not answer."""
+        from ledger.streams.topics import ensure_topics, worker_topics
+
+        cfg = self.cfg
+        backoff = Backoff()
+        while not self.stopping.is_set():
+            self._clients()
+            try:
+                log.info("creating topics")
+                await ensure_topics(cfg.bootstrap, worker_topics(cfg.partitions, cfg.app_id, cfg.topic_prefix),
+                                    cfg.request_timeout_s, replication_factor=cfg.replication_factor,
+                                    security=cfg.security)
+                log.info("connecting")
+                await self._start()
+                return
+            except TRANSIENT as exc:
+                log.warning("broker not answering at start-up (%s: %s): retrying in %.1f s",
+                            type(exc).__name__, exc, backoff.next_s)
+                await self._stop_clients(1.0)
+                await self._sleep(backoff.wait())
+
+    async def _sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` or until a stop is asked for."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), seconds)
 
     async def _until_stopped(self, work: Any) -> None:
         """Run ``work`` unless a stop is asked for first (a broker that never answers must not hold a stop)."""
@@ -148,17 +236,33 @@ class Worker:
         await self.consumer.start()
         self.consumer.subscribe([self.topics.events], listener=Listener())
 
-    async def _shutdown(self) -> None:
-        """Checkpoint what was processed, leave the group and disconnect, each step bounded (the broker may be gone)."""
-        budget = self.cfg.shutdown_timeout_s
+    async def _stop_clients(self, budget_s: float) -> None:
+        """Stop the clients side by side, giving up after ``budget_s`` (the broker may be gone)."""
         # aiokafka's own retries end in CancelledError when a bounded step is cut short: not a reason to stop here
-        if self.producer is not None and self.halted is None and not self.assigning:
+        async def bounded(client: Any) -> None:
             with contextlib.suppress(Exception, asyncio.CancelledError):
-                await asyncio.wait_for(self._final_checkpoint(), budget)
-        for client in (self.consumer, self.reader, self.producer):
-            if client is not None:
-                with contextlib.suppress(Exception, asyncio.CancelledError):
-                    await asyncio.wait_for(client.stop(), budget / 2)
+                await asyncio.wait_for(client.stop(), budget_s)
+
+        await asyncio.gather(*(bounded(c) for c in (self.consumer, self.reader, self.producer) if c is not None))
+
+    async def _shutdown(self) -> None:
+        """Checkpoint what was decided and acknowledged, leave the group and disconnect, each step bounded."""
+        budget = self.cfg.shutdown_timeout_s
+        t0 = time.monotonic()
+        if self.producer is not None and self.halted is None and not self.assigning and not self.unsettled:
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self._final_checkpoint(), budget * 0.4)
+        elif self.unsettled and self.halted is None:
+            log.warning("stopped before the outputs of the last inputs were acknowledged: no last checkpoint "
+                        "(the next start resumes from the one before)")
+        task, self.inflight = self.inflight, None
+        if task is not None and not task.done():
+            task.cancel()  # a checkpoint cut short is harmless: its mark, written last, names what it holds
+        if task is not None:
+            task.add_done_callback(_retrieved)
+        if self.outbox is not None:
+            self.outbox.discard()
+        await self._stop_clients(max(0.1, budget * 0.5 - (time.monotonic() - t0)))
 
     async def _final_checkpoint(self) -> None:
         async with self.lock:
@@ -167,7 +271,7 @@ class Worker:
                 await self._checkpoint(wait=True)
 
     async def _loop(self) -> None:
-        from aiokafka.errors import KafkaError, NoOffsetForPartitionError, OffsetOutOfRangeError
+        from aiokafka.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
 
         timer = self.cfg.timer_interval_s
         last_tick = time.monotonic()
@@ -180,21 +284,49 @@ class Worker:
             except OffsetOutOfRangeError as exc:
                 self._halt(f"{self.topics.events}: offsets out of range on the broker ({exc}): its log was lost")
                 continue
-            except KafkaError as exc:  # the broker is away: aiokafka reconnects by itself
+            except KafkaErrors as exc:  # the broker is away: aiokafka reconnects by itself
                 log.warning("fetch failed: %s: %s", type(exc).__name__, exc)
-                await asyncio.sleep(0.2)
+                await self._sleep(0.2)
                 continue
-            async with self.lock:
-                if self.halted is None and not self.assigning and not await self._continuous(batch):
-                    continue
-                # a batch fetched while an assignment was restored may start before the position it set
-                fresh = [m for part in batch.values() for m in part
-                         if m.partition in self.assigned and m.offset >= self.next_offset.get(m.partition, 0)]
-                if fresh and self.halted is None and not self.assigning:
-                    await self._on_batch(fresh)
-                if time.monotonic() - last_tick >= timer:
-                    last_tick = time.monotonic()
-                    await self._tick()
+            try:
+                async with self.lock:
+                    if self.halted is None and not self.assigning and not await self._continuous(batch):
+                        continue
+                    # a batch fetched while an assignment was restored may start before the position it set
+                    fresh = [m for part in batch.values() for m in part
+                             if m.partition in self.assigned and m.offset >= self.next_offset.get(m.partition, 0)]
+                    if fresh and self.halted is None and not self.assigning:
+                        await self._on_batch(fresh)
+                    if time.monotonic() - last_tick >= timer:
+                        last_tick = time.monotonic()
+                        await self._tick()
+            except TRANSIENT as exc:
+                await self._recover(exc)
+
+    async def _recover(self, exc: BaseException) -> None:
+        """Outputs were not acknowledged: pause, then resume every partition from its checkpoint once the broker answers.
+
+        What was decided since the last checkpoint is thrown away and decided again; outputs that did
+        land meanwhile are found on the decisions topic at the restore and not sent again.
+        """
+        log.warning("outputs not acknowledged (%s: %s): pausing; partitions %s resume from their checkpoints",
+                    type(exc).__name__, exc, sorted(self.assigned))
+        self.metrics.outages.inc()
+        async with self.lock:
+            if self.outbox is not None:
+                self.outbox.discard()
+            task, self.inflight = self.inflight, None
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+            self.unsettled = False
+            self.unacked = 0
+            partitions = set(self.assigned)
+            self.assigning = True
+            self._pause(partitions)
+            await self._sleep(Backoff.FIRST_S)
+            await self._take(partitions, kept=set())
 
     async def _continuous(self, batch: dict[Any, list[Any]]) -> bool:
         """Return whether the log still holds each partition's last input; checked after any (re)connection.
@@ -210,7 +342,7 @@ class Worker:
             return True
         self.conns = conns  # held, so no id is reused; taken before the check: a later reconnection checks again
         try:
-            await self._until_stopped(self._check_tails())
+            await self._until_stopped(asyncio.wait_for(self._check_tails(), max(10.0, 5 * self.cfg.request_timeout_s)))
             if not self.stopping.is_set():
                 return True
         except Exception as exc:
@@ -250,11 +382,8 @@ class Worker:
 
     async def on_assigned(self, partitions: set[int]) -> None:
         """Take partitions: read their checkpoints, check the broker still holds what they end on, seek past them."""
-        from aiokafka import TopicPartition
-
         async with self.lock:
-            t0 = time.monotonic()
-            await self._settle_quietly()
+            await self._until_stopped(self._settle_quietly())
             gone = self.assigned - partitions
             self.service.forget_partitions(gone)
             self.gauges.forget_partitions(gone)
@@ -267,24 +396,58 @@ class Worker:
             self.view = {k: v for k, v in self.view.items() if k.split("|", 1)[0] in self.service.states}
             kept = self.assigned & partitions
             self.assigned = set(partitions)
-            tps = {p: TopicPartition(self.topics.events, p) for p in partitions}
+            self.assigning = True
             if self.halted is not None:
-                self.consumer.pause(*tps.values())
+                self._pause(partitions)
                 return
+            await self._take(partitions, kept)
+
+    def _pause(self, partitions: set[int]) -> None:
+        from aiokafka import TopicPartition
+
+        with contextlib.suppress(Exception):
+            self.consumer.pause(*(TopicPartition(self.topics.events, p) for p in partitions))
+
+    async def _take(self, partitions: set[int], kept: set[int]) -> None:
+        """Restore the partitions not ``kept`` from their checkpoints (retrying while the broker does not answer), seek.
+
+        Called with the lock held. A stop leaves them unrestored (``assigning``); a checkpoint that cannot
+        be read, or a log that ends before what this worker wrote, halts the worker.
+        """
+        from aiokafka import TopicPartition
+
+        t0 = time.monotonic()
+        backoff = Backoff()
+        attempt_s = max(10.0, 5 * self.cfg.request_timeout_s)
+        fresh = partitions - kept
+        while not self.stopping.is_set() and self.halted is None:
+            self.service.forget_partitions(fresh)  # an attempt cut short left some restored: start them over
+            for p in fresh:
+                self.last.pop(p, None)
             try:
-                await self._restore(partitions, kept)
+                # bounded: a read on a broker that stopped answering may wait for ever (a position never known)
+                await self._until_stopped(asyncio.wait_for(self._restore(partitions, kept), attempt_s))
+                break
+            except TRANSIENT as exc:
+                log.warning("cannot read the checkpoints of partitions %s (%s: %s): retrying in %.1f s",
+                            sorted(partitions), type(exc).__name__, exc, backoff.next_s)
+                await self._sleep(backoff.wait())
             except Exception as exc:
                 self._halt(f"cannot restore partitions {sorted(partitions)}: {type(exc).__name__}: {exc}")
-            if self.halted is not None:
-                self.consumer.pause(*tps.values())
-                return
-            for p, tp in tps.items():
-                self.consumer.seek(tp, self.next_offset[p])
-            self.conns = {}  # the log is checked before the first batch: see _continuous
-            self.assigning = False
-            self.metrics.restore_seconds.observe(time.monotonic() - t0)
-            log.warning("assigned %s: resuming at %s (restored in %.2f s)", sorted(partitions),
-                        {p: self.next_offset[p] for p in sorted(partitions)}, time.monotonic() - t0)
+        if self.halted is not None:
+            self._pause(partitions)
+            return
+        if self.stopping.is_set():
+            return
+        tps = {p: TopicPartition(self.topics.events, p) for p in partitions}
+        for p, tp in tps.items():
+            self.consumer.seek(tp, self.next_offset[p])
+        self.consumer.resume(*tps.values())
+        self.conns = {}  # the log is checked before the first batch: see _continuous
+        self.assigning = False
+        self.metrics.restore_seconds.observe(time.monotonic() - t0)
+        log.warning("assigned %s: resuming at %s (restored in %.2f s)", sorted(partitions),
+                    {p: self.next_offset[p] for p in sorted(partitions)}, time.monotonic() - t0)
 
     async def _restore(self, partitions: set[int], kept: set[int]) -> None:
         assert self.reader is not None
@@ -357,10 +520,13 @@ class Worker:
     async def _on_batch(self, messages: list[Any]) -> None:
         t0 = time.perf_counter()
         core0 = self.service.core_s
+        self.unsettled = True
         outcomes = self.service.process_batch([(m.value, m.key, m.partition, m.offset) for m in messages])
         kinds: dict[str, int] = {}
         late = 0
         for msg, outcome in zip(messages, outcomes, strict=True):
+            if self.halted is not None:
+                break  # nothing more is sent (the halt may come from a checkpoint written meanwhile)
             kinds[outcome.kind] = kinds.get(outcome.kind, 0) + 1
             late += outcome.late
             if outcome.kind == "deadletter" or outcome.emit:
@@ -406,6 +572,9 @@ class Worker:
         """Send what is queued and wait for its acknowledgement; halt if an output landed before an earlier one."""
         if self.outbox is None:
             return
+        if self.halted is not None:
+            self.outbox.discard()
+            return
         await self.outbox.send()
         for tag, end in (await self.outbox.acked()).items():
             if not tag:
@@ -420,6 +589,7 @@ class Worker:
                     f"the {st.decisions_next} already there: the broker lost its log"
                 )
             st.decisions_next = max(st.decisions_next, end)
+        self.unsettled = False
 
     # -- the timer ---------------------------------------------------------------------------
     async def _tick(self) -> None:
@@ -436,6 +606,7 @@ class Worker:
                 if high is not None:
                     self.metrics.lag.labels(str(p)).set(max(0, high - nxt))
             self.service.hold(waiting)
+            self.unsettled = True
             for tick in self.service.due():
                 await self._emit(tick.cluster, tick.partition, tick.emit)
             await self._await_sent()
@@ -466,6 +637,8 @@ class Worker:
         await self._settle_quietly()  # a failed one re-marked its states changed: this one covers them
         t0 = time.perf_counter()
         await self._await_sent()
+        if self.halted is not None:
+            return
         states = self.service.take_dirty()
         touched = {st.partition for st in states}
         marks = {}
@@ -491,6 +664,8 @@ class Worker:
 
         try:
             blobs = await job.result()
+            if self.halted is not None:
+                return  # a halted worker writes nothing more
             sent = [await self.producer.send(self.ckpt_topic, blob, key=st.cluster.encode(), partition=st.partition)
                     for st, blob in zip(states, blobs, strict=True)]
             views = []
@@ -504,6 +679,8 @@ class Worker:
             for st, fut in zip(states, sent, strict=True):
                 offset = self._landed(st.partition, (await fut).offset)
                 named.setdefault(st.partition, {})[st.cluster] = offset
+            if self.halted is not None:
+                return
             # after the states are written: a mark never names more than the topic holds
             marks = {p: replace(mark, states=named[p]) for p, mark in marks.items()}
             sent = [await self.producer.send(self.ckpt_topic, mark.to_bytes(), key=mark_key(p).encode(), partition=p)

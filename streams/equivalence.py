@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +25,7 @@ from ledger.streams.security import KafkaSecurity
 from ledger.streams.sources import is_core_output, read_events
 from ledger.streams.topics import TopicNames, ensure_topics, worker_topics
 
-__all__ = ["Comparison", "check", "compare"]
+__all__ = ["Comparison", "check", "check_offline", "compare"]
 
 
 @dataclass
@@ -80,6 +81,30 @@ def compare(expected: list[Event], got: list[Event], inputs: list[Event], idle_c
     return result
 
 
+def check_offline(
+    events: Iterable[Event], *, knobs: Knobs, idle_clock_rate: float = 1e9, batch: int = 1000
+) -> Comparison:
+    """Feed a run's inputs through the worker's decision service without a broker; compare with the run's outputs.
+
+    The records go in as the worker takes them: encoded, in batches of ``batch``, the timer asked between
+    batches while more input waits (so it closes nothing early), then once more after the last input.
+    """
+    from ledger.streams.service import DecisionService, Record
+
+    events = list(events)
+    inputs = [e for e in events if not is_core_output(e)]
+    expected = [e for e in events if is_core_output(e)]
+    records: list[Record] = [(value, key, 0, i) for i, (key, value) in enumerate(event_record(e) for e in inputs)]
+    service = DecisionService(knobs, idle_clock_rate=idle_clock_rate, clock=lambda: 0.0, partitions=1)
+    got: list[Event] = []
+    for lo in range(0, len(records), batch):
+        got.extend(e for outcome in service.process_batch(records[lo : lo + batch]) for e in outcome.emit)
+        service.hold({0})  # records still wait on the partition: the cluster is not idle
+        got.extend(e for tick in service.due() for e in tick.emit)
+    got.extend(e for tick in service.due(now=float("inf")) for e in tick.emit)
+    return compare(expected, got, inputs, idle_clock_rate)
+
+
 async def check(
     run_dir: Path, bootstrap: str, *, knobs: Knobs, idle_clock_rate: float = 1e9, partitions: int = 1,
     timeout_s: float = 600.0, quiet_s: float = 3.0, security: KafkaSecurity | None = None,
@@ -111,8 +136,12 @@ async def check(
         await producer.stop()
     worker = Worker(cfg)
     task = asyncio.ensure_future(worker.run())
+
+    def consumed() -> bool:  # every input read and decided (the topics are fresh: offsets count from 0)
+        return sum(worker.next_offset.values()) >= len(inputs) and not worker.unsettled
+
     try:
-        got = await _read_decisions(bootstrap, topics.decisions, security, timeout_s, quiet_s, task)
+        got = await _read_decisions(bootstrap, topics.decisions, security, timeout_s, quiet_s, task, consumed)
     finally:
         worker.stopping.set()
         with contextlib.suppress(Exception):
@@ -121,9 +150,13 @@ async def check(
 
 
 async def _read_decisions(
-    bootstrap: str, topic: str, security: KafkaSecurity, timeout_s: float, quiet_s: float, worker: asyncio.Future[int]
+    bootstrap: str, topic: str, security: KafkaSecurity, timeout_s: float, quiet_s: float, worker: asyncio.Future[int],
+    consumed: Callable[[], bool],
 ) -> list[Event]:
-    """Read the decisions topic until it stays quiet for ``quiet_s`` after the first decision (or the timeout)."""
+    """Read the decisions topic until it stays quiet for ``quiet_s`` once the worker consumed every input (or the timeout).
+
+    Quiet alone is not the end: a worker on a busy machine may pause longer than that mid-stream.
+    """
     from aiokafka import AIOKafkaConsumer
 
     from ledger.codec import decode
@@ -141,7 +174,7 @@ async def _read_decisions(
             records.extend(got)
             if got:
                 last = time.monotonic()
-            elif records and time.monotonic() - last >= quiet_s:
+            elif consumed() and time.monotonic() - last >= quiet_s:
                 break
     finally:
         await c.stop()

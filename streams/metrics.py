@@ -36,7 +36,7 @@ class WorkerMetrics:
         )
         self.decisions = Counter("gpuledger_worker_decisions", "Events emitted to the decisions topic", registry=r)
         self.deadletters = Counter("gpuledger_worker_deadletters", "Records sent to the dead-letter topic", registry=r)
-        self.late = Counter("gpuledger_worker_late_events", "Inputs older than the core's clock", registry=r)
+        self.late = Counter("gpuledger_worker_late_events", "Inputs that arrived after their instant was closed", registry=r)
         self.checkpoints = Counter("gpuledger_worker_checkpoints", "Durable checkpoints written", registry=r)
         self.events_per_s = Gauge("gpuledger_worker_events_per_second", "Input records per second", registry=r)
         self.decisions_per_s = Gauge("gpuledger_worker_decisions_per_second", "Outputs per second", registry=r)
@@ -66,6 +66,10 @@ class WorkerMetrics:
         self.restore_seconds = Histogram(
             "gpuledger_worker_restore_seconds", "Time to read checkpoints at an assignment",
             registry=r, buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+        )
+        self.outages = Counter(
+            "gpuledger_worker_outages", "Times outputs went unacknowledged and the partitions resumed from checkpoints",
+            registry=r,
         )
         self._events_rate = _Rate()
         self._decisions_rate = _Rate()

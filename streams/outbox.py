@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Outbox", "Sent", "acked_ends"]
+__all__ = ["Outbox", "Sent", "acked_ends", "retrieved"]
 
 
 @dataclass
@@ -77,6 +77,13 @@ class Outbox:
         results = await asyncio.gather(*(s.future for s in sent))
         return acked_ends(sent, results)
 
+    def discard(self) -> None:
+        """Drop what is queued and forget what was handed over (its acknowledgements no longer matter)."""
+        self._open = {}
+        sent, self.sent = self.sent, []
+        for s in sent:
+            s.future.add_done_callback(retrieved)
+
     async def settle(self) -> None:
         """Wait for every batch handed over, ignoring failures (a handover that gives up)."""
         sent, self.sent = self.sent, []
@@ -85,6 +92,12 @@ class Outbox:
                 await s.future
             except Exception:  # nothing to do with a failure here: the caller is giving up
                 continue
+
+
+def retrieved(future: Any) -> None:
+    """Take a dropped batch's outcome, so that its failure is not reported as never retrieved."""
+    if not future.cancelled():
+        future.exception()
 
 
 def acked_ends(sent: Sequence[Sent], results: Sequence[Any]) -> dict[str, int]:

@@ -3,11 +3,15 @@
 Every batch is written to the local spool before it is sent (a write-ahead outbox), and a
 record leaves the spool only after the broker acknowledged it and every record before it. A
 broker that is down, slow or restarting therefore costs nothing but time: the records wait in
-the spool and are resent in order by the next ``publish``/``flush``. A record may reach the
-topic twice (its acknowledgement was lost); consumers drop the copy by ``event_id``.
+the spool and are resent in order by the next ``publish``/``flush``.
 
-The producer is not idempotent on purpose: some Kafka-protocol brokers refuse
-``InitProducerId``, and ``event_id`` already makes delivery effectively once.
+The producer is idempotent: while one producer lives, the broker drops a batch it already wrote
+when the producer retries it (a lost acknowledgement, a partition leader that died and was
+replaced), so such retries leave no copy. A round not acknowledged within the request timeout
+fails (an idempotent producer would retry it for ever) and drops the producer, and the
+spool's resend goes out under a new producer id, which the broker cannot match to the old
+writes: a record whose acknowledgement was lost may then reach the topic twice, and consumers
+drop the copy by ``event_id``.
 
 ``AsyncPublisher`` is the asyncio API; ``Publisher`` wraps it for synchronous callers (it owns
 a private event loop in a daemon thread, so it also works inside a program that runs its own loop).
@@ -78,7 +82,7 @@ class AsyncPublisher:
             producer = AIOKafkaProducer(
                 bootstrap_servers=self.bootstrap,
                 acks="all",
-                enable_idempotence=False,
+                enable_idempotence=True,
                 request_timeout_ms=ms,
                 linger_ms=2,
                 max_batch_size=256 * 1024,
@@ -128,9 +132,12 @@ class AsyncPublisher:
         sent = 0
         while not self.spool.empty:
             batch = list(self.spool.pending(_BATCH))
+            # An idempotent producer never gives up on a batch by itself (it retries until the broker
+            # answers): the round's own deadline turns a broker that hangs into a failed round.
+            deadline = time.monotonic() + self.request_timeout_s
             try:
                 producer = await self._ensure_producer()
-                futures = [await producer.send(self.topic, value, key=key) for _, key, value in batch]
+                futures = await asyncio.wait_for(self._send_all(producer, batch), self.request_timeout_s)
             except Exception as exc:  # connection refused, metadata timeout, ...: keep everything spooled
                 self.last_error = f"{type(exc).__name__}: {exc}"
                 await self._drop_producer()
@@ -139,7 +146,7 @@ class AsyncPublisher:
             failure: BaseException | None = None
             for (end, _key, _value), fut in zip(batch, futures, strict=True):
                 try:
-                    await fut
+                    await asyncio.wait_for(fut, max(0.0, deadline - time.monotonic()))
                 except Exception as exc:
                     failure = exc
                     break
@@ -156,6 +163,10 @@ class AsyncPublisher:
                 return sent
         self.last_error = None
         return sent
+
+    async def _send_all(self, producer: Any, batch: list[tuple[int, bytes, bytes]]) -> list[Any]:
+        """Hand a round's records to the producer in order; return their acknowledgement futures."""
+        return [await producer.send(self.topic, value, key=key) for _, key, value in batch]
 
     async def close(self) -> None:
         """Stop the producer (spooled records stay on disk for the next publisher)."""

@@ -7,6 +7,7 @@ from typing import Any
 
 from ledger.errors import BrokerError
 from ledger.streams.security import KafkaSecurity
+from ledger.streams.topics import CHECKPOINT_MAX_BYTES
 
 __all__ = ["PartitionReader"]
 
@@ -14,10 +15,11 @@ __all__ = ["PartitionReader"]
 class PartitionReader:
     """One group-less consumer, assigned to one partition per read."""
 
-    def __init__(self, bootstrap: str, security: KafkaSecurity, fetch_max_wait_ms: int):
+    def __init__(self, bootstrap: str, security: KafkaSecurity, fetch_max_wait_ms: int, request_timeout_ms: int = 40_000):
         self.bootstrap = bootstrap
         self.security = security
         self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.request_timeout_ms = request_timeout_ms
         self.consumer: Any = None
 
     async def start(self) -> None:
@@ -26,7 +28,9 @@ class PartitionReader:
 
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=self.bootstrap, enable_auto_commit=False, auto_offset_reset="none",
-            fetch_max_wait_ms=self.fetch_max_wait_ms, **self.security.aiokafka_kwargs(),
+            fetch_max_wait_ms=self.fetch_max_wait_ms, request_timeout_ms=self.request_timeout_ms,
+            max_partition_fetch_bytes=CHECKPOINT_MAX_BYTES,
+            **self.security.aiokafka_kwargs(),
         )
         await self.consumer.start()
 

@@ -1,19 +1,37 @@
 """The decision service without Kafka: records in, outputs and dead letters out; the worker only moves bytes.
 
 ``process`` takes one record of ``gpuledger.events`` (bytes, partition, offset) and returns what to
-do with it. ``due`` is the timer: it advances each cluster's core to wake-ups that have fallen due.
+do with it. ``due`` is the timer: it closes instants whose inputs have all arrived and advances each
+cluster's core to wake-ups that have fallen due.
+
+The facts of one instant. The service applies the replay's rule (DESIGN.md, "Progress"), by the
+same calls into the core: each input is applied with ``handle(event, decide=False)``, which leaves
+its instant's wake-ups and scheduling pass pending; the pass of instant ``t`` runs once the service
+knows no more input of ``t`` will come, and that is known in one of two ways:
+
+- an input with a later time arrives (inputs of one cluster are ordered in its partition): the
+  core closes every earlier instant before it applies that input, and those outputs ride with it;
+- the timer finds the cluster idle: no input for ``idle_after_s`` of wall time while none is
+  waiting on the broker for its partition (``hold``). The timer then closes the instant.
+
+The price is latency: a decision follows the next input of a later instant (under load, one gap
+between inputs), or ``idle_after_s`` plus up to one timer interval when the cluster falls silent.
 
 Determinism. The core's outputs depend only on the inputs, in partition order, and on the
-wake-ups it was advanced to. ``handle(event)`` processes every wake-up up to the event's time
-itself, so the timer changes nothing for a stream whose inputs arrive in time order: it only
-lets a wake-up happen *earlier in wall time* when no input comes. It advances to a wake-up ``w``
-only when ``w <= last input time + (idle wall time - idle_after_s) * idle_clock_rate``: after
-``idle_after_s`` of silence, event time is extrapolated from the last input at
-``idle_clock_rate`` event-seconds per wall-second (1.0 live). It never advances beyond the due
-wake-up itself, so what it emits is exactly what the next input would have made the core emit
-first. Only an input that arrives later than that allowance (its time is before a wake-up the
-timer already processed) can see a different history; the core applies such a late input at its
-own clock, and ``late_events`` counts them.
+instants and wake-ups it was advanced to. The timer changes nothing for a stream whose inputs
+arrive in time order: it only lets an instant close, or a wake-up happen, *earlier in wall time*
+when no input comes. It advances to ``w`` only when ``w <= last input time + (idle wall time -
+idle_after_s) * idle_clock_rate``: after ``idle_after_s`` of silence, event time is extrapolated from
+the last input at ``idle_clock_rate`` event-seconds per wall-second (1.0 live; 0: the instant of the
+last input closes, no later wake-up is played). It never advances beyond the due instant itself, so
+what it emits is exactly what the next input would have made the core emit first. Only an input
+that arrives later than that allowance (its time is before, or at, an instant the timer already
+closed) can see a different history; the core applies such a late input at its own clock, and
+``late_events`` counts them.
+
+Routing. A cluster's inputs belong on the partition its key (the cluster's name) hashes to with
+the producer's default partitioner. With ``partitions`` given, a valid record on any other
+partition is dead-lettered alone: it neither creates nor touches the cluster's state.
 """
 
 from __future__ import annotations
@@ -28,6 +46,7 @@ from ledger.core import Knobs
 from ledger.errors import LedgerError
 from ledger.events import Event, to_us
 from ledger.streams.state import ClusterState
+from ledger.streams.topics import key_partition
 
 __all__ = ["DecisionService", "Outcome", "Record", "Tick"]
 
@@ -67,8 +86,10 @@ class DecisionService:
         idle_clock_rate: float = 1.0,
         idle_after_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        partitions: int | None = None,
     ):
         self.knobs = knobs
+        self.partitions = partitions
         self.loader = loader
         self.idle_clock_rate = idle_clock_rate
         self.idle_after_s = idle_after_s
@@ -120,7 +141,13 @@ class DecisionService:
         if key is not None and key != cluster.encode():
             reason = f"key {key!r} is not the event's cluster {cluster!r}"
             return Outcome("deadletter", cluster, reason=reason)
-        st = self.states.get(cluster) or self.state(cluster, partition)
+        st = self.states.get(cluster)
+        if st is None:
+            home = partition if self.partitions is None else key_partition(cluster, self.partitions)
+            if home != partition:  # misrouted: the cluster's inputs are read from its key's partition only
+                reason = f"cluster {cluster!r} belongs on partition {home} (its key's), not {partition}"
+                return Outcome("deadletter", cluster, reason=reason)
+            st = self.state(cluster, partition)
         if st.partition != partition:
             return Outcome(
                 "deadletter", cluster,
@@ -141,10 +168,12 @@ class DecisionService:
                 f"input, past the {st.dedupe_horizon_s} s idempotency horizon (it may be a copy of one applied)"
             )
             return Outcome("deadletter", cluster, reason=reason)
-        late = t < st.core.now
+        core = st.core
+        late = t < core.now or t <= st.closed_us  # its instant's pass already ran
         t0 = time.perf_counter()
         try:
-            outputs = st.core.handle(event)
+            # the instant's pass waits for the rest of its facts; earlier instants close first (their outputs)
+            outputs = core.handle(event, False, t)
         except LedgerError as exc:
             return Outcome("deadletter", cluster, reason=f"rejected by the decision core: {exc}")
         finally:
@@ -152,9 +181,10 @@ class DecisionService:
         st.seen[event.event_id] = t
         if t > st.last_event_us:
             st.last_event_us = t
-        st.occupancy.apply(event)  # the embedded log's order: the input, then what it caused
-        for out in outputs:
-            st.occupancy.apply(out)
+        occupancy = st.occupancy
+        for out in outputs:  # the embedded log's order: what earlier instants caused, then this input
+            occupancy.apply(out)
+        occupancy.apply(event)
         return Outcome("applied", cluster, self._unsent(st, outputs) if st.suppress else outputs, late=late)
 
     def _unsent(self, st: ClusterState, outputs: list[Event]) -> list[Event]:
@@ -165,30 +195,41 @@ class DecisionService:
         return fresh
 
     # -- the timer ---------------------------------------------------------------------------
-    def horizon_us(self, cluster: str, now: float | None = None) -> int:
-        """Return how far event time may be taken for a cluster that received no input for a while."""
+    def horizon_us(self, cluster: str, now: float | None = None) -> int | None:
+        """Return the last instant whose inputs have all arrived by the idle rule, or None while inputs may still come.
+
+        After ``idle_after_s`` of silence the last input's instant is complete; event time then runs on
+        from it at ``idle_clock_rate``.
+        """
         st = self.states[cluster]
         idle = (self.clock() if now is None else now) - self._arrival.get(cluster, 0.0)
-        extra = max(0.0, idle - self.idle_after_s) * self.idle_clock_rate if self.idle_clock_rate else 0.0
+        if idle < self.idle_after_s:
+            return None
+        extra = (idle - self.idle_after_s) * self.idle_clock_rate if self.idle_clock_rate else 0.0
         return st.last_event_us + int(min(extra, 3e9) * 1_000_000)  # capped: ~95 years is "forever"
 
     def due(self, now: float | None = None) -> list[Tick]:
-        """Advance every cluster's core through the wake-ups that have fallen due; return what they emitted."""
+        """Close the instants and play the wake-ups that have fallen due in every cluster; return what they emitted."""
         ticks = []
         for cluster, st in self.states.items():
             if st.last_event_us == 0:
                 continue
             horizon = self.horizon_us(cluster, now)
-            emitted: list[Event] = []
-            while (w := st.core.next_wakeup()) is not None and w <= horizon:
-                t0 = time.perf_counter()
-                outputs = st.core.advance(w)
-                self.core_s += time.perf_counter() - t0
-                for out in outputs:
-                    st.occupancy.apply(out)
-                st.occupancy.advance(w)
-                emitted.extend(self._unsent(st, outputs))
-                self.dirty.add(cluster)
+            if horizon is None:
+                continue
+            core = st.core
+            if not (core.pending and core.now <= horizon) and not ((w := core.next_wakeup()) is not None
+                                                                   and w <= horizon):
+                continue
+            t0 = time.perf_counter()
+            outputs = core.advance(horizon)  # the pending pass, then each wake-up due, instant by instant
+            self.core_s += time.perf_counter() - t0
+            st.closed_us = core.now
+            for out in outputs:
+                st.occupancy.apply(out)
+            st.occupancy.advance(core.now)
+            self.dirty.add(cluster)
+            emitted = self._unsent(st, outputs)
             if emitted:
                 ticks.append(Tick(cluster, st.partition, emitted))
         return ticks

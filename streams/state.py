@@ -42,6 +42,7 @@ class ClusterState:
     offset: int = -1  # last input offset of ``partition`` this state reflects
     decisions_next: int = 0  # decisions-topic offset (same partition) after the last output known emitted
     last_event_us: int = 0  # latest input event time applied
+    closed_us: int = -1  # the last instant the timer closed (its pass ran): an input at or before it is late
     seen: dict[str, int] = field(default_factory=dict)  # event id -> event time (us) of inputs applied recently
     dedupe_horizon_s: int = 7 * 86_400
     suppress: set[str] = field(default_factory=set)  # output ids already on the decisions topic (after a restart)
@@ -73,6 +74,7 @@ class ClusterState:
             "offset": self.offset,
             "decisions_next": self.decisions_next,
             "last_event_us": self.last_event_us,
+            "closed_us": self.closed_us,
             "seen": self.seen,
             "dedupe_horizon_s": self.dedupe_horizon_s,
             "occupancy": self.occupancy.to_dict(),
@@ -114,6 +116,7 @@ class ClusterState:
             offset=header["offset"],
             decisions_next=header["decisions_next"],
             last_event_us=header["last_event_us"],
+            closed_us=header["closed_us"],
             seen=header["seen"],
             dedupe_horizon_s=header["dedupe_horizon_s"],
         )

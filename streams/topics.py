@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from dataclasses import dataclass
 
 from ledger.errors import BrokerError
 from ledger.streams.security import KafkaSecurity
 
 __all__ = [
+    "CHECKPOINT_MAX_BYTES",
     "DEADLETTER",
     "DECISIONS",
     "EVENTS",
@@ -19,6 +21,7 @@ __all__ = [
     "checkpoint_topic",
     "ensure_topics",
     "ensure_topics_sync",
+    "key_partition",
     "occupancy_topic",
     "worker_topics",
 ]
@@ -27,6 +30,7 @@ EVENTS = "gpuledger.events"  # input facts, keyed by cluster (one cluster's even
 DECISIONS = "gpuledger.decisions"  # the decision core's outputs, keyed by cluster
 DEADLETTER = "gpuledger.deadletter"  # records that failed to decode or validate, with the reason in headers
 WORKER_APP_ID = "gpuledger-worker"
+CHECKPOINT_MAX_BYTES = 16 * 1024 * 1024  # the largest checkpoint record batch the worker writes and reads
 TABLES = ("clusters", "occupancy")  # the worker's compacted topics: checkpoints per cluster, occupancy per node
 
 
@@ -65,6 +69,14 @@ def checkpoint_topic(app_id: str = WORKER_APP_ID) -> str:
 def occupancy_topic(app_id: str = WORKER_APP_ID) -> str:
     """Return the compacted topic of rolling occupancy per budget node (key ``cluster|path``)."""
     return f"{app_id}-occupancy-changelog"
+
+
+def key_partition(cluster: str, partitions: int) -> int:
+    """Return the partition a cluster's inputs go to: its key hashed as the producers' default partitioner does."""
+    from aiokafka.partitioner import murmur2
+
+    hashed: int = murmur2(cluster.encode())
+    return (hashed & 0x7FFFFFFF) % partitions
 
 
 def worker_topics(partitions: int, app_id: str = WORKER_APP_ID, prefix: str = "") -> dict[str, int]:
@@ -106,6 +118,12 @@ async def ensure_topics(
             with contextlib.suppress(TopicAlreadyExistsError):  # a concurrent creator won the race
                 await admin.create_topics(missing)
         described = await admin.describe_topics(list(topics))
+        # A broker answers for a topic just created before its metadata holds the partitions (Apache
+        # Kafka: "0 partitions" for a moment): ask again for those, never past the timeout.
+        deadline = time.monotonic() + timeout_s
+        while any(not e.get("partitions") for e in described) and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            described = await admin.describe_topics(list(topics))
     except (KafkaError, OSError, TimeoutError) as exc:
         raise BrokerError(f"cannot create topics on {bootstrap}: {type(exc).__name__}: {exc}") from None
     finally:
@@ -131,5 +149,11 @@ def ensure_topics_sync(
 
 
 def _configs(name: str) -> dict[str, str]:
-    """Return the settings a topic is created with: the worker's checkpoints and views are compacted."""
+    """Return the settings a topic is created with: the worker's checkpoints and views are compacted.
+
+    A busy cluster's checkpoint outgrows Apache Kafka's default 1 MB record batch (the full demo month's
+    did): the checkpoint topic takes batches up to ``CHECKPOINT_MAX_BYTES``, what the worker's producer sends.
+    """
+    if name.endswith("-clusters-changelog"):
+        return {"cleanup.policy": "compact", "max.message.bytes": str(CHECKPOINT_MAX_BYTES)}
     return {"cleanup.policy": "compact"} if name.endswith("-changelog") else {}

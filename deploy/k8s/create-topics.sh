@@ -69,7 +69,9 @@ create gpuledger.decisions "$PARTITIONS" --config cleanup.policy=delete --config
 create gpuledger.deadletter 1 --config cleanup.policy=delete --config retention.ms=2592000000
 # the worker's checkpoints and occupancy view, co-partitioned with the events topic; compacted, kept forever:
 # one checkpoint of the decision core per cluster, and rolling occupancy per budget node.
-create "${APP_ID}-clusters-changelog" "$PARTITIONS" --config cleanup.policy=compact --config retention.ms=-1
+# A busy cluster's checkpoint outgrows the default 1 MB record batch: up to 16 MiB, what the worker sends.
+create "${APP_ID}-clusters-changelog" "$PARTITIONS" --config cleanup.policy=compact --config retention.ms=-1 \
+  --config max.message.bytes=16777216
 create "${APP_ID}-occupancy-changelog" "$PARTITIONS" --config cleanup.policy=compact --config retention.ms=-1
 
 echo "gpuledger topics for ${APP_ID} ready on ${BOOTSTRAP} (${PARTITIONS} partitions, replication factor ${RF})"

@@ -3,7 +3,9 @@
 Publishes the run's inputs to fresh topics (a unique prefix, so nothing else on the broker is
 touched), runs a worker on them in this process, reads its decisions back and compares them with
 the run's outputs: counts, missing, duplicated, changed and unexpected decisions, and their order.
-Exit code 0 when equivalent, 1 otherwise. Pass the knobs the run was replayed with.
+Exit code 0 when equivalent, 1 otherwise. Pass the knobs the run was replayed with. ``--offline``
+feeds the inputs through the worker's decision service in this process instead, batch by batch as
+the worker takes them, with no broker: the same rule for the facts of an instant, without Kafka.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     from ledger.commands._knobs import add_knob_arguments
 
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory (or event log) written by replay")
-    p.add_argument("--bootstrap", required=True, metavar="HOST:PORT", help="Kafka bootstrap server(s)")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap", metavar="HOST:PORT", help="Kafka bootstrap server(s)")
+    where.add_argument("--offline", action="store_true", help="no broker: the worker's decision service alone")
     p.add_argument(
         "--idle-clock-rate", type=float, default=1e9,
         help="the worker's idle clock (default 1e9: history replay, every wake-up played; 0: none without an input)",
@@ -32,14 +36,20 @@ def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._knobs import knobs_from_args
     from ledger.errors import ConfigError
-    from ledger.streams.equivalence import check
+    from ledger.streams.equivalence import check, check_offline
 
     if not args.run_dir.exists():
         raise ConfigError(f"{args.run_dir}: no such run directory")
-    result = asyncio.run(
-        check(args.run_dir, args.bootstrap, knobs=knobs_from_args(args), idle_clock_rate=args.idle_clock_rate,
-              partitions=args.partitions, timeout_s=args.timeout)
-    )
+    if args.offline:
+        from ledger.streams.sources import read_events
+
+        result = check_offline(read_events(args.run_dir), knobs=knobs_from_args(args),
+                               idle_clock_rate=args.idle_clock_rate)
+    else:
+        result = asyncio.run(
+            check(args.run_dir, args.bootstrap, knobs=knobs_from_args(args), idle_clock_rate=args.idle_clock_rate,
+                  partitions=args.partitions, timeout_s=args.timeout)
+        )
     for line in result.lines():
         print(line)
     return 0 if result.equal else 1

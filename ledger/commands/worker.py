@@ -42,9 +42,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--idle-clock-rate", type=float, default=1.0,
         help="event seconds per wall second to extrapolate when no input arrives (default 1.0: live)",
     )
-    p.add_argument("--idle-after", type=float, default=1.0, help="wall seconds of silence before the timer acts")
+    p.add_argument(
+        "--idle-after", type=float, default=1.0,
+        help="wall seconds of silence after which a cluster's last instant is complete: its pass runs (default 1)",
+    )
     p.add_argument("--session-timeout", type=float, default=6.0, help="consumer group session timeout in seconds")
     p.add_argument("--rebalance-timeout", type=float, default=3.0, help="how long a rebalance waits for members")
+    p.add_argument(
+        "--request-timeout", type=float, default=40.0, metavar="S",
+        help="seconds a broker request may go unanswered before it fails and is retried (default 40)",
+    )
     p.add_argument("--fetch-max-wait", type=int, default=20, metavar="MS", help="broker fetch wait cap (default 20)")
     p.add_argument(
         "--checkpoint-in-loop", action="store_true",
@@ -98,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         loglevel=args.log_level,
         instance_id=args.instance_id or None,
         replication_factor=args.replication_factor,
+        request_timeout_s=args.request_timeout,
         security=KafkaSecurity.from_env(),
     )
     return run_worker(cfg)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -32,6 +33,14 @@ def test_every_image_is_pinned_to_a_version(services: dict[str, Any]) -> None:
         repo, _, tag = image.rpartition(":")
         assert repo and tag and tag != "latest", f"service {name}: image {image!r} is not pinned"
     assert {s["image"] for s in _kafka(services).values()} == {services["topics"]["image"]}
+
+
+def test_the_tests_run_the_kafka_version_the_brokers_run(services: dict[str, Any]) -> None:
+    pom = ElementTree.parse(DEPLOY / "kafka" / "pom.xml").getroot()
+    ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+    pinned = pom.findtext("m:properties/m:kafka.version", namespaces=ns)
+    images = {s["image"] for s in _kafka(services).values()}
+    assert images == {f"apache/kafka:{pinned}"}, f"deploy/kafka/pom.xml pins {pinned}, the brokers run {images}"
 
 
 def test_kafka_runs_in_kraft_mode_with_a_consistent_quorum(services: dict[str, Any]) -> None:

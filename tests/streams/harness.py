@@ -50,20 +50,24 @@ class WorkerProc:
     log_path: Path | None = None
     http_port: int = field(default_factory=free_port)
     proc: subprocess.Popen[bytes] | None = None
+    replication_factor: int = 1  # 3 on the three-node cluster: every partition survives one node's loss
 
     @property
     def topics(self) -> TopicNames:
         return TopicNames(self.prefix)
 
     def create_topics(self) -> None:
-        ensure_topics_sync(self.bootstrap, worker_topics(self.partitions, self.app_id, self.prefix))
+        ensure_topics_sync(
+            self.bootstrap, worker_topics(self.partitions, self.app_id, self.prefix),
+            replication_factor=self.replication_factor,
+        )
 
     def start(self) -> None:
         flags = os.environ.get("GPULEDGER_WORKER_PYFLAGS", "").split()  # e.g. "-m cProfile -o worker.prof"
         cmd = [
             sys.executable, *flags, "-m", "ledger.cli", "worker", "--bootstrap", self.bootstrap,
             "--partitions", str(self.partitions), "--app-id", self.app_id, "--topic-prefix", self.prefix,
-            "--http", f"127.0.0.1:{self.http_port}", *self.extra,
+            "--http", f"127.0.0.1:{self.http_port}", "--replication-factor", str(self.replication_factor), *self.extra,
         ]
         log: Any = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL  # noqa: SIM115
         self.proc = subprocess.Popen(
@@ -74,7 +78,8 @@ class WorkerProc:
 
     def get(self, path: str) -> tuple[int, bytes]:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=2) as r:
+            # 10 s: on a loaded machine a worker deep in a batch answers late, which is not a failure
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=10) as r:
                 return r.status, r.read()
         except urllib.error.HTTPError as exc:
             return exc.code, exc.read()

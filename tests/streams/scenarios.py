@@ -44,6 +44,9 @@ def same_state(a: ClusterState, b: ClusterState) -> bool:
     return _header(a) == _header(b) and canonical(a.core) == canonical(b.core)
 
 
+DERIVED = frozenset({"_branches"})  # memos the core rebuilds on demand and never snapshots (BudgetTree.branches)
+
+
 def canonical(obj: object, _active: frozenset[int] = frozenset()) -> object:
     """Return a plain, comparable structure of an object graph (values only, no identities, no caches)."""
     if obj is None or isinstance(obj, str | int | float | bool | bytes):
@@ -64,7 +67,7 @@ def canonical(obj: object, _active: frozenset[int] = frozenset()) -> object:
             fields[slot] = getattr(obj, slot)
     # memoised values are derived, not state; attributes by name: the order they were set in is not
     # state either (a restored object's differs in the pure build), while a dict's order may be
-    facts = {k: fields[k] for k in sorted(fields) if "cache" not in k}
+    facts = {k: fields[k] for k in sorted(fields) if "cache" not in k and k not in DERIVED}
     return (type(obj).__name__, canonical(facts, active))
 
 

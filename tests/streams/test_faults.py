@@ -27,13 +27,13 @@ pytestmark = [pytest.mark.kafka, pytest.mark.slow]
 def reference(events: list[Event], *, drain: bool = False) -> tuple[list[Event], dict[str, dict[str, int]]]:
     """Return the outputs and the occupancy view of one uninterrupted pass (no broker).
 
-    ``drain``: then every remaining wake-up, as the history-replay timer plays them once the stream is
+    The last input's instant closes once the stream is quiet, as the worker's timer closes it; with
+    ``drain``, every remaining wake-up follows, as the history-replay timer plays them once the stream is
     drained (and the replay at the end of its input).
     """
-    svc = DecisionService(Knobs())
+    svc = DecisionService(Knobs(), idle_clock_rate=1e9 if drain else 0.0)
     outputs = [o for i, e in enumerate(events) for o in svc.process(encode(e), e.cluster.encode(), 0, i).emit]
-    if drain:
-        outputs += [o for tick in svc.due(now=float("inf")) for o in tick.emit]
+    outputs += [o for tick in svc.due(now=float("inf")) for o in tick.emit]
     (st,) = svc.states.values()
     now = st.occupancy.now_us
     view = {

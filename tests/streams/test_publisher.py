@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import subprocess
 import sys
@@ -14,11 +13,10 @@ import pytest
 
 from ledger.codec import decode, encode
 from ledger.core import Knobs
-from ledger.errors import BrokerError
 from ledger.events import Event
 from ledger.streams.publisher import Publisher
 from ledger.streams.service import DecisionService
-from ledger.streams.testbroker import BrokerHandle, TansuBroker, free_port
+from ledger.streams.testbroker import KafkaNode, free_port
 from ledger.streams.topics import ensure_topics_sync
 from tests.factories import Events
 from tests.streams.harness import ROOT, is_output, namespace, read_topic
@@ -57,37 +55,34 @@ def test_events_arrive_in_order_keyed_by_cluster(kafka_bootstrap: str, tmp_path:
     assert {m.key for m in records} == {b"demo"}
 
 
-def test_an_unreachable_broker_keeps_events_in_the_spool_until_it_answers(tmp_path: Path) -> None:
-    broker = TansuBroker(port=free_port())  # not started yet: nothing listens on its port
+def test_an_unreachable_broker_keeps_events_in_the_spool_until_it_answers(
+    kafka_node: KafkaNode, tmp_path: Path
+) -> None:
+    topic = topic_for_test(kafka_node.bootstrap)
     events = lab_month().inputs[:300]
-    try:
-        with Publisher(broker.bootstrap, tmp_path / "spool", request_timeout_s=2) as pub:
-            first = pub.publish(events[:200])
-            assert (first.sent, first.spooled) == (0, 200)
-            assert first.error
-        broker.start()
-        ensure_topics_sync(broker.bootstrap, {"gpuledger.events": 1})
-        with Publisher(broker.bootstrap, tmp_path / "spool") as pub:  # a new process picks the spool up
-            second = pub.publish(events[200:])
-        assert (second.sent, second.spooled) == (300, 0)
-        records = read_topic(broker.bootstrap, "gpuledger.events", want=300)
-        assert [decode(m.value) for m in records] == events
-    finally:
-        broker.stop()
+    kafka_node.stop()  # nothing listens on its port now
+    with Publisher(kafka_node.bootstrap, tmp_path / "spool", topic=topic, request_timeout_s=2) as pub:
+        first = pub.publish(events[:200])
+        assert (first.sent, first.spooled) == (0, 200)
+        assert first.error
+    kafka_node.start()
+    with Publisher(kafka_node.bootstrap, tmp_path / "spool", topic=topic) as pub:  # a new process picks the spool up
+        second = pub.publish(events[200:])
+    assert (second.sent, second.spooled) == (300, 0)
+    records = read_topic(kafka_node.bootstrap, topic, want=300)
+    assert [decode(m.value) for m in records] == events
 
 
 def test_a_broker_that_hangs_while_publish_runs_loses_nothing_and_counts_nothing_twice(
-    kafka: BrokerHandle, tmp_path: Path
+    kafka_node: KafkaNode, tmp_path: Path
 ) -> None:
-    if kafka.tansu is None:
-        pytest.skip("needs a broker this session started (it is frozen and thawed)")
-    topic = topic_for_test(kafka.bootstrap)
+    topic = topic_for_test(kafka_node.bootstrap)
     events = lab_month().inputs[:6000]
     done, halfway, frozen = threading.Event(), threading.Event(), threading.Event()
     results = []
 
     def publish() -> None:
-        with Publisher(kafka.bootstrap, tmp_path / "spool", topic=topic, request_timeout_s=1.5) as pub:
+        with Publisher(kafka_node.bootstrap, tmp_path / "spool", topic=topic, request_timeout_s=1.5) as pub:
             for i in range(0, len(events), 200):
                 if i >= len(events) // 2 and not halfway.is_set():
                     halfway.set()
@@ -100,15 +95,15 @@ def test_a_broker_that_hangs_while_publish_runs_loses_nothing_and_counts_nothing
     thread = threading.Thread(target=publish)
     thread.start()
     assert halfway.wait(timeout=30)
-    kafka.tansu.freeze()  # the broker stops answering mid-stream
+    kafka_node.freeze()  # the broker stops answering mid-stream
     frozen.set()
     time.sleep(3)
-    kafka.tansu.thaw()
+    kafka_node.thaw()
     thread.join(timeout=90)
     assert done.is_set()
     assert any(r.spooled for r in results[:-1]), "the outage did not reach the publisher"
     assert results[-1].spooled == 0
-    records = read_topic(kafka.bootstrap, topic, want=len(events))
+    records = read_topic(kafka_node.bootstrap, topic, want=len(events))
     distinct, decisions = projection(records, events)
     assert distinct == events
     reference = DecisionService(Knobs())
@@ -123,31 +118,27 @@ def jsonl(events: list[Event], path: Path) -> Path:
     return path
 
 
-def test_the_publish_command_resends_when_the_broker_comes_back(tmp_path: Path) -> None:
+def test_the_publish_command_resends_when_the_broker_comes_back(kafka_node: KafkaNode, tmp_path: Path) -> None:
     """The broker is down when `gpuledger publish` starts and comes up while it waits: every event arrives once."""
     events = Events()
     batch = [events.submit(i, f"w{i}", "lab/a") for i in range(400)]
     source = jsonl(batch, tmp_path / "events.jsonl")
-    broker = TansuBroker(port=free_port())
-    cmd = [sys.executable, "-m", "ledger.cli", "publish", str(source), "--bootstrap", broker.bootstrap,
-           "--spool", str(tmp_path / "spool"), "--wait", "60s", "--timeout", "2s"]
+    topic = topic_for_test(kafka_node.bootstrap)
+    kafka_node.stop()
+    cmd = [sys.executable, "-m", "ledger.cli", "publish", str(source), "--bootstrap", kafka_node.bootstrap,
+           "--topic", topic, "--spool", str(tmp_path / "spool"), "--wait", "90s", "--timeout", "2s"]
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         time.sleep(2)
         assert proc.poll() is None, "publish gave up although --wait had not run out"
-        broker.start()
-        # the retrying publisher may ask for the topic first, and a broker that auto-creates topics then makes
-        # it with its own partition count: any count will do here (the whole topic is read back)
-        with contextlib.suppress(BrokerError):
-            ensure_topics_sync(broker.bootstrap, {"gpuledger.events": 1})
-        out, err = proc.communicate(timeout=60)
+        kafka_node.start()
+        out, err = proc.communicate(timeout=90)
         assert proc.returncode == 0, err.decode()
         assert b"published 400 event(s)" in out
-        records = read_topic(broker.bootstrap, "gpuledger.events", want=400)
-        assert sorted({decode(m.value).event_id for m in records}) == sorted(e.event_id for e in batch)
+        records = read_topic(kafka_node.bootstrap, topic, want=400)
+        assert sorted(decode(m.value).event_id for m in records) == sorted(e.event_id for e in batch)
     finally:
         proc.kill()
-        broker.stop()
 
 
 def test_publish_exits_non_zero_only_when_it_cannot_even_spool(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ import asyncio
 import random
 
 from ledger.codec import encode
-from ledger.core import Knobs
-from ledger.events import Event, to_us
+from ledger.core import DecisionCore, Knobs
+from ledger.events import Event, WorkloadStarted, to_us
 from ledger.streams.service import DecisionService
 from ledger.streams.snapshot import Serialisation
 from ledger.streams.state import ClusterState
@@ -204,3 +204,49 @@ def test_records_redelivered_after_a_restore_keep_the_history_replay_timer_from_
     assert emitted == expected
     got, want = restored.states["busy"], reference.states["busy"]
     assert (got.core.now, got.occupancy.to_dict()) == (want.core.now, want.occupancy.to_dict())
+
+
+def test_a_record_on_a_partition_other_than_its_clusters_is_dead_lettered_alone_and_pins_nothing() -> None:
+    from ledger.streams.topics import key_partition
+
+    inputs = lab_month().inputs[:400]
+    home = key_partition("demo", 4)
+    stray = (home + 1) % 4
+    svc = DecisionService(Knobs(), partitions=4)
+    first = svc.process(encode(inputs[0]), b"demo", stray, 0)  # a valid record, first seen on the wrong partition
+    assert first.kind == "deadletter" and f"belongs on partition {home}" in (first.reason or "")
+    assert svc.states == {}
+    outcomes = [svc.process(encode(e), b"demo", home, i) for i, e in enumerate(inputs)]
+    assert {o.kind for o in outcomes} == {"applied"}  # its own partition's records all count
+    reference = DecisionService(Knobs())
+    assert [e for o in outcomes for e in o.emit] == [e for o in reference.process_batch(
+        [(encode(e), b"demo", 0, i) for i, e in enumerate(inputs)]) for e in o.emit]
+
+
+def test_an_instants_pass_waits_for_all_its_facts_and_the_timer_closes_the_last_one_when_the_cluster_is_quiet() -> None:
+    ev = Events()
+    setup = [ev.capacity(0, gpus=8), ev.node(0, "lab"), ev.node(0, "lab/a", share=0.5), ev.node(0, "lab/b", share=0.5)]
+    # two whole-cluster submissions in one second, the later-ranked budget's first: a pass after the first
+    # alone would start it; the instant's one pass, after both, starts the budget that ranks first
+    same = [ev.submit(1, "b1", "lab/b", gpus=8, work_s=600), ev.submit(1, "a1", "lab/a", gpus=8, work_s=600)]
+    wall = [0.0]
+    svc = DecisionService(Knobs(), idle_clock_rate=0.0, idle_after_s=1.0, clock=lambda: wall[0])
+    feed(svc, setup)
+    assert [o.emit for o in svc.process_batch([(encode(e), b"lab", 0, 10 + i) for i, e in enumerate(same)])] == [[], []]
+    wall[0] += 0.5
+    assert svc.due() == []  # quiet for less than idle_after_s: another fact of that second may still come
+    wall[0] += 0.6
+    (tick,) = svc.due()
+    started = [e.workload_id for e in tick.emit if isinstance(e, WorkloadStarted)]
+    assert started == ["a1"]
+    # the replay's rule, by the same calls: every fact of the instant, then its pass
+    core = DecisionCore(Knobs(), "lab")
+    for e in setup:
+        core.handle(e)
+    assert [o for e in same for o in core.handle(e, False)] + core.advance(to_us(same[0].time)) == tick.emit
+    one_by_one = DecisionCore(Knobs(), "lab")
+    for e in setup:
+        one_by_one.handle(e)
+    assert [o.workload_id for o in one_by_one.handle(same[0]) if isinstance(o, WorkloadStarted)] == ["b1"]
+    late = svc.process(encode(ev.submit(1, "c1", "lab/a", gpus=1, work_s=60)), b"lab", 0, 12)
+    assert late.kind == "applied" and late.late  # its instant's pass already ran

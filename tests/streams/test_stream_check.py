@@ -4,27 +4,70 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from ledger.core import Knobs
-from ledger.replay.demo_month import generate
+from ledger.events import Event, to_us
+from ledger.log import open_log
+from ledger.replay.demo_month import DEMO, generate
 from ledger.replay.run import inputs_from_budgets, replay
-from ledger.streams.equivalence import compare
+from ledger.streams.equivalence import check_offline, compare
+from ledger.streams.sources import is_core_output
 from tests.streams.harness import ROOT
-from tests.streams.scenarios import lab_month
-
-pytestmark = [pytest.mark.kafka, pytest.mark.slow]
+from tests.streams.scenarios import checkpoint_heavy, lab_month
 
 
+def _same_instant_inputs(events: list[Event]) -> int:
+    """Return how many instants hold more than one input."""
+    times = Counter(to_us(e.time) for e in events if not is_core_output(e))
+    return sum(1 for n in times.values() if n > 1)
+
+
+@pytest.mark.parametrize("rate", [0.0, 1e9], ids=["idle-clock-off", "history-replay"])
+def test_the_worker_service_decides_what_the_replay_decided_where_thousands_of_instants_hold_several_inputs(
+    rate: float,
+) -> None:
+    ledger = checkpoint_heavy()  # a busy cluster: checkpoints of many workloads fall in the same minute
+    assert _same_instant_inputs(list(ledger.events)) > 4000
+    result = check_offline(ledger.events, knobs=Knobs(), idle_clock_rate=rate)
+    assert result.equal, result.lines()
+    assert result.got == len(ledger.outputs)
+
+
+@pytest.mark.slow
+def test_the_demo_month_through_the_worker_service_is_equivalent_to_its_replay_in_both_clock_modes(
+    tmp_path: Path,
+) -> None:
+    month = generate(7, mix=DEMO)
+    run = tmp_path / "run"
+    knobs = Knobs(gpus_per_node=month.budgets.gpus_per_node)
+    replay(inputs_from_budgets(month.budgets, list(month.submissions), start=month.start), knobs, run, until=month.end)
+    assert _same_instant_inputs(list(open_log(run))) > 10_000
+    for rate in ("0", "1e9"):
+        out = subprocess.run(
+            [sys.executable, "-m", "ledger.cli", "stream-check", str(run), "--offline", "--idle-clock-rate", rate],
+            cwd=ROOT, capture_output=True, text=True, timeout=900, check=False,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+        assert "missing: 0" in out.stdout and "mismatched: 0" in out.stdout and "unexpected: 0" in out.stdout
+        assert out.stdout.strip().endswith("equivalent")
+
+
+@pytest.mark.kafka
+@pytest.mark.slow
 @pytest.mark.parametrize("rate", ["0", "1e9"], ids=["idle-clock-off", "history-replay"])
 def test_stream_check_finds_the_worker_equivalent_to_the_replay(
     kafka_bootstrap: str, tmp_path: Path, rate: str
 ) -> None:
-    month = generate(7, scale=0.01, researchers=20)
+    month = generate(7, scale=0.1, mix=DEMO)
     run = tmp_path / "run"
-    replay(inputs_from_budgets(month.budgets, list(month.submissions)), Knobs(), run)
+    knobs = Knobs(gpus_per_node=month.budgets.gpus_per_node)
+    # replayed to its end: a run stopped at the month's end leaves wake-ups the history-replay worker plays
+    replay(inputs_from_budgets(month.budgets, list(month.submissions), start=month.start), knobs, run)
+    assert _same_instant_inputs(list(open_log(run))) > 200
     out = subprocess.run(
         [sys.executable, "-m", "ledger.cli", "stream-check", str(run), "--bootstrap", kafka_bootstrap,
          "--idle-clock-rate", rate, "--timeout", "300"],

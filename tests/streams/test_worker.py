@@ -14,7 +14,9 @@ from tests.streams.scenarios import lab_month
 
 pytestmark = pytest.mark.kafka
 
-FAST_GROUP = ["--session-timeout", "2", "--rebalance-timeout", "1"]
+# the shortest session Apache Kafka accepts (group.min.session.timeout.ms); a short rebalance timeout drops a
+# dead member from a rebalance after 1 s instead of waiting for its session to expire
+FAST_GROUP = ["--session-timeout", "6", "--rebalance-timeout", "1"]
 
 
 def occupancy_of(events: list[Event] | tuple[Event, ...]) -> dict[str, dict[str, int]]:
@@ -106,3 +108,41 @@ def test_a_worker_killed_before_its_first_checkpoint_sends_no_output_twice(
         assert worker.metric("gpuledger_worker_decisions_total") == 0
         got = decoded(read_topic(kafka_bootstrap, worker.topics.decisions, want=len(expected), idle_s=2))
         assert got == expected
+
+
+def test_a_checkpoint_larger_than_the_brokers_default_record_batch_is_written_and_read_back(
+    kafka_bootstrap: str,
+) -> None:
+    import asyncio
+    import os
+
+    from aiokafka import AIOKafkaProducer
+
+    from ledger.streams.reader import PartitionReader
+    from ledger.streams.security import KafkaSecurity
+    from ledger.streams.topics import CHECKPOINT_MAX_BYTES, checkpoint_topic, ensure_topics, worker_topics
+    from tests.streams.harness import namespace
+
+    prefix, app_id = namespace()
+    blob = os.urandom(3 * 1024 * 1024)  # a busy cluster's checkpoint: 3 MB that do not compress
+
+    async def round_trip() -> bytes:
+        await ensure_topics(kafka_bootstrap, worker_topics(1, app_id, prefix))
+        producer = AIOKafkaProducer(
+            bootstrap_servers=kafka_bootstrap, acks="all", max_request_size=CHECKPOINT_MAX_BYTES
+        )
+        await producer.start()
+        try:
+            await (await producer.send(checkpoint_topic(app_id), blob, key=b"busy", partition=0))
+        finally:
+            await producer.stop()
+        reader = PartitionReader(kafka_bootstrap, KafkaSecurity.from_env(), 20)
+        await reader.start()
+        try:
+            (record,) = await reader.read(checkpoint_topic(app_id), 0, 0)
+            value: bytes = record.value
+            return value
+        finally:
+            await reader.stop()
+
+    assert asyncio.run(round_trip()) == blob
