@@ -15,10 +15,6 @@ log: reading the file and splitting every line (``str.split`` / ``csv.reader``),
 ``fastavro.writer`` writing the import's very records to one container file with one fsync.
 A last column writes the same records with the log's compiled block encoder alone (same bytes).
 
-A third baseline is the same import row by row (``import_sacct_rows`` / ``import_csv_rows``,
-the per-row readers that define every rule, which the column-wise fast path defers to): what
-the import cost before the fast path, measured in the same run, end to end into the log too.
-
 The machine is shared, so every figure is run ``REPEATS`` times and given as the median and the
 range, in wall time and in the process's CPU time (what the work costs on the core it got).
 """
@@ -38,9 +34,9 @@ from typing import Any
 import fastavro
 
 from ledger.adapters.common import ImportResult, paused_gc
-from ledger.adapters.csv_trace import CsvOptions, import_csv_file, import_csv_rows, parse_column_map
+from ledger.adapters.csv_trace import CsvOptions, import_csv_file, parse_column_map
 from ledger.adapters.sink import append_imports_to_log
-from ledger.adapters.slurm import SlurmOptions, import_sacct_file, import_sacct_rows
+from ledger.adapters.slurm import SlurmOptions, import_sacct_file
 from ledger.codec import union_schema
 from ledger.log.checks import FULL_NAMES
 from ledger.log.container import BlockEncoder, new_header
@@ -147,20 +143,8 @@ def end_to_end(importer: Callable[[], ImportResult], log: Path) -> None:
         if res.rejected:
             raise SystemExit(f"benchmark file has malformed rows: {res.rejected[0]}")
         added = append_imports_to_log(log, [res])
-        assert added == len(res.type_names()), (added, len(res.type_names()))
+        assert added == len(res.records), (added, len(res.records))
         del res
-
-
-def sacct_by_rows(path: Path, opts: SlurmOptions) -> ImportResult:
-    """Import a sacct file row by row, as the import did before the fast path."""
-    with path.open(encoding="utf-8", errors="replace", newline="") as fh:
-        return import_sacct_rows(fh, str(path), opts)
-
-
-def csv_by_rows(path: Path, opts: CsvOptions) -> ImportResult:
-    """Import a CSV file row by row, as the import did before the fast path."""
-    with path.open(encoding="utf-8", newline="") as fh:
-        return import_csv_rows(fh, str(path), opts)
 
 
 def _cell(rates: tuple[float, float, float]) -> str:
@@ -181,32 +165,27 @@ def main() -> None:
             columns=parse_column_map("workload_id=job_id,submit=submission_time,duration=duration,gpus=num_gpu"),
             epoch="2021-03-04T00:00:00",
         )
-        cases: list[tuple[str, Callable[[], ImportResult], Callable[[], object], Callable[[], ImportResult]]] = [
-            ("sacct", lambda: import_sacct_file(sacct, slurm_opts), lambda: split_lines(sacct),
-             lambda: sacct_by_rows(sacct, slurm_opts)),
-            ("CSV, full", lambda: import_csv_file(full, full_opts), lambda: csv_lines(full),
-             lambda: csv_by_rows(full, full_opts)),
-            ("CSV, ITP", lambda: import_csv_file(itp, itp_opts), lambda: csv_lines(itp),
-             lambda: csv_by_rows(itp, itp_opts)),
+        cases: list[tuple[str, Callable[[], ImportResult], Callable[[], object]]] = [
+            ("sacct", lambda: import_sacct_file(sacct, slurm_opts), lambda: split_lines(sacct)),
+            ("CSV, full", lambda: import_csv_file(full, full_opts), lambda: csv_lines(full)),
+            ("CSV, ITP", lambda: import_csv_file(itp, itp_opts), lambda: csv_lines(itp)),
         ]  # fmt: skip
         n = ROWS
         print(f"{n:,} rows per file; {REPEATS} runs each, median (worst-best) in rows/s; cores: {os.cpu_count()}; "
               f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
         print(f"{'adapter':<11}{'events/row':>11}{'end to end, wall':>33}{'end to end, CPU':>33}"
               f"{'split, CPU':>33}{'fastavro, CPU':>33}{'floor, CPU':>11}{'x floor':>8}"
-              f"{'compiled, CPU':>33}{'row by row, CPU':>33}{'x rows':>8}")  # fmt: skip
-        for name, importer, reader, by_rows in cases:
+              f"{'compiled, CPU':>33}")  # fmt: skip
+        for name, importer, reader in cases:
             records = importer().records
-            ours, base_read, base_avro, compiled, rows = Timing(), Timing(), Timing(), Timing(), Timing()
-            for _ in range(REPEATS):  # interleaved, so a burst of load hits all five alike
+            ours, base_read, base_avro, compiled = Timing(), Timing(), Timing(), Timing()
+            for _ in range(REPEATS):  # interleaved, so a burst of load hits all four alike
                 ours.run(lambda: end_to_end(importer, tmp / "log"))  # noqa: B023 - called at once
                 base_read.run(reader)
                 base_avro.run(lambda: bare_fastavro(records, tmp / "bare.avro"))  # noqa: B023
                 compiled.run(lambda: bare_compiled(records, tmp / "compiled.avro"))  # noqa: B023
-                rows.run(lambda: end_to_end(by_rows, tmp / "log"))  # noqa: B023
             floor = n / (min(base_read.cpus) + min(base_avro.cpus))
             best = ours.rate(n, cpu=True)[0]
             print(f"{name:<11}{len(records) / n:>11.2f}{_cell(ours.rate(n)):>33}{_cell(ours.rate(n, cpu=True)):>33}"
                   f"{_cell(base_read.rate(n, cpu=True)):>33}{_cell(base_avro.rate(n, cpu=True)):>33}"
-                  f"{floor:>11,.0f}{best / floor:>8.2f}{_cell(compiled.rate(n, cpu=True)):>33}"
-                  f"{_cell(rows.rate(n, cpu=True)):>33}{best / rows.rate(n, cpu=True)[0]:>8.2f}")  # fmt: skip
+                  f"{floor:>11,.0f}{best / floor:>8.2f}{_cell(compiled.rate(n, cpu=True)):>33}")  # fmt: skip

@@ -79,7 +79,7 @@ async def _plain_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> flo
     """
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-    from ledger.streams.wire import encode_record
+    from ledger.codec import encode
 
     svc = DecisionService(Knobs())
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
@@ -100,7 +100,7 @@ async def _plain_loop(bootstrap: str, topic: str, out_topic: str, n: int) -> flo
                 t0 = time.perf_counter()
             got += len(msgs)
             outcomes = svc.process_batch([(m.value, m.key, m.partition, m.offset) for m in msgs])
-            sends = [await producer.send(out_topic, encode_record(e), key=m.key, partition=m.partition)
+            sends = [await producer.send(out_topic, encode(e), key=m.key, partition=m.partition)
                      for m, o in zip(msgs, outcomes, strict=True) for e in o.emit]
             await asyncio.gather(*sends)
         return n / (time.perf_counter() - t0)

@@ -15,20 +15,27 @@ order); errors name the file, the entry and the field.
 from __future__ import annotations
 
 import json
-import math
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from ledger.errors import InputError
 from ledger.events import EARLIEST, LATEST, BudgetNodeDefined, ClusterCapacityChanged
 
-_PATH = re.compile(r"^[^/\s]+(/[^/\s]+)*$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_PATH = r"^[^/\s]+(/[^/\s]+)*$"  # org/program/team: no empty part, no whitespace
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 SET_BY = "budgets-file"  # who defines the tree in a replay: the file itself, not a person
 
 
@@ -94,89 +101,160 @@ class Budgets:
         return out
 
     def to_yaml(self) -> str:
-        """Return the budgets file text that loads back into this object."""
-        lines = [f"cluster: {{name: {self.cluster}, gpus: {self.gpus}, gpus_per_node: {self.gpus_per_node}}}", "nodes:"]
+        """Return the budgets file text that loads back into this object (one flow-style line per node)."""
+        cluster = _Flow(name=self.cluster, gpus=self.gpus, gpus_per_node=self.gpus_per_node)
+        nodes = []
         for n in self.nodes:
-            managers = f", managers: [{', '.join(n.managers)}]" if n.managers else ""
-            since = f", since: '{n.since.strftime('%Y-%m-%dT%H:%M:%SZ')}'" if n.since is not None else ""
-            lines.append(f"  - {{path: {n.path}, share: {n.share!r}{managers}{since}}}")
-        return "\n".join(lines) + "\n"
+            node = _Flow(path=n.path, share=n.share)
+            if n.managers:
+                node["managers"] = list(n.managers)
+            if n.since is not None:
+                node["since"] = n.since.strftime("%Y-%m-%dT%H:%M:%SZ")
+            nodes.append(node)
+        return yaml.dump(
+            {"cluster": cluster, "nodes": nodes}, Dumper=_Dumper, sort_keys=False, width=1 << 30, allow_unicode=True
+        )
 
 
-def _positive_int(where: str, field: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InputError(f"{where}: {field} = {value!r}: expected a whole number of at least {minimum}")
-    return value
+class _Flow(dict[str, Any]):
+    """A mapping written on one line (``{path: a, share: 1.0}``), as people write a budgets file."""
 
 
-def _since(where: str, entry: dict[Any, Any]) -> datetime | None:
-    """Return a node's optional ``since`` (ISO 8601, UTC if no offset) as an aware UTC datetime."""
-    value = entry.get("since")
-    if value is None:
-        return None
-    if isinstance(value, datetime):  # YAML reads an unquoted timestamp itself
-        t = value
-    else:
-        try:
-            t = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-        except ValueError:
-            raise InputError(
-                f"{where}: since = {value!r}: expected an ISO 8601 time such as 2026-03-01T00:00:00Z"
-            ) from None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    t = t.astimezone(UTC)
+class _Dumper(yaml.SafeDumper):
+    """yaml.safe_dump's dumper, with list items indented under their key and ``_Flow`` mappings on one line."""
+
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
+        super().increase_indent(flow, False)
+
+
+_Dumper.add_representer(
+    _Flow, lambda d, data: d.represent_mapping("tag:yaml.org,2002:map", data, flow_style=True)
+)
+
+
+def _utc(value: datetime) -> datetime:
+    """Return ``value`` in UTC (a time with no offset is taken as UTC), inside the events' time range."""
+    t = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     if not EARLIEST <= t < LATEST:
-        raise InputError(f"{where}: since = {value!r}: outside {EARLIEST:%Y}..{LATEST:%Y}")
+        raise ValueError(f"outside {EARLIEST:%Y}..{LATEST:%Y}")
     return t
+
+
+_ENTRY = ConfigDict(extra="forbid", frozen=True)  # an unknown key is a mistake, named
+_Name = Annotated[str, StringConstraints(strict=True, pattern=_NAME)]
+_Count = Annotated[int, Field(strict=True, ge=1)]
+
+
+class ClusterSpec(BaseModel):
+    """The file's ``cluster`` entry."""
+
+    model_config = _ENTRY
+    name: _Name
+    gpus: _Count
+    gpus_per_node: _Count = 8
+
+
+class NodeSpec(BaseModel):
+    """One entry of the file's ``nodes`` list."""
+
+    model_config = _ENTRY
+    path: Annotated[str, StringConstraints(strict=True, pattern=_PATH)]
+    share: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 1.0
+    managers: list[Annotated[str, StringConstraints(strict=True, strip_whitespace=True, min_length=1)]] | None = None
+    since: Annotated[datetime, AfterValidator(_utc)] | None = None
+
+    @field_validator("share", mode="before")
+    @classmethod
+    def _number(cls, value: object) -> object:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ValueError("not a number")  # "1.5" or true is a mistake in a budgets file, not a share
+        return value
+
+    @field_validator("since", mode="before")
+    @classmethod
+    def _time(cls, value: object) -> object:
+        if isinstance(value, int | float):  # pydantic would read a number as Unix seconds
+            raise ValueError("expected an ISO 8601 time such as 2026-03-01T00:00:00Z")
+        return value
+
+
+class BudgetsFile(BaseModel):
+    """A budgets file as written: the cluster and the list of nodes."""
+
+    model_config = _ENTRY
+    cluster: ClusterSpec
+    nodes: Annotated[list[NodeSpec], Field(min_length=1)]
+
+
+_EXPECTED = {
+    "cluster": "a mapping like {name: c1, gpus: 1024, gpus_per_node: 8}",
+    "nodes": "a non-empty list of {path, share, managers}",
+    "name": "a name of letters, digits, '.', '_' or '-'",
+    "gpus": "a whole number of at least 1",
+    "gpus_per_node": "a whole number of at least 1",
+    "path": "a tree path such as org/program/team",
+    "share": "a number of at least 0",
+    "managers": "a list of names",
+    "since": "an ISO 8601 time such as 2026-03-01T00:00:00Z",
+}
+
+
+def _problem(source: str, data: Any, error: ValidationError) -> InputError:
+    """Return the one-line InputError naming the entry, field and value of pydantic's first complaint."""
+    errors = error.errors()
+    err = errors[0]
+    loc = list(err["loc"])
+    where, head = source, loc
+    if loc[:1] == ["nodes"] and len(loc) >= 2:
+        where, head = f"{source}: nodes[{loc[1]}]", loc[2:]
+        path = data["nodes"][loc[1]].get("path") if isinstance(data["nodes"][loc[1]], dict) else None
+        if head and head[0] != "path" and isinstance(path, str):
+            where += f" ({path})"
+        if not head:
+            return InputError(f"{where}: expected a mapping with path, share and managers")
+    if err["type"] == "extra_forbidden":
+        same_entry = (e for e in errors if e["type"] == "extra_forbidden" and e["loc"][:-1] == err["loc"][:-1])
+        extra = sorted(str(e["loc"][-1]) for e in same_entry)
+        if not head[:-1] and where == source:
+            return InputError(f"{where}: unknown key(s) {', '.join(extra)}; expected cluster, nodes")
+        return InputError(f"{where}: unknown field(s) {', '.join(extra)}")
+    if not head:
+        return InputError(f"{where}: expected a mapping with keys 'cluster' and 'nodes'")
+    if len(head) == 1 and head[0] in ("cluster", "nodes"):
+        return InputError(f"{where}: {head[0]}: expected {_EXPECTED[str(head[0])]}")
+    field = str(head[1] if head[0] == "cluster" else head[0])
+    name = f"cluster.{field}" if head[0] == "cluster" else field
+    if err["type"] == "missing":
+        value: object = None
+    elif len(head) > 1 and head[0] != "cluster":  # an item of a list: show the whole list
+        value = data["nodes"][loc[1]][field]
+    else:
+        value = err["input"]
+    expected = _EXPECTED.get(field, "a valid value")
+    if err["type"] == "value_error" and field == "since":  # the time parsed but lies outside the events' range
+        return InputError(f"{where}: {name} = {value!r}: {err['msg'].removeprefix('Value error, ')}")
+    return InputError(f"{where}: {name} = {value!r}: expected {expected}")
 
 
 def parse_budgets(data: object, source: str = "<budgets>") -> Budgets:
     """Return the Budgets a parsed YAML/JSON document describes; raise InputError naming entry and field."""
-    if not isinstance(data, dict):
-        raise InputError(f"{source}: expected a mapping with keys 'cluster' and 'nodes'")
-    unknown = set(data) - {"cluster", "nodes"}
-    if unknown:
-        raise InputError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; expected cluster, nodes")
-    cl = data.get("cluster")
-    if not isinstance(cl, dict):
-        raise InputError(f"{source}: cluster: expected a mapping like {{name: c1, gpus: 1024, gpus_per_node: 8}}")
-    name = cl.get("name")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise InputError(f"{source}: cluster.name = {name!r}: expected a name of letters, digits, '.', '_' or '-'")
-    gpus = _positive_int(source, "cluster.gpus", cl.get("gpus"), 1)
-    per_node = _positive_int(source, "cluster.gpus_per_node", cl.get("gpus_per_node", 8), 1)
-    if gpus % per_node:
-        raise InputError(f"{source}: cluster.gpus = {gpus} is not a whole number of {per_node}-GPU hosts")
-    raw_nodes = data.get("nodes")
-    if not isinstance(raw_nodes, list) or not raw_nodes:
-        raise InputError(f"{source}: nodes: expected a non-empty list of {{path, share, managers}}")
+    try:
+        spec = BudgetsFile.model_validate(data)
+    except ValidationError as exc:
+        raise _problem(source, data, exc) from None
+    cl = spec.cluster
+    if cl.gpus % cl.gpus_per_node:
+        raise InputError(f"{source}: cluster.gpus = {cl.gpus} is not a whole number of {cl.gpus_per_node}-GPU hosts")
     nodes: dict[str, BudgetNode] = {}
-    for i, entry in enumerate(raw_nodes):
-        where = f"{source}: nodes[{i}]"
-        if not isinstance(entry, dict):
-            raise InputError(f"{where}: expected a mapping with path, share and managers")
-        extra = set(entry) - {"path", "share", "managers", "since"}
-        if extra:
-            raise InputError(f"{where}: unknown field(s) {', '.join(sorted(map(str, extra)))}")
-        path = entry.get("path")
-        if not isinstance(path, str) or not _PATH.match(path):
-            raise InputError(f"{where}: path = {path!r}: expected a tree path such as org/program/team")
-        where = f"{where} ({path})"
-        share = entry.get("share", 1.0)
-        if isinstance(share, bool) or not isinstance(share, int | float) or not math.isfinite(share) or share < 0:
-            raise InputError(f"{where}: share = {share!r}: expected a number of at least 0")
-        managers = entry.get("managers", []) or []
-        if not isinstance(managers, list) or not all(isinstance(m, str) and m.strip() for m in managers):
-            raise InputError(f"{where}: managers = {managers!r}: expected a list of names")
-        if path in nodes:
-            raise InputError(f"{where}: path = {path!r}: defined twice")
-        nodes[path] = BudgetNode(path, float(share), tuple(m.strip() for m in managers), _since(where, entry))
+    for i, n in enumerate(spec.nodes):
+        if n.path in nodes:
+            raise InputError(f"{source}: nodes[{i}] ({n.path}): path = {n.path!r}: defined twice")
+        nodes[n.path] = BudgetNode(n.path, n.share, tuple(n.managers or ()), n.since)
     for i, node in enumerate(nodes.values()):
         if node.parent is not None and node.parent not in nodes:
             raise InputError(f"{source}: nodes[{i}] ({node.path}): parent {node.parent!r} is not defined")
     ordered = sorted(nodes.values(), key=lambda n: n.path.count("/"))  # stable: parents first, file order kept
-    return Budgets(name, gpus, per_node, tuple(ordered))
+    return Budgets(cl.name, cl.gpus, cl.gpus_per_node, tuple(ordered))
 
 
 def load_budgets(path: str | Path) -> Budgets:

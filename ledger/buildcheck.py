@@ -3,7 +3,8 @@
 ``setup.py`` compiles the hot modules of ``ledger.core``, ``ledger.replay`` and ``ledger.log`` with mypyc
 wherever a C compiler and the Python headers are present (first writing ``GENERATED``, the log's record
 encoders generated from the schemas), and writes next to them ``_compiled.json``: the sha256 of every
-source it compiled. At import each of the three packages calls ``use_sources_where_stale``:
+source it compiled. Before each of the three packages first loads, ``use_sources_where_stale`` runs
+(a finder ``ledger/__init__`` installs calls it):
 if a source no longer matches what was compiled (an edit in an editable install, a checkout of
 another commit), or ``GPULEDGER_PURE=1`` is set, the package loads every module from its ``.py``
 files instead, so it never runs code as it was rather than as it reads; a stale build says so in one
@@ -161,7 +162,7 @@ class _Sources(MetaPathFinder):
 def use_sources_where_stale(package: str, here: str) -> bool:
     """Load all of ``package`` (directory ``here``) from source if asked to or if a compiled module is stale.
 
-    Call from the package's ``__init__`` before it imports a submodule. Returns True when the
+    Called before the package imports a submodule (by ``ledger/__init__``'s finder). Returns True when the
     sources are used although compiled modules exist. The whole package switches, not single
     modules: a compiled module expects its compiled neighbours.
     """

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from ledger.core import Knobs
 from ledger.streams.security import KafkaSecurity
@@ -29,7 +28,6 @@ class WorkerConfig:
     timer_interval_s: float = 0.25
     idle_clock_rate: float = 1.0
     idle_after_s: float = 1.0
-    data_dir: Path | None = None  # accepted for compatibility: the worker keeps no local state
     instance_id: str | None = None  # static group membership: a restarted member takes its partitions back at once
     shutdown_timeout_s: float = 4.0  # what a stop may spend on its last checkpoint and on leaving the group
     session_timeout_s: float = 6.0

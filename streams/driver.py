@@ -27,7 +27,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ledger.codec import decode
+from ledger.codec import decode, encode
 from ledger.errors import LedgerError
 from ledger.events import Event
 from ledger.streams.budget_metrics import BudgetGauges
@@ -41,7 +41,6 @@ from ledger.streams.service import DecisionService, Outcome
 from ledger.streams.snapshot import Serialisation
 from ledger.streams.state import ClusterState
 from ledger.streams.topics import TopicNames, checkpoint_topic, occupancy_topic
-from ledger.streams.wire import decode_record, encode_record
 
 __all__ = ["Worker"]
 
@@ -399,7 +398,7 @@ class Worker:
         assert self.outbox is not None
         key = cluster.encode()
         for e in events:
-            await self.outbox.add(self.topics.decisions, partition, cluster, key, encode_record(e))
+            await self.outbox.add(self.topics.decisions, partition, cluster, key, encode(e))
         self.metrics.decisions.inc(len(events))
         self.metrics.outputs_sent += len(events)
 
@@ -565,6 +564,6 @@ class Worker:
 
 def _event_id(value: bytes) -> str:
     try:
-        return decode_record(value).event_id
+        return decode(value).event_id
     except LedgerError:
         return ""

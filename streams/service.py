@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ledger.codec import decode
 from ledger.core import Knobs
 from ledger.errors import LedgerError
 from ledger.events import Event, to_us
 from ledger.streams.state import ClusterState
-from ledger.streams.wire import decode_record
 
 __all__ = ["DecisionService", "Outcome", "Record", "Tick"]
 
@@ -113,7 +113,7 @@ class DecisionService:
         try:
             if value is None:
                 raise LedgerError("empty record (no value)")
-            event = decode_record(value)
+            event = decode(value)
         except LedgerError as exc:
             return Outcome("deadletter", reason=f"{type(exc).__name__}: {exc}")
         cluster = event.cluster

@@ -3,8 +3,7 @@
 A checkpoint is the decision core's snapshot plus everything needed to resume exactly where it
 stopped: the input partition and the last input offset it reflects, the decisions-topic offset
 after the last output it emitted, the event ids applied recently (idempotency), and the occupancy
-projection. Format: ``GLCK2`` + u32 length + zlib(pickled header) + zlib(core snapshot). ``GLCK1``
-checkpoints (a JSON header) are still read.
+projection. Format: ``GLCK2`` + u32 length + zlib(pickled header) + zlib(core snapshot).
 
 Idempotency is bounded. ``seen`` holds the ids of the inputs applied whose event time lies within
 ``dedupe_horizon_s`` (default: the occupancy window, 7 days) of the latest input; older ids are dropped
@@ -14,7 +13,6 @@ applied, so the service refuses it (a dead letter) rather than risk counting it 
 
 from __future__ import annotations
 
-import json
 import pickle
 import struct
 import zlib
@@ -29,7 +27,6 @@ from ledger.streams.occupancy import OccupancyProjection
 __all__ = ["CHECKPOINT_MAGIC", "ClusterState"]
 
 CHECKPOINT_MAGIC = b"GLCK2"
-_V1_MAGIC = b"GLCK1"
 _LEN = struct.Struct("<I")
 _US = 1_000_000
 
@@ -88,12 +85,12 @@ class ClusterState:
     def partition_of(data: bytes) -> int:
         """Return the input partition a checkpoint belongs to, reading its header alone."""
         magic = data[: len(CHECKPOINT_MAGIC)]
-        if magic not in (CHECKPOINT_MAGIC, _V1_MAGIC):
+        if magic != CHECKPOINT_MAGIC:
             raise LedgerError("not a worker checkpoint: bad header")
         at = len(CHECKPOINT_MAGIC)
         (n,) = _LEN.unpack_from(data, at)
         raw = zlib.decompress(data[at + _LEN.size : at + _LEN.size + n])
-        header = pickle.loads(raw) if magic == CHECKPOINT_MAGIC else json.loads(raw)
+        header = pickle.loads(raw)
         partition: int = header["partition"]
         return partition
 
@@ -101,17 +98,14 @@ class ClusterState:
     def from_bytes(cls, data: bytes) -> ClusterState:
         """Rebuild a state from ``to_bytes`` output; raise LedgerError if the bytes are not a checkpoint."""
         magic = data[: len(CHECKPOINT_MAGIC)]
-        if magic not in (CHECKPOINT_MAGIC, _V1_MAGIC):
+        if magic != CHECKPOINT_MAGIC:
             raise LedgerError("not a worker checkpoint: bad header")
         at = len(CHECKPOINT_MAGIC)
         (n,) = _LEN.unpack_from(data, at)
         at += _LEN.size
         raw = zlib.decompress(data[at : at + n])
-        header = pickle.loads(raw) if magic == CHECKPOINT_MAGIC else json.loads(raw)  # our own changelog
+        header = pickle.loads(raw)  # our own changelog (trusted)
         core = DecisionCore.restore(zlib.decompress(data[at + n :]))
-        seen = header["seen"]
-        if isinstance(seen, list):  # GLCK1: ids only, kept until the next prune measures them against the horizon
-            seen = dict.fromkeys(seen, header["last_event_us"])
         return cls(
             cluster=header["cluster"],
             core=core,
@@ -120,8 +114,8 @@ class ClusterState:
             offset=header["offset"],
             decisions_next=header["decisions_next"],
             last_event_us=header["last_event_us"],
-            seen=seen,
-            dedupe_horizon_s=header.get("dedupe_horizon_s", core.knobs.window_s),
+            seen=header["seen"],
+            dedupe_horizon_s=header["dedupe_horizon_s"],
         )
 
 

@@ -304,7 +304,7 @@ def test_compare_varies_a_boolean_knob_side_by_side(lab: tuple[Path, Path], tmp_
     assert table["columns"] == ["final-share", "instant"]
     knobs = [json.loads((d / "replay.json").read_text())["knobs"] for d in sorted((tmp_path / "runs").iterdir())]
     assert [k.endswith("instant") for k in knobs] == [False, True]
-    code, out, _ = run(capsys, "compare", trace, "--budgets", budgets, "--swap-margin", "--preempt-cycle", "0s,60s",
+    code, out, _ = run(capsys, "compare", trace, "--budgets", budgets, "--preempt-cycle", "0s,60s",
                        "--quiet", "--format", "csv")
     assert code == 0 and out.splitlines()[0] == "measure,unit,cycle 0s,cycle 1m"
     code, out, _ = run(capsys, "compare", trace, "--budgets", budgets, "--max-preemptions", "1,2", "--quiet",

@@ -120,3 +120,20 @@ def test_integer_fields_are_bounded_to_their_avro_type(name: str) -> None:
         low, high = _limits(typing.Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation)
         assert low is not None and high is not None, f"{name}.{field['name']} is not bounded"
         assert limits[avro][0] <= low and high <= limits[avro][1], f"{name}.{field['name']} exceeds an Avro {avro}"
+
+
+def test_trusted_builds_exactly_what_model_construct_builds() -> None:
+    from ledger.events import trusted
+    from tests.streams.scenarios import lab_month
+
+    firsts = {type(e): e for e in reversed(lab_month().events)}
+    assert len(firsts) >= 7
+    for cls, e in firsts.items():
+        whole = dict(e.__dict__)
+        without_defaults = {k: v for k, v in whole.items() if cls.model_fields[k].is_required()}
+        for values in (whole, without_defaults):
+            ours, theirs = trusted(cls, dict(values)), cls.model_construct(**values)
+            assert ours.__dict__ == theirs.__dict__, cls.__name__
+            assert ours.model_fields_set == theirs.model_fields_set, cls.__name__
+            assert (ours.__pydantic_extra__, ours.__pydantic_private__) == (
+                theirs.__pydantic_extra__, theirs.__pydantic_private__)

@@ -5,9 +5,7 @@
 * ``csv_trace``: any CSV through a column map (``import_csv_file``);
 * ``kueue``: Kueue Workload objects, listed or watched (``import_kueue_file``).
 
-sacct and CSV files go through a column-wise fast path (``slurm_fast``, ``csv_fast``, with
-``columns`` and ``batch``) that reads the common rows a column at a time and hands every other
-row to the per-row reader, which defines every rule; both give the same import.
+Each format has one reader, row by row, which defines every rule of that format.
 
 File adapters return an ``ImportResult``: the events as checked Avro records (time-ordered,
 times in integer microseconds, ids derived from the source record so a repeated import adds

@@ -195,16 +195,11 @@ def _mapping(
 
 def charge_result(res: ImportResult, charger: Charger) -> ChargeSummary:
     """Charge every workload of an import result to its node (in place); return the summary."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     summary = ChargeSummary()
     source = res.kind
-    hints = kueue_queues(res._added) if res._added else {}  # Kueue adds its records whole
+    hints = kueue_queues(res.added) if res.added else {}  # Kueue adds its records whole
     budgets: set[str] = {h.budget for h, _, _ in res.histories}
-    budgets |= {r["budget"] for name, r in res._added if name == "WorkloadSubmitted"}
-    for b in res.batches:
-        budgets |= {str(v) for v in pc.unique(b.budget).to_pylist()}
+    budgets |= {r["budget"] for name, r in res.added if name == "WorkloadSubmitted"}
     mapping = _mapping(charger, source, budgets, hints)
 
     def target(budget: str) -> str:
@@ -215,27 +210,12 @@ def charge_result(res: ImportResult, charger: Charger) -> ChargeSummary:
         node, key, reason = mapping[h.budget]
         summary.add(node, key, reason, h.workload_id)
         h.budget = target(h.budget)
-    for name, r in res._added:
+    for name, r in res.added:
         if name == "WorkloadSubmitted":
             node, key, reason = mapping[r["budget"]]
             summary.add(node, key, reason, r["workload_id"])
             r["budget"] = target(r["budget"])
-    for b in res.batches:
-        uniq = pc.unique(b.budget)
-        values = [str(v) for v in uniq.to_pylist()]
-        index = pc.index_in(b.budget, value_set=uniq)
-        vc = pc.value_counts(index)  # (index into values, count) pairs
-        counts = dict(zip(vc.field("values").to_pylist(), vc.field("counts").to_pylist(), strict=True))
-        for i, value in enumerate(values):
-            node, key, reason = mapping[value]
-            if node is not None:
-                summary.add(node, key, reason, "", counts.get(i, 0))
-                continue
-            ids = b.workload_id.filter(pc.equal(b.budget, value)).to_pylist()
-            for wid in ids:
-                summary.add(None, key, reason, str(wid))
-        b.budget = pa.array([target(v) for v in values], pa.string()).take(index)
-    res._changed()  # the records and bytes made so far carry the old paths
+    res.changed()  # the records made so far carry the old paths
     return summary
 
 

@@ -3,10 +3,10 @@
 The file adapters produce checked workload histories (``ledger.adapters.history``), not event
 objects: every value has been checked by the adapter's own row checks (each field parsed once,
 with an error naming file, line, field and value), which is what lets the import command hand
-their events to the log without a second validation pass, as Avro bytes written directly
-(``ImportResult.wire``, ``EventLog.append_encoded``). ``ImportResult.records`` gives the same
-events as ``(type name, record)`` pairs whose times are integer microseconds since the epoch
-(UTC), and ``ImportResult.events`` as event objects, both made on demand.
+their events to the log without a second validation pass (``EventLog.append_records``, the log's
+own encoder). ``ImportResult.records`` gives the events as ``(type name, record)`` pairs whose
+times are integer microseconds since the epoch (UTC), and ``ImportResult.events`` as event
+objects, both made on demand.
 """
 
 from __future__ import annotations
@@ -17,13 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import lru_cache
-from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ledger import events as ev
 from ledger.errors import ConfigError, InputError
 from ledger.gcpause import paused_gc
+
+if TYPE_CHECKING:
+    from ledger.adapters.history import History
 
 __all__ = [
     "EARLIEST_US",
@@ -75,10 +77,10 @@ class Rejection:
 class ImportResult:
     """The events one file stands for, and the account of how they were read.
 
-    The file adapters add checked ``History`` objects (``add_history``), not records: the records
-    (``records``) and their Avro bytes for the log (``wire``) are both made from them on first
-    use, so an import into the log never builds a dict per event. Events added whole
+    The file adapters add checked ``History`` objects (``add_history``); events added whole
     (``add_event``, the Kueue adapter) are kept as records and come after those of histories.
+    ``records`` turns both into (type name, record) pairs on first use; the log encodes them
+    (``EventLog.append_records``).
     """
 
     kind: str
@@ -88,119 +90,43 @@ class ImportResult:
     skipped: Counter[str] = field(default_factory=Counter)
     rejected: list[Rejection] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    histories: list[tuple[Any, str, str]] = field(default_factory=list)
+    histories: list[tuple[History, str, str]] = field(default_factory=list)
     """(History, cluster, source) in the order they were read; each already checked against the schema's bounds."""
-    batches: list[Any] = field(default_factory=list)
-    """``HistoryBatch`` objects: workloads the fast path read column-wise (see ``add_batches``)."""
-    places: list[tuple[int, int]] = field(default_factory=list)
-    """(line, sub) of each of ``histories`` when there are batches: where it sits among all workloads."""
-    _columns: tuple[list[int], list[str], list[str], list[bytes]] | None = field(default=None, repr=False)
-    _added: list[Record] = field(default_factory=list, repr=False)
-    _sorted: bool = field(default=False, repr=False)
+    added: list[Record] = field(default_factory=list)
+    """Records of events added whole (``add_event``), validated when added."""
+    by_time: bool = False
+    """Whether ``records`` are sorted by time (``sort_events``)."""
     _records: list[Record] | None = field(default=None, repr=False)
-    _wire: list[Any] | None = field(default=None, repr=False)
-    _wire_made: bool = field(default=False, repr=False)
 
     @property
     def records(self) -> list[Record]:
         """Return the (type name, record) pairs of every event, in time order once ``sort_events`` was called."""
         if self._records is None:
-            from ledger.adapters.history import history_records
+            from ledger.adapters.history import history_records  # history imports this module
 
             out: list[Record] = []
             with paused_gc():
-                for h, cluster, source in self._ordered_histories():
+                for h, cluster, source in self.histories:
                     history_records(h, cluster, source, out)
-            out += self._added
-            if self._sorted:
-                out.sort(key=_time_of)
+            out += self.added
+            if self.by_time:
+                out.sort(key=_time_of)  # stable: a workload's own events keep their order at equal times
             self._records = out
         return self._records
 
-    def wire(self) -> list[Any] | None:
-        """Return (time, type name, event_id, Avro bytes) of every event, ordered as ``records``; None if unavailable.
+    def changed(self) -> None:
+        """Forget the records made so far (a history or an added record was changed in place)."""
+        self._records = None
 
-        The bytes are each record as a branch of the log's union, what ``EventLog.append_encoded``
-        takes. None when some record cannot be written directly (text UTF-8 cannot hold, or a
-        schema the direct writer does not know): the log's encoder then gets ``records`` and says why.
-        """
-        if not self._wire_made and self.batches:
-            columns = self.wire_columns()
-            self._wire = None if columns is None else list(zip(*columns, strict=True))
-            self._wire_made = True
-        if not self._wire_made:
-            from ledger.adapters.wire import wire_items
-
-            with paused_gc():  # many small objects, no cycles: see paused_gc
-                items = wire_items(self.histories)
-            if items is not None and self._added:
-                extra = _encoded_records(self._added)
-                items = None if extra is None else items + extra
-            if items is not None and self._sorted:
-                items.sort(key=itemgetter(0))  # by time alone, stable: C, no Python call per item
-            self._wire, self._wire_made = items, True
-        return self._wire
-
-    def wire_columns(self) -> tuple[list[int], list[str], list[str], list[bytes]] | None:
-        """Return ``wire`` as four lists (times, type names, ids, bytes); None if unavailable, as for ``wire``."""
-        if self._columns is None and self.batches:
-            from ledger.adapters.batch import added_columns, history_columns, merge, wire_columns
-
-            with paused_gc():
-                rows = history_columns(self.histories, self.places)
-                batches = [wire_columns(b) for b in self.batches]
-                extra = _encoded_records(self._added) if self._added else []
-                if rows is not None and extra is not None and all(b is not None for b in batches):
-                    parts = [rows, *(c for cols in batches if cols is not None for c in cols)]
-                    if extra:  # after every history's events, as ``wire`` orders them
-                        parts.append(added_columns(extra))
-                    self._columns = merge(parts, by_time=self._sorted)
-            return self._columns
-        if self._columns is None:
-            items = self.wire()
-            if items is None:
-                return None
-            self._columns = (
-                [t for t, _, _, _ in items],
-                [name for _, name, _, _ in items],
-                [eid for _, _, eid, _ in items],
-                [data for *_, data in items],
-            )
-        return self._columns
-
-    def _ordered_histories(self) -> list[tuple[Any, str, str]]:
-        """Return every history (with cluster and source) in the order the per-row reader makes them."""
-        if not self.batches:
-            return self.histories
-        placed = list(zip(self.places, self.histories, strict=True))
-        for b in self.batches:
-            for i in range(len(b)):
-                h, cluster = b.history(i)
-                placed.append(((int(b.line[i]), 0), (h, cluster, b.source)))
-        placed.sort(key=itemgetter(0))
-        return [entry for _, entry in placed]
-
-    def add_batches(
-        self, batches: list[Any], histories: list[tuple[Any, str, str]], places: list[tuple[int, int]]
-    ) -> None:
-        """Add workloads read column-wise and those read row by row, each row-read one at its (line, sub)."""
-        self.batches += batches
-        self.histories += histories
-        self.places += places
-        self._changed()
-
-    def _changed(self) -> None:
-        self._records, self._wire, self._wire_made, self._columns = None, None, False, None
-
-    def add_history(self, history: Any, cluster: str, source: str) -> None:
+    def add_history(self, history: History, cluster: str, source: str) -> None:
         """Add the events of a checked history (see ``ledger.adapters.history.add_history``, which checks it)."""
         self.histories.append((history, cluster, source))
-        self._changed()
+        self.changed()
 
-    def add_histories(self, histories: list[tuple[Any, str, str]]) -> None:
+    def add_histories(self, histories: list[tuple[History, str, str]]) -> None:
         """Add the events of checked (history, cluster, source) triples, in order."""
         self.histories += histories
-        self._changed()
+        self.changed()
 
     @property
     def events(self) -> list[ev.Event]:
@@ -214,19 +140,12 @@ class ImportResult:
         for name in _TIME_FIELDS:
             if isinstance(record.get(name), datetime):
                 record[name] = ev.to_us(record[name])
-        self._added.append((event.type_name, record))
-        self._changed()
-
-    def type_names(self) -> list[str]:
-        """Return the type name of every event, in order."""
-        columns = self.wire_columns()
-        if columns is not None:
-            return columns[1]
-        return [name for name, _ in self.records]
+        self.added.append((event.type_name, record))
+        self.changed()
 
     def events_by_type(self) -> Counter[str]:
         """Return how many events of each type the file yields."""
-        return Counter(self.type_names())
+        return Counter(name for name, _ in self.records)
 
     def reject(self, line: int, reason: str) -> None:
         """Record a malformed record at ``line``."""
@@ -243,8 +162,8 @@ class ImportResult:
 
     def sort_events(self) -> None:
         """Order events by time; a stable sort keeps each workload's own order at equal times."""
-        self._sorted = True
-        self._changed()
+        self.by_time = True
+        self.changed()
 
     def render(self, max_rejected: int = 20) -> str:
         """Return the human-readable import summary."""
@@ -269,19 +188,6 @@ class ImportResult:
 def _time_of(item: Record) -> int:
     time: int = item[1]["time"]
     return time
-
-
-def _encoded_records(records: list[Record]) -> list[Any] | None:
-    """Return (time, type name, event_id, bytes) of records encoded by the log's compiled encoder; None if one fails."""
-    from ledger.codec import union_schema
-    from ledger.log.avro_encode import union_encoder
-    from ledger.log.checks import FULL_NAMES
-
-    encoder = union_encoder(union_schema())  # type: ignore[arg-type]  # the log's schema is a union (a list)
-    try:
-        return [(r["time"], name, r["event_id"], encoder.encode(FULL_NAMES[name], r)) for name, r in records]
-    except ValueError:  # UnencodableValue: the log's own append names the value
-        return None
 
 
 def record_event(name: str, record: dict[str, Any]) -> ev.Event:

@@ -62,7 +62,6 @@ __all__ = [
     "import_csv",
     "import_csv_bytes",
     "import_csv_file",
-    "import_csv_rows",
     "parse_column_map",
 ]
 
@@ -283,33 +282,7 @@ def _integer(text: str, what: str) -> int:
 
 
 def import_csv(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResult:
-    """Read CSV lines (header first) and return the events they stand for, with the import summary.
-
-    A list of whole lines goes through the column-wise fast path (``csv_fast``) when it can.
-    """
-    if isinstance(lines, list | tuple):
-        from ledger.adapters.slurm import joined_lines
-
-        data = joined_lines(lines)
-        if data is not None:
-            return import_csv_bytes(data, file, opts)
-    return import_csv_rows(lines, file, opts)
-
-
-def import_csv_bytes(data: bytes, file: str, opts: CsvOptions) -> ImportResult:
-    """Read a CSV file's bytes: the common rows column-wise, the rest (or all, when it must) row by row."""
-    from ledger.adapters.csv_fast import fast_import_csv
-
-    data = data.removeprefix(UTF8_BOM)  # Excel's "CSV UTF-8" puts a byte-order mark before the header
-    with paused_gc():
-        res = fast_import_csv(data, file, opts)
-    if res is not None:
-        return res
-    return import_csv_rows(io.StringIO(data.decode("utf-8"), newline=""), file, opts)
-
-
-def import_csv_rows(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResult:
-    """Read CSV lines row by row: the definition of every rule, which the fast path defers to."""
+    """Read CSV lines (header first) and return the events they stand for, with the import summary."""
     res = ImportResult("csv", file)
     rows = csv.reader(lines, delimiter=opts.delimiter)
     header = next(rows, None)
@@ -320,8 +293,15 @@ def import_csv_rows(lines: Iterable[str], file: str, opts: CsvOptions) -> Import
         res.notes.append("no start column: submissions only (work_s from duration); the file observed no waits")
     if reader.epoch is not None:
         res.notes.append(f"times are seconds after {reader.epoch.isoformat()}")
-    add_histories(res, histories(((rows.line_num, row) for row in rows), reader, res), opts.cluster, "csv")
+    with paused_gc():  # many small objects, no cycles: see paused_gc
+        add_histories(res, histories(((rows.line_num, row) for row in rows), reader, res), opts.cluster, "csv")
     return res
+
+
+def import_csv_bytes(data: bytes, file: str, opts: CsvOptions) -> ImportResult:
+    """Read a CSV file's bytes (UTF-8; a byte-order mark before the header is skipped)."""
+    data = data.removeprefix(UTF8_BOM)  # Excel's "CSV UTF-8" puts a byte-order mark before the header
+    return import_csv(io.StringIO(data.decode("utf-8"), newline=""), file, opts)
 
 
 def histories(

@@ -17,8 +17,8 @@ Event ids are ``{cluster}/{source}/{workload_id}/{what}``, derived from the sour
 so importing the same file twice yields the same ids and the log drops the repeats.
 
 Records, not event objects: the adapters have checked every value (``check_history`` adds the bounds
-of the Avro types), so the events go to the log's trusted append as they are: as records, or as
-the bytes ``ledger.adapters.wire`` writes for exactly these records without building them.
+of the Avro types), so the events go to the log's trusted append as they are
+(``EventLog.append_records``, which encodes them with the log's encoder).
 """
 
 from __future__ import annotations
@@ -102,8 +102,7 @@ def check_history(h: History) -> None:
 
 
 def history_records(h: History, cluster: str, source: str, out: list[Record]) -> None:
-    """Append the records a history stands for to ``out``, in the order they happened; RowError if out of bounds."""
-    check_history(h)
+    """Append the records a checked history (``check_history``) stands for to ``out``, in the order they happened."""
     base = f"{cluster}/{source}/{h.workload_id}/"
     wid = h.workload_id
     out.append(
@@ -209,7 +208,7 @@ def add_histories(res: ImportResult, rows: Iterable[tuple[int, History | None]],
     malformed lines to ``res``; this adds the records of every good one, in time order.
     """
     with paused_gc():
-        kept, _ = keep_histories(res, rows, cluster, source)
+        kept = keep_histories(res, rows, cluster, source)
         res.add_histories(kept)
         res.workloads += len(kept)
         res.sort_events()
@@ -217,11 +216,10 @@ def add_histories(res: ImportResult, rows: Iterable[tuple[int, History | None]],
 
 def keep_histories(
     res: ImportResult, rows: Iterable[tuple[int, History | None]], cluster: str, source: str
-) -> tuple[list[tuple[History, str, str]], list[tuple[int, int]]]:
-    """Return the (history, cluster, source) of every good row and its place (line, 0); count and reject the rest."""
+) -> list[tuple[History, str, str]]:
+    """Return the (history, cluster, source) of every good row; count and reject the rest."""
     seen: dict[str, int] = {}
     kept: list[tuple[History, str, str]] = []
-    places: list[tuple[int, int]] = []
     zero_gpu = 0
     for line, h in rows:
         if h is None:
@@ -237,7 +235,6 @@ def keep_histories(
             res.reject(line, str(exc))
             continue
         kept.append((h, cluster, source))
-        places.append((line, 0))
     if zero_gpu:
         res.skipped["0 GPUs (not a GPU workload)"] += zero_gpu
-    return kept, places
+    return kept

@@ -64,7 +64,7 @@ before submit, bad GPU count) are rejected with file, line and reason.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, tzinfo
 from functools import lru_cache
@@ -90,10 +90,8 @@ __all__ = [
     "import_sacct",
     "import_sacct_bytes",
     "import_sacct_file",
-    "import_sacct_rows",
     "parse_gpus",
     "parse_timelimit",
-    "read_rows",
 ]
 
 NOHEADER_FIELDS = (
@@ -418,76 +416,40 @@ def _array_tasks(jobid: str) -> list[str]:
 
 
 def import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = None) -> ImportResult:
-    """Read sacct --parsable2 lines and return the events they stand for, with the import summary.
-
-    A list of whole lines goes through the column-wise fast path (``slurm_fast``) when it can;
-    any other iterable, and a file the fast path declines, is read row by row.
-    """
-    if isinstance(lines, list | tuple):
-        data = joined_lines(lines)
-        if data is not None:
-            return import_sacct_bytes(data, file, opts)
-    return import_sacct_rows(lines, file, opts)
-
-
-def import_sacct_rows(lines: Iterable[str], file: str, opts: SlurmOptions | None = None) -> ImportResult:
-    """Read sacct --parsable2 lines row by row: the definition of every rule, which the fast path defers to."""
-    with paused_gc():
+    """Read sacct --parsable2 lines and return the events they stand for, with the import summary."""
+    with paused_gc():  # many small objects, no cycles: see paused_gc
         return _import_sacct(lines, file, opts)
 
 
 def import_sacct_bytes(data: bytes, file: str, opts: SlurmOptions | None = None) -> ImportResult:
-    """Read a sacct file's bytes: the common rows column-wise, the rest (or all, when it must) row by row."""
-    from ledger.adapters.slurm_fast import fast_import_sacct
-
-    opts = opts or SlurmOptions()
-    data = data.removeprefix(UTF8_BOM)  # a byte-order mark an editor put before the first line
-    with paused_gc():
-        res = fast_import_sacct(data, file, opts)
-        if res is not None:
-            return res
-        text = data.decode("utf-8", errors="replace")
-        return _import_sacct(text.splitlines(keepends=True) if "\r" in text else text.split("\n"), file, opts)
-
-
-def joined_lines(lines: Sequence[str]) -> bytes | None:
-    """Return whole lines (each but the last ending in its one \\n or \\r\\n) as one file's bytes; None otherwise."""
-    for k, line in enumerate(lines):
-        body = line[:-1] if line.endswith("\n") else line
-        if (k < len(lines) - 1 and body is line) or "\n" in body or "\r" in body.removesuffix("\r"):
-            return None
-        if body.endswith("\r") and body is line:
-            return None  # a last line ending in a lone \r
-    try:
-        return "".join(lines).encode()
-    except UnicodeEncodeError:  # a lone surrogate: the per-row reader says where
-        return None
+    """Read a sacct file's bytes (UTF-8; a byte that is not is read as U+FFFD and named by the row checks)."""
+    text = data.removeprefix(UTF8_BOM).decode("utf-8", errors="replace")  # a mark an editor put before line 1
+    return import_sacct(text.splitlines(keepends=True) if "\r" in text else text.split("\n"), file, opts)
 
 
 def _import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = None) -> ImportResult:
     opts = opts or SlurmOptions()
     res = ImportResult("slurm", file)
     res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")
-    kept, _ = read_rows(enumerate(lines, 1), res, opts, None)
+    kept = _read_rows(enumerate(lines, 1), res, opts)
     res.add_histories(kept)
     res.workloads += len(kept)
     res.sort_events()
     return res
 
 
-def read_rows(
-    numbered: Iterable[tuple[int, str]], res: ImportResult, opts: SlurmOptions, lay: _Layout | None
-) -> tuple[list[tuple[History, str, str]], list[tuple[int, int]]]:
-    """Read (line number, line) pairs row by row: the definition of every rule. Return the histories and their places.
+def _read_rows(
+    numbered: Iterable[tuple[int, str]], res: ImportResult, opts: SlurmOptions
+) -> list[tuple[History, str, str]]:
+    """Read (line number, line) pairs row by row and return the checked histories, in the order their jobs appear.
 
-    Rows read, skips and rejections go to ``res``. Each history comes with its place among the
-    workloads, (line, sub): the line that made it, and its rank among the tasks of a pending
-    array record. ``lay`` is the file's layout when known (else the first line decides).
+    Rows read, skips and rejections go to ``res``. The first line decides the layout (a header
+    names the fields; otherwise the 26-field ``--noheader`` layout).
     """
+    lay: _Layout | None = None
     clock = WallClock(opts.tz)
     file = res.file
     jobs: dict[tuple[str, str], list[_Record]] = {}
-    places: dict[tuple[str, str], tuple[int, int]] = {}
     step_gpus: dict[tuple[str, str], int] = {}
     steps_of_missing: list[tuple[tuple[str, str], int]] = []
     rows_read, width, parse_row = 0, -1, _parse_row
@@ -532,17 +494,11 @@ def read_rows(
             group = jobs.get(key)
             if group is None:
                 jobs[key] = [rec]  # the common case: a job's first (and usually only) record
-                places[key] = (n, 0)
                 continue
-        sub = 0
         for jid in ids or (jobid,):
             if jid != rec.jobid:
                 rec = replace(rec, jobid=jid)
-            task = (rec.cluster, jid)
-            if task not in jobs:
-                places[task] = (n, sub)
-                sub += 1
-            group = jobs.setdefault(task, [])
+            group = jobs.setdefault((rec.cluster, jid), [])
             if group and any(_same(rec, o) for o in group):
                 res.skipped["duplicate record"] += 1
                 continue
@@ -554,7 +510,6 @@ def read_rows(
         else:
             res.skipped["job step whose job is not in the file"] += 1
     kept: list[tuple[History, str, str]] = []
-    kept_places: list[tuple[int, int]] = []
     cpu_gpus = opts.gpus_for_cpu_jobs
     cpu_jobs = 0
     for key, recs in jobs.items():
@@ -577,10 +532,9 @@ def read_rows(
             res.reject(recs[-1].line, str(exc))
             continue
         kept.append((h, key[0], "slurm"))
-        kept_places.append(places[key])
     if cpu_jobs:
         res.skipped["no GPUs (CPU job)"] += cpu_jobs
-    return kept, kept_places
+    return kept
 
 
 def _same(a: _Record, b: _Record) -> bool:

@@ -25,10 +25,6 @@ def _add_rule_flags(p: argparse.ArgumentParser) -> None:
         "the victim's budget ranks after the waiter's",
     )
     p.add_argument(
-        "--swap-margin", action="store_true",
-        help="the final-share strategy (kept for older scripts; the default)",
-    )
-    p.add_argument(
         "--preempt-cycle", default="0s",
         help="run the full preemption walk at most once per cycle, e.g. 60s (default 0s: at every event)",
     )
@@ -51,7 +47,7 @@ def _add_rule_flags(p: argparse.ArgumentParser) -> None:
 def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = False) -> None:
     """Register --policy, --window, --half-life, --max-min-runtime, --charge, --gpus-per-node, --grace.
 
-    Also --preemption-strategy (--swap-margin), --preempt-cycle, --max-preemptions, --fill-headroom and
+    Also --preemption-strategy, --preempt-cycle, --max-preemptions, --fill-headroom and
     --preempt-uncheckpointed (single values, applied to every combination).
 
     With ``many_policies`` (compare), --policy repeats and every knob takes a comma list of values.
@@ -70,7 +66,6 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
             "--preemption-strategy", default=None, metavar="final-share|instant",
             help="preemption strategy(ies): final-share (default), instant, or final-share,instant side by side",
         )
-        p.add_argument("--swap-margin", action="store_true", help="the final-share strategy (kept for older scripts)")
         p.add_argument("--preempt-cycle", default="0s", help="preemption walk cycle(s), e.g. 0s,60s (default 0s)")
         p.add_argument(
             "--max-preemptions", default=None,
@@ -148,12 +143,7 @@ def _count(flag: str, text: str | None) -> int | None:
 
 
 def _strategy(args: argparse.Namespace) -> str:
-    chosen = getattr(args, "preemption_strategy", None)
-    if chosen == "instant" and getattr(args, "swap_margin", False):
-        raise ConfigError(
-            "--swap-margin is the final-share strategy: it cannot be combined with --preemption-strategy instant"
-        )
-    return str(chosen or "final-share")
+    return str(getattr(args, "preemption_strategy", None) or "final-share")
 
 
 def knobs_from_args(args: argparse.Namespace, policy: Policy | None = None, gpus_per_node: int = 8) -> Knobs:
@@ -181,10 +171,6 @@ def _strategies(args: argparse.Namespace) -> list[str]:
     for value in values:
         if value not in STRATEGIES:
             raise ConfigError(f"--preemption-strategy {value!r}: expected {' or '.join(STRATEGIES)}, or a comma list")
-    if "instant" in values and getattr(args, "swap_margin", False):
-        raise ConfigError(
-            "--swap-margin is the final-share strategy: it cannot be combined with --preemption-strategy instant"
-        )
     return values
 
 

@@ -22,25 +22,13 @@ __all__ = ["audit_records_with_tree", "charge_imports"]
 
 
 def _first_time(results: Sequence[ImportResult]) -> int | None:
-    times: list[int] = []
-    for res in results:
-        cols = res.wire_columns()
-        if cols is not None and cols[0]:
-            times.append(min(cols[0]))
-        elif cols is None and res.records:
-            times.append(min(r["time"] for _, r in res.records))
+    times = [min(r["time"] for _, r in res.records) for res in results if res.records]
     return min(times) if times else None
 
 
 def _clusters(results: Sequence[ImportResult]) -> set[str]:
-    import pyarrow.compute as pc
-
     out = {cluster for res in results for _, cluster, _ in res.histories}
-    out |= {str(r["cluster"]) for res in results for _, r in res._added}
-    for res in results:
-        for b in res.batches:
-            out |= {str(v) for v in pc.unique(b.cluster).to_pylist()}
-    return out
+    return out | {str(r["cluster"]) for res in results for _, r in res.added}
 
 
 def charge_imports(results: list[ImportResult], budgets_file: str) -> ImportResult | None:

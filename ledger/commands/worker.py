@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-from pathlib import Path
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,13 +52,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--batch-max", type=int, default=1000, help="most input records processed as one batch")
     p.add_argument(
-        "--batch-within", type=float, default=None, metavar="S",
-        help="accepted for compatibility; a batch is what one fetch returns (see --fetch-max-wait)",
-    )
-    p.add_argument(
-        "--data-dir", type=Path, default=None, help="accepted for compatibility; the worker keeps no local state"
-    )
-    p.add_argument(
         "--instance-id", default=env("GPULEDGER_INSTANCE_ID"),
         help="static group member id (e.g. the pod name): a restarted worker takes its partitions back at once",
     )
@@ -99,7 +91,6 @@ def run(args: argparse.Namespace) -> int:
         checkpoint_fork=not args.checkpoint_in_loop,
         idle_clock_rate=args.idle_clock_rate,
         idle_after_s=args.idle_after,
-        data_dir=args.data_dir,
         session_timeout_s=args.session_timeout,
         fetch_max_wait_ms=args.fetch_max_wait,
         batch_max=args.batch_max,

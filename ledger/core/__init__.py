@@ -9,20 +9,14 @@ removes it). Where a source no longer matches what was compiled, or ``GPULEDGER_
 the package runs its Python sources instead (``ledger.buildcheck``).
 """
 
-import os
-
-from ledger.buildcheck import use_sources_where_stale
-
-use_sources_where_stale(__name__, os.path.dirname(os.path.abspath(__file__)))
-
-from ledger.core import scheduler as _scheduler  # noqa: E402 - after the check
-from ledger.core.contract import Workload  # noqa: E402
-from ledger.core.fairshare import FairShareOrder  # noqa: E402
-from ledger.core.knobs import Knobs, format_duration, parse_duration  # noqa: E402
-from ledger.core.occupancy import Occupancy  # noqa: E402
-from ledger.core.placement import Hosts  # noqa: E402
-from ledger.core.scheduler import DecisionCore  # noqa: E402
-from ledger.core.tree import BudgetTree  # noqa: E402
+from ledger.core import scheduler as _scheduler
+from ledger.core.contract import Workload
+from ledger.core.fairshare import FairShareOrder
+from ledger.core.knobs import Knobs, format_duration, parse_duration
+from ledger.core.occupancy import Occupancy
+from ledger.core.placement import Hosts
+from ledger.core.scheduler import DecisionCore
+from ledger.core.tree import BudgetTree
 
 __all__ = [
     "COMPILED",

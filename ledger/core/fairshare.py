@@ -62,8 +62,6 @@ _STATE = (
     "tree", "occ", "capacity", "horizon", "entitled", "_seeded", "_live", "_steady", "_standing_cache", "_order_cache",
     "_cache_v", "queues", "sizes", "totals", "orphans",
 )
-# the caches that snapshots written before ``_standing_cache`` hold (empty): dropped when one is restored
-_FORMER = ("_cache", "_alloc_cache", "_line_cache", "_cache_t")
 
 
 def round9(r: float) -> float:
@@ -412,14 +410,7 @@ class FairShareOrder:
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        # snapshots written before a cache existed restore with it empty
-        self._standing_cache, self._order_cache, self._cache_v = {}, {}, -1
-        set_fields(self, {name: value for name, value in state.items() if name not in _FORMER})
-        if "entitled" not in state:
-            # written before allocations were integrated: today's shares, as those snapshots assumed
-            tree, capacity = self.tree, self.capacity
-            self.entitled, self._seeded, self._live = {}, {}, set()
-            self._steady = {p: n.fraction * capacity for p, n in tree.nodes.items()}
+        set_fields(self, state)  # the caches come empty (``__getstate__``)
 
     def ranked(self, names: list[str], t: int) -> list[str]:
         """Return sibling paths lowest ratio first, ties by path. O(b log b), ratios cached per instant.

@@ -31,9 +31,7 @@ def field_state(obj: object, names: tuple[str, ...]) -> dict[str, object]:
 
 
 def set_fields(obj: object, state: object) -> None:
-    """Set the fields held in ``state`` on ``obj`` (a dict, or the slots pair of an older snapshot)."""
-    if isinstance(state, tuple):  # Python's default for __slots__ classes: (None, {slot: value})
-        state = state[1]
+    """Set the fields held in ``state`` (a dict of named fields) on ``obj``."""
     assert isinstance(state, dict)
     for name, value in state.items():
         setattr(obj, name, value)

@@ -81,7 +81,6 @@ class Hosts:
         return field_state(self, _STATE)
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        self.budget_hosts = {}  # a snapshot from before budgets were counted per host holds none
         set_fields(self, state)
         self.dirty_cache = set()
 
@@ -233,13 +232,6 @@ class Hosts:
             h.used -= g
             if healthy:
                 self._bucket_add(h)
-
-    def recount(self, node_of: dict[str, str | None]) -> None:
-        """Count each budget's runs per host afresh from the hosts' workloads (``node_of``: workload -> budget node)."""
-        self.budget_hosts = {}
-        for h in self.hosts:
-            for wid in h.workloads:
-                self._count(node_of.get(wid), h.index, 1)
 
     def names(self, indexes: list[int]) -> tuple[str, ...]:
         """Return host names for indexes."""

@@ -233,13 +233,7 @@ class DecisionCore:
         state: dict[str, Any] = pickle.loads(data[len(SNAPSHOT_MAGIC) :])  # own snapshots only (trusted)
         core = cls(state["knobs"], state["cluster"])
         for name in _STATE:
-            if name in state:  # a field newer than the snapshot keeps its fresh value
-                setattr(core, name, state[name])
-        hosts = core.hosts
-        if not hosts.budget_hosts and any(h.workloads for h in hosts.hosts):
-            # a snapshot from before placement counted each budget's runs per host: count them now, or
-            # the restored core would place narrow runs unlike a core that saw the whole history
-            hosts.recount({wid: w.node for wid, w in core.workloads.items()})
+            setattr(core, name, state[name])
         return core
 
     # ---- queries -------------------------------------------------------------------------

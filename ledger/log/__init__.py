@@ -11,14 +11,8 @@ matches what was compiled (or ``GPULEDGER_PURE=1`` is set) the package runs its 
 
 from __future__ import annotations
 
-import os
-
-from ledger.buildcheck import use_sources_where_stale
-
-use_sources_where_stale(__name__, os.path.dirname(os.path.abspath(__file__)))
-
-from ledger.log import avro_bytes as _avro_bytes  # noqa: E402 - after the check
-from ledger.log.eventlog import SEGMENT_BYTES, EventLog, open_log  # noqa: E402
+from ledger.log import avro_bytes as _avro_bytes
+from ledger.log.eventlog import SEGMENT_BYTES, EventLog, open_log
 
 COMPILED = not str(_avro_bytes.__file__).endswith(".py")
 

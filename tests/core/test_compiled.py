@@ -159,3 +159,13 @@ def test_snapshots_name_every_field_but_the_caches() -> None:
     assert set(core.tree.__dict__) - set(core.tree.__getstate__()) == {"_branches"}
     flat = DecisionCore(Knobs(policy="priority"), CLUSTER).order
     assert set(flat.__dict__) == set(flat.__getstate__())
+
+
+def test_the_import_time_build_check_covers_every_compiled_package() -> None:
+    import sys
+
+    import ledger
+    from ledger.buildcheck import COMPILED_PACKAGES
+
+    assert [type(f) for f in sys.meta_path].count(ledger._BuildCheck) == 1  # armed once, by the package
+    assert ledger._BuildCheck().pending == set(COMPILED_PACKAGES)

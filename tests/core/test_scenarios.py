@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import io
-import pickle
 from datetime import timedelta
-from typing import Any
 
 from ledger import events as ev
-from ledger.codec import encode
 from ledger.core import DecisionCore, Knobs
-from ledger.core.placement import Hosts
-from ledger.core.scheduler import SNAPSHOT_MAGIC
 from tests.core.test_day import of, run, to_minutes
 from tests.factories import Events, at
 
@@ -347,32 +341,3 @@ def test_a_draining_or_failed_host_can_be_removed_from_the_cluster_and_added_bac
         assert sorted(s.nodes[0] for s in of(out, ev.WorkloadStarted)) == [  # type: ignore[attr-defined]
             "lab-n001", "lab-n002", "lab-n003"
         ]
-
-
-class _SnapshotWithoutBudgetHosts(pickle.Pickler):
-    """Write a snapshot as the core did before placement counted each budget's runs per host."""
-
-    def reducer_override(self, obj: Any) -> Any:
-        if isinstance(obj, Hosts):
-            state = obj.__getstate__()
-            del state["budget_hosts"]
-            return Hosts, (), state
-        return NotImplemented
-
-
-def test_a_snapshot_from_before_budget_hosts_were_counted_restores_to_the_same_placements() -> None:
-    e = Events()
-    core = DecisionCore(Knobs(), "lab")
-    # a's 4-GPU run on the first host, b's 6-GPU run on the second (it does not fit the first's 4 free)
-    out = run(core, [*_tree(e, 16, {"a": 1.0, "b": 1.0}), e.submit(1, "a1", "org/a", gpus=4),
-                     e.submit(2, "b1", "org/b", gpus=6)])  # fmt: skip
-    assert [s.nodes for s in of(out, ev.WorkloadStarted)] == [("lab-n000",), ("lab-n001",)]  # type: ignore[attr-defined]
-    buf = io.BytesIO()
-    _SnapshotWithoutBudgetHosts(buf, protocol=5).dump(core.state())
-    old = DecisionCore.restore(SNAPSHOT_MAGIC + buf.getvalue())
-    assert old.hosts.budget_hosts == core.hosts.budget_hosts == {"org/a": {0: 1}, "org/b": {1: 1}}
-    later = [e.submit(3, "a2", "org/a", gpus=2), e.complete(60, "a1"), e.submit(61, "a3", "org/a", gpus=2)]
-    restored, uninterrupted = run(old, later), run(core, later)
-    assert [encode(o) for o in restored] == [encode(o) for o in uninterrupted]
-    # a's next narrow run joins a's host (best fit alone would take the 2 GPUs b left)
-    assert of(restored, ev.WorkloadStarted)[0].nodes == ("lab-n000",)  # type: ignore[attr-defined]

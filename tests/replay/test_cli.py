@@ -1,4 +1,4 @@
-"""The replay, compare and demo commands end to end, on the small lab trace of the shared contract."""
+"""The replay, compare and demo commands end to end, on the small lab trace of ``examples/lab``."""
 
 from __future__ import annotations
 
@@ -13,18 +13,16 @@ import pytest
 
 from ledger.cli import main
 from ledger.log import open_log
-from tests.replay.conftest import CONTRACT, ROOT
+from tests.replay.conftest import ROOT
 from tests.replay.helpers import segment_bytes
 
-TRACE, BUDGETS = CONTRACT / "trace.csv", CONTRACT / "budgets.yaml"
-needs_contract = pytest.mark.skipif(not TRACE.exists(), reason="no shared contract beside the project")
+LAB = ROOT / "examples" / "lab"
+TRACE, BUDGETS = LAB / "trace.csv", LAB / "budgets.yaml"
 
 
 @pytest.fixture
 def lab_trace(tmp_path: Path) -> tuple[Path, Path]:
-    """The contract's lab trace and budgets (a copy, so tests may add bad rows)."""
-    if not TRACE.exists():
-        pytest.skip("no shared contract beside the project")
+    """The example lab trace and budgets (a copy, so tests may add bad rows)."""
     shutil.copy(TRACE, tmp_path / "trace.csv")
     shutil.copy(BUDGETS, tmp_path / "budgets.yaml")
     return tmp_path / "trace.csv", tmp_path / "budgets.yaml"
@@ -139,7 +137,8 @@ def test_compare_puts_policies_and_cap_lists_side_by_side(
 ) -> None:
     trace, budgets = lab_trace
     args = ["compare", str(trace), "--budgets", str(budgets), "--quiet", "--format", "json"]
-    assert main([*args, "--policy", "fairshare", "--policy", "priority", "--max-min-runtime", "1h,8h"]) == 0
+    assert main([*args, "--view", "columns", "--policy", "fairshare", "--policy", "priority",
+                 "--max-min-runtime", "1h,8h"]) == 0
     table = json.loads(capsys.readouterr().out)
     assert table["columns"] == ["fairshare cap 1h", "fairshare cap 8h", "priority cap 1h", "priority cap 8h"]
     rows = {r["measure"]: r["values"] for r in table["rows"]}
@@ -180,29 +179,13 @@ def test_demo_prints_the_side_by_side_audits_and_writes_the_report(
     )
 
 
-def _placeholder(command: str) -> bool:
-    return "not built yet" in (ROOT / "ledger" / "commands" / f"{command}.py").read_text()
-
-
-@pytest.mark.skipif(not (CONTRACT / "check.py").exists(), reason="no shared contract beside the project")
-def test_the_public_surface_contract_holds() -> None:
-    if _placeholder("audit") or _placeholder("explain"):
-        pytest.skip("the audit and explain commands the contract also checks are not merged here yet")
-    r = subprocess.run([sys.executable, str(CONTRACT / "check.py")], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-
-def test_the_preemption_strategy_is_a_knob_and_swap_margin_is_its_final_share_spelling(
-    lab_trace: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    assert replay(*lab_trace, tmp_path / "final") == 0
-    assert replay(*lab_trace, tmp_path / "margin", "--swap-margin") == 0
+def test_the_preemption_strategy_is_a_knob_final_share_by_default(lab_trace: tuple[Path, Path], tmp_path: Path) -> None:
+    assert replay(*lab_trace, tmp_path / "default") == 0
+    assert replay(*lab_trace, tmp_path / "final", "--preemption-strategy", "final-share") == 0
     assert replay(*lab_trace, tmp_path / "instant", "--preemption-strategy", "instant") == 0
-    assert segment_bytes(tmp_path / "final" / "events") == segment_bytes(tmp_path / "margin" / "events")
+    assert segment_bytes(tmp_path / "default" / "events") == segment_bytes(tmp_path / "final" / "events")
     knobs = json.loads((tmp_path / "instant" / "replay.json").read_text())["knobs"]
     assert knobs.endswith(" instant")
-    assert replay(*lab_trace, tmp_path / "both", "--swap-margin", "--preemption-strategy", "instant") != 0
-    assert "--swap-margin is the final-share strategy" in capsys.readouterr().err
 
 
 def test_the_former_uncheckpointed_rule_is_a_knob_recorded_in_the_run(
