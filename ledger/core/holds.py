@@ -76,7 +76,7 @@ def pass_holds(core: DecisionCore, t: int, out: list[Event]) -> None:
     """Run a pass's hold steps, after its allocated starts and preemptions: start the holder, soak, grant."""
     if not isinstance(core.order, FairShareOrder):
         return
-    hold = core.hold
+    hold: Hold | None = core.hold
     if hold is not None:
         holder = core.workloads.get(hold.wid)
         if holder is None or holder.state != WAITING:
@@ -84,10 +84,9 @@ def pass_holds(core: DecisionCore, t: int, out: list[Event]) -> None:
         elif not _take(core, hold, holder, t, out):
             _soak(core, hold, t, out)
     if core.hold is None and t >= core.hold_retry and progress.allocated_waiting(core):
-        if _grant(core, t, out):
-            hold = core.hold
-            assert hold is not None
-            _soak(core, hold, t, out)
+        granted = _grant(core, t, out)
+        if granted is not None:
+            _soak(core, granted, t, out)
         else:
             # nothing to hold for among the first waiters: look again a standing check later (or at the
             # next drop), not at every pass (a grant looks at every run)
@@ -115,7 +114,8 @@ def clip(core: DecisionCore, w: Workload, until: int) -> int:
 
 
 # ---------------------------------------------------------------- grant
-def _grant(core: DecisionCore, t: int, out: list[Event]) -> bool:
+def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
+    """Grant a hold to the first waiter, among the first heads of the order, that can be held for; return it."""
     order = core.order
     assert isinstance(order, FairShareOrder)
     tried = 0
@@ -124,21 +124,21 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> bool:
         for key, size in queue.heads():
             tried += 1
             if tried > TRIES:
-                return False
+                return None
             if size <= per:
                 continue  # one host or less: the rules of a single host's room apply (see the docstring)
             w = core.workloads[key[2]]
             found = _earliest_room(core, w, t)
             if found is not None:
                 hosts, until = found
-                core.hold = Hold(w.wid, hosts, until, t, w.size)
+                hold = core.hold = Hold(w.wid, hosts, until, t, w.size)
                 for i in hosts:
                     core.hosts.set_held(i, True)
                 core.wake_timed(until, HOLD)
                 words = _hold_words(core, w, hosts, until, t)
                 out.append(core._decision("hold", w, t, until, words, position=order.position_of(w, t), hosts=hosts))
-                return True
-    return False
+                return hold
+    return None
 
 
 def _frees_at(core: DecisionCore, v: Workload, t: int) -> int:
@@ -357,6 +357,8 @@ def _soak(core: DecisionCore, hold: Hold, t: int, out: list[Event]) -> None:
                 w = core.workloads[key[2]]
                 if w.wid == hold.wid or not fits.ok(size) or progress.protection_s(core, w) * _US > left:
                     continue
+                if w.preemptions >= core.knobs.max_preemptions:
+                    continue  # it would be preempted at the hold's time once more without a checkpoint
                 hosts = _choose_held(core, hold, size)
                 position = order.position_of(w, t)
                 why = start_reason(core, w, _pick(w, position), hosts, t) + (
