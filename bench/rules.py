@@ -137,7 +137,7 @@ def _waits(month: Month, stop_us: int, workloads: list[dict[str, Any]], lo: int,
 
 
 def in_step(month: Month, workloads: list[dict[str, Any]], lo: int, hi: int) -> float | None:
-    """Return the share of lo–hi-GPU allocated runs submitted in the first third that started before the second ended."""
+    """Return the share of lo–hi-GPU runs submitted in the first third that started before the second third ended."""
     third = (month.last_us - month.first_us) / 3
     early = [w for w in workloads if lo <= w["gpus"] <= hi and w["min_runtime_s"] > 0
              and parse_iso(w["submit_time"]) < month.first_us + third]

@@ -212,7 +212,9 @@ def _wide_every(wide_share: float) -> float:
     return min(1.0, wide_share * 7.0 / ((1 - wide_share) * 1_100 + wide_share * 7.0))
 
 
-def _sustained_tree(rng: random.Random, cluster: str, p: Sustained) -> tuple[Budgets, dict[str, tuple[float, list[str]]]]:
+def _sustained_tree(
+    rng: random.Random, cluster: str, p: Sustained
+) -> tuple[Budgets, dict[str, tuple[float, list[str]]]]:
     """Return the budgets and, per project, its share of the cluster and its researchers' leaves."""
     nodes = [BudgetNode("lab", 1.0, ("director",))]
     programs = [f"p{i}" for i in range(p.programs)]
