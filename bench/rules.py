@@ -26,10 +26,10 @@ the cores). The months:
   for 22 days, 70 % of the GPU-hours in 8–256-GPU training runs, 150 researchers in 15 projects in
   4 programs; replayed and audited over its first three weeks, while submissions still go on.
 
-Levels: the *team* is the budget node at depth 3 (``lab/program/project``) in the demo, full and
-sustained months and the leaf (``lab/tN``) in months A–C and I; the *researcher* is the leaf.
-A node's hour is owed min(Σ its leaves' shares, Σ their demand) and received min(Σ delivered, owed),
-the audit's own definition applied to the sums (``levels`` below).
+Levels (the audit's ``owed_hours.levels``): the *team* is the project (``lab/program/project``) in
+the demo, full and sustained months and the leaf (``lab/tN``) in months A–C and I; the *researcher*
+is the leaf. "Per week", the worst team and the teams at 95 % sum each node's owed and delivered
+hours over its weeks before the smaller is taken.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ from typing import Any
 from ledger.commands._sweep import default_jobs, run_settings
 from ledger.core.knobs import Knobs
 from ledger.events import to_us
-from ledger.queries.audit import connect, prepare, rows
 from ledger.queries.sidebyside import human
 from ledger.queries.timefmt import parse_iso
 from ledger.replay import scenario_family as family
@@ -64,7 +63,7 @@ RULES: dict[str, tuple[str, Knobs]] = {
     "instant": ("instant", Knobs(preemption_strategy="instant")),
     "priority": ("priority baseline", Knobs(policy="priority")),
 }
-TEAM_DEPTH = {"demo": 3, "full": 3, "S": 3}  # the team level where it is not the leaf
+TEAM_DEPTH = {"demo": 2, "full": 2, "S": 2}  # the team level (0: the root) where it is not the leaf
 
 
 @dataclass(frozen=True)
@@ -146,50 +145,19 @@ def in_step(month: Month, workloads: list[dict[str, Any]], lo: int, hi: int) -> 
     return len(started) / len(early) if early else None
 
 
-def levels(run_dir: Path, depth: int) -> dict[str, Any]:
-    """Return received / owed of the budget nodes ``depth`` deep (or leaves above it), per hour and per week.
-
-    A node's hour: share, demand and delivered summed over its leaves (the audit's owed_team_hours),
-    owed = min(share, demand), received = min(delivered, owed); over a week, its owed and delivered
-    hours are summed before the min. ``worst`` and ``at_95`` are over each node's weeks.
-    """
-    con = connect(run_dir / "events", decisions=False)
-    prepare(con)
-    node = f"array_to_string(list_slice(string_split(budget, '/'), 1, {depth}), '/')"
-    got = rows(con, f"""
-        WITH h AS (
-            SELECT {node} AS node, hour_us, sum(share_gpu_us) AS share, sum(demand_gpu_us) AS demand,
-                   sum(delivered_gpu_us) AS delivered
-            FROM owed_team_hours GROUP BY ALL
-        ), o AS (
-            SELECT node, hour_us, least(share, demand) AS owed, delivered FROM h
-        ), w AS (
-            SELECT node, (hour_us + 259200000000) // 604800000000 AS week,
-                   sum(owed) AS owed, sum(least(delivered, owed)) AS received, sum(delivered) AS delivered
-            FROM o GROUP BY ALL
-        ), n AS (
-            SELECT node, sum(owed) AS owed, sum(received) AS hourly, sum(least(owed, delivered)) AS weekly
-            FROM w GROUP BY node HAVING sum(owed) > 0
-        )
-        SELECT node, owed, hourly, weekly FROM n ORDER BY node
-    """)
-    con.close()
-    owed = sum(r["owed"] for r in got)
-    ratios = {r["node"]: r["weekly"] / r["owed"] for r in got}
-    worst = min(ratios.items(), key=lambda kv: (round(kv[1], 9), kv[0]))
-    return {
-        "hour": sum(r["hourly"] for r in got) / owed, "week": sum(r["weekly"] for r in got) / owed,
-        "worst": worst, "at_95": sum(1 for v in ratios.values() if v >= 0.95), "nodes": len(ratios),
-    }
+def level(audit: dict[str, Any], depth: int) -> dict[str, Any]:
+    """Return the audit's owed hours at ``depth`` (0: the root), or at the deepest level when the tree is shallower."""
+    every = audit["owed_hours"]["levels"]
+    return next((lv for lv in every if lv["depth"] == depth), every[-1])
 
 
 def _level(figures: dict[str, Any]) -> str:
-    name, ratio = figures["worst"]
-    return (f"{figures['hour'] * 100:.1f} % / {figures['week'] * 100:.1f} % / {ratio * 100:.1f} % "
-            f"({name.rsplit('/', 1)[-1]}) / {figures['at_95']} of {figures['nodes']}")
+    worst = figures["worst_node_week"]
+    return (f"{figures['ratio'] * 100:.1f} % / {figures['ratio_week'] * 100:.1f} % / {worst['ratio_week'] * 100:.1f} % "
+            f"({worst['budget'].rsplit('/', 1)[-1]}) / {figures['nodes_at_95_week']} of {figures['nodes_owed']}")
 
 
-def must_show(name: str, month: Month, rules: str, result: dict[str, Any], run_dir: Path) -> str:
+def must_show(name: str, month: Month, rules: str, result: dict[str, Any]) -> str:
     """Return the wide-run and per-level row of one replay."""
     audit, info = result["audit"], result["replay"]
     work = audit["workloads"]
@@ -197,16 +165,14 @@ def must_show(name: str, month: Month, rules: str, result: dict[str, Any], run_d
     if month.until is not None:
         stop = to_us(month.until)
     bill = audit["discarded_work"]
-    depth = TEAM_DEPTH.get(name, 99)
-    team = levels(run_dir, depth)
-    leaf = levels(run_dir, 99)
+    team, leaf = level(audit, TEAM_DEPTH.get(name, 99)), level(audit, 99)
     wide, small = in_step(month, work, 65, 256), in_step(month, work, 1, 8)
     step = f"{'–' if wide is None else f'{wide * 100:.0f} %'} / {'–' if small is None else f'{small * 100:.0f} %'}"
     debug = audit["wait_by_size"]["debug_allocated"]["p90_s"]
     return (
         f"| {name} | {rules} | {info['simulated_days']:.1f} d | {_waits(month, stop, work, 65, 256)} | "
         f"{_waits(month, stop, work, 257, 1 << 30)} | {step} | {_level(team)} | "
-        f"{_level(leaf) if depth != 99 else 'the same'} | {bill['preemptions'] / month.workloads:.2f} | "
+        f"{_level(leaf) if leaf is not team else 'the same'} | {bill['preemptions'] / month.workloads:.2f} | "
         f"{bill['discarded_share'] * 100:.1f} % | {human(bill.get('eviction_ratio'), 'rate')} | "
         f"{human(debug, 'seconds')} | {audit['occupancy']['occupied_share'] * 100:.1f} % |"
     )
@@ -230,9 +196,9 @@ def main() -> None:
             month = month_inputs(name)
             settings = [(knobs, label, Path(tmp) / f"{name}-{i}") for i, (label, knobs) in enumerate(chosen)]
             results = run_settings(month.inputs, settings, jobs=jobs, quiet=True, until=month.until)
-            for (label, _), result, (_, _, run_dir) in zip(chosen, results, settings, strict=True):
+            for (label, _), result in zip(chosen, results, strict=True):
                 print(row(name, label, result, month.workloads), flush=True)
-                second.append(must_show(name, month, label, result, run_dir))
+                second.append(must_show(name, month, label, result))
             pairs = zip(chosen, results, strict=True)
             walls = ", ".join(f"{label} {r['replay']['wall_s']:.0f} s" for (label, _), r in pairs)
             print(f"<!-- {name}: {month.workloads:,} workloads; replay wall {walls} -->", flush=True)

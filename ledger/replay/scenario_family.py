@@ -40,7 +40,7 @@ __all__ = ["LEVELS", "SPREAD", "START", "Params", "Sustained", "month", "sustain
 
 START = datetime(2026, 6, 1, tzinfo=UTC)  # a Monday
 SPREAD = (8.0, 4.0, 2.0, 1.0, 1.0, 1.0)  # team shares when budgets are spread
-LEVELS = ("org", "program", "team", "user")  # the levels of a sustained month's tree, root first
+LEVELS = ("org", "program", "team", "user")  # a sustained month's levels, root first: its projects are the teams
 
 
 @dataclass(frozen=True)
@@ -152,13 +152,14 @@ class Sustained:
     days: int = 22  # submissions go on this long, at the same rate throughout
     demand: float = 2.5  # submitted GPU-hours of work per hour ÷ the cluster's GPUs
     wide_share: float = 0.7  # share of the submitted GPU-hours in 8–256-GPU training runs
+    resumable: float = 0.7  # share of the batch runs that resume from checkpoints
     programs: int = 4
     projects: int = 15
     researchers: int = 150
 
     def __post_init__(self) -> None:
         if (not 0 < self.demand <= 10 or not 0 <= self.wide_share < 1 or self.gpus < self.gpus_per_node
-                or self.gpus % self.gpus_per_node or self.days < 1
+                or not 0 <= self.resumable <= 1 or self.gpus % self.gpus_per_node or self.days < 1
                 or not 1 <= self.programs <= self.projects <= self.researchers):
             raise ValueError(f"sustained-month params out of range: {self}")
 
@@ -173,8 +174,8 @@ def sustained(params: Sustained, seed: int) -> tuple[list[WorkloadSubmitted], Bu
     evenly). Of the workloads: training runs (8–256 GPUs on whole hosts, 2–24 h of work, protected
     4–8 h, resumable, checkpoints every 15–60 min) until they hold ``wide_share`` of the GPU-hours;
     the rest 45 % debug (1–8 GPUs, 5–15 min protected, at their team's top priority), 52 % batch
-    (1–8 GPUs, 30 min–2 h protected, 70 % resumable), 2 % interactive, 1 % free fill (minimum
-    runtime 0). Shares are drawn from 0.5–2.0 at every level.
+    (1–8 GPUs, 30 min–2 h protected, a share ``resumable`` of them resumable: 70 %), 2 %
+    interactive, 1 % free fill (minimum runtime 0). Shares are drawn from 0.5–2.0 at every level.
     """
     rng = random.Random(seed)
     p = params
@@ -192,7 +193,7 @@ def sustained(params: Sustained, seed: int) -> tuple[list[WorkloadSubmitted], Bu
         if done["wide"] < wide_target and rng.random() < wide_every:
             label, f = "wide", _sustained_wide(rng, p.gpus)
         else:
-            label, f = _sustained_other(rng)
+            label, f = _sustained_other(rng, p.resumable)
         work = float(f["gpus"]) * float(f["work_s"])  # type: ignore[arg-type]
         done["all"] += work
         if label == "wide":
@@ -239,7 +240,7 @@ def _sustained_tree(
     for g, j in projects:
         siblings = sum(project_share[jj] for gg, jj in projects if gg == g)
         out[f"lab/{g}/{j}"] = (program_share[g] / program_total * project_share[j] / siblings, out[f"lab/{g}/{j}"][1])
-    return Budgets(cluster, p.gpus, p.gpus_per_node, tuple(nodes)), out
+    return Budgets(cluster, p.gpus, p.gpus_per_node, tuple(nodes), LEVELS, "team"), out
 
 
 def _sustained_wide(rng: random.Random, gpus: int) -> dict[str, object]:
@@ -248,13 +249,13 @@ def _sustained_wide(rng: random.Random, gpus: int) -> dict[str, object]:
                   rng.choice((15, 30, 45, 60)) * 60, rng.randint(300, 1200), "training")
 
 
-def _sustained_other(rng: random.Random) -> tuple[str, dict[str, object]]:
+def _sustained_other(rng: random.Random, resumable_share: float) -> tuple[str, dict[str, object]]:
     roll = rng.random()
     if roll < 0.45:
         return "debug", _hints(rng.choice((1, 1, 1, 2, 4, 8)), rng.choice((300, 600, 900)), False,
                                rng.randint(60, 900), 0, 0, "debug")
     if roll < 0.97:
-        resumable = rng.random() < 0.7
+        resumable = rng.random() < resumable_share
         work = int(rng.lognormvariate(math.log(2 * 3600), 0.8)) + 300
         return "batch", _hints(rng.choice((1, 2, 4, 4, 8, 8)), rng.choice((1800, 3600, 7200)), resumable, work,
                                rng.choice((900, 1800)) if resumable else 0, rng.randint(60, 600), "batch")
