@@ -6,6 +6,8 @@ Format (docs/formats.md, "Budgets file")::
     nodes:
       - {path: ai2, share: 1.0, managers: [ceo]}
       - {path: ai2/olmo, share: 0.35, managers: [olmo-pi]}
+    levels: [org, program]    # optional: the tree's levels by depth, root first
+    team_level: program       # optional: the level whose nodes are the team allocations
 
 ``share`` defaults to 1.0 and ``managers`` to none; ``since`` (optional, ISO 8601) is when the node was
 created: its definition is timed then if that is later than the start. Every node's parent must be listed too (in any
@@ -55,6 +57,12 @@ class Budgets:
     gpus: int
     gpus_per_node: int
     nodes: tuple[BudgetNode, ...]
+    levels: tuple[str, ...] = ()  # the tree's levels by depth, root first; () when the file names none
+    team_level: str | None = None  # the level the audit's headline quotes; None: the deepest
+
+    def level_of(self, node: BudgetNode) -> str | None:
+        """Return the name of the level ``node`` stands at, or None when the levels are not named."""
+        return self.levels[node.path.count("/")] if self.levels else None
 
     @property
     def paths(self) -> frozenset[str]:
@@ -89,6 +97,8 @@ class Budgets:
                     share=node.share,
                     managers=node.managers,
                     set_by=SET_BY,
+                    level=self.level_of(node),
+                    team_level=self.team_level,
                 )
             )
         return out
@@ -100,6 +110,10 @@ class Budgets:
             managers = f", managers: [{', '.join(n.managers)}]" if n.managers else ""
             since = f", since: '{n.since.strftime('%Y-%m-%dT%H:%M:%SZ')}'" if n.since is not None else ""
             lines.append(f"  - {{path: {n.path}, share: {n.share!r}{managers}{since}}}")
+        if self.levels:
+            lines.append(f"levels: [{', '.join(self.levels)}]")
+        if self.team_level is not None:
+            lines.append(f"team_level: {self.team_level}")
         return "\n".join(lines) + "\n"
 
 
@@ -135,9 +149,10 @@ def parse_budgets(data: object, source: str = "<budgets>") -> Budgets:
     """Return the Budgets a parsed YAML/JSON document describes; raise InputError naming entry and field."""
     if not isinstance(data, dict):
         raise InputError(f"{source}: expected a mapping with keys 'cluster' and 'nodes'")
-    unknown = set(data) - {"cluster", "nodes"}
+    unknown = set(data) - {"cluster", "nodes", "levels", "team_level"}
     if unknown:
-        raise InputError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; expected cluster, nodes")
+        raise InputError(f"{source}: unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
+                         "expected cluster, nodes, levels, team_level")
     cl = data.get("cluster")
     if not isinstance(cl, dict):
         raise InputError(f"{source}: cluster: expected a mapping like {{name: c1, gpus: 1024, gpus_per_node: 8}}")
@@ -176,7 +191,29 @@ def parse_budgets(data: object, source: str = "<budgets>") -> Budgets:
         if node.parent is not None and node.parent not in nodes:
             raise InputError(f"{source}: nodes[{i}] ({node.path}): parent {node.parent!r} is not defined")
     ordered = sorted(nodes.values(), key=lambda n: n.path.count("/"))  # stable: parents first, file order kept
-    return Budgets(name, gpus, per_node, tuple(ordered))
+    levels, team_level = _levels(source, data, 1 + ordered[-1].path.count("/"))
+    return Budgets(name, gpus, per_node, tuple(ordered), levels, team_level)
+
+
+def _levels(source: str, data: dict[Any, Any], depths: int) -> tuple[tuple[str, ...], str | None]:
+    """Return the file's ``levels`` (one distinct name per depth of the tree) and ``team_level`` (one of them)."""
+    raw, team = data.get("levels"), data.get("team_level")
+    if raw is None:
+        if team is not None:
+            raise InputError(f"{source}: team_level = {team!r}: name the levels first (levels: [org, team, user])")
+        return (), None
+    if not isinstance(raw, list) or not all(isinstance(x, str) and _NAME.match(x) for x in raw):
+        raise InputError(f"{source}: levels = {raw!r}: expected a list of names, root first, "
+                         "such as [org, program, team, user]")
+    if len(set(raw)) < len(raw):
+        twice = sorted({x for x in raw if raw.count(x) > 1})
+        raise InputError(f"{source}: levels = {raw!r}: {', '.join(twice)} named twice")
+    if len(raw) != depths:
+        raise InputError(f"{source}: levels = {raw!r}: {len(raw)} name(s) for a tree {depths} level(s) deep "
+                         "(one name per depth, root first)")
+    if team is not None and team not in raw:
+        raise InputError(f"{source}: team_level = {team!r}: not one of the levels {', '.join(raw)}")
+    return tuple(raw), team
 
 
 def load_budgets(path: str | Path) -> Budgets:

@@ -89,11 +89,16 @@ class Event(BaseModel):
 
 
 class BudgetNodeDefined(Event):
+    SCHEMA_VERSION: ClassVar[int] = 2
+    schema_version: Int = 2
+
     path: Path
     parent: Path | None = None
     share: Share
     managers: Names = ()
     set_by: Name
+    level: Name | None = None
+    team_level: Name | None = None
 
 
 class AllocationChanged(Event):

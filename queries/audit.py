@@ -17,7 +17,7 @@ from ledger.queries.projection import build_intervals, project, sql_text
 from ledger.queries.source import open_records
 from ledger.queries.timefmt import iso
 
-AUDITS = ("owed_hours", "discarded_work", "wait_by_size", "occupancy", "fairness")
+AUDITS = ("owed_hours", "owed_levels", "discarded_work", "wait_by_size", "occupancy", "fairness")
 WEEK_S = 7 * 86_400
 _TIME_TABLES = (
     "ev_submitted",
@@ -56,12 +56,14 @@ def rows(con: duckdb.DuckDBPyConnection, query: str) -> list[dict[str, Any]]:
 
 def prepare(
     con: duckdb.DuckDBPyConnection, since_us: int | None = None, until_us: int | None = None, window_s: int = WEEK_S,
-    *, within_log: bool = False,
+    *, within_log: bool = False, level: str | int | None = None,
 ) -> None:
     """Set the audit period and build the shared facts and every audit table in ``con``.
 
     ``within_log`` refuses a period that starts after the log's last event or ends before its first
     (what a person asking for one almost always mistyped; the audits themselves are defined there too).
+    ``level``: the level of the budget tree the owed-hours audit reports, by name or depth (0 = the top);
+    None: the team level the log's tree names, else the deepest.
     """
     # One thread: DuckDB sums floating-point shares in whatever order its threads finish, so on
     # several threads the last bit of a team's hourly share could differ between two audits of
@@ -89,8 +91,26 @@ def prepare(
     if not built or not built[0]:
         build_intervals(con)  # ev_* tables registered by hand rather than by project()
     con.execute(sql_text("derive"))
+    con.execute("CREATE OR REPLACE TEMP TABLE level_pick AS SELECT ?::VARCHAR AS pick",
+                [None if level is None else str(level)])
     for name in AUDITS:
         con.execute(sql_text(name))
+    if level is not None:
+        _check_level(con, level)
+
+
+def _check_level(con: duckdb.DuckDBPyConnection, level: str | int) -> None:
+    """Refuse a level the log's budget tree does not have, naming the levels it has."""
+    got = con.execute("SELECT depth FROM level_chosen").fetchone()
+    if got is not None and got[0] is not None:
+        return
+    known = [_level_label(r["depth"], r["name"]) for r in rows(con, "SELECT * FROM tree_levels ORDER BY depth")]
+    has = ", ".join(known) if known else "none: the log defines no budget tree"
+    raise InputError(f"--level {level}: the budget tree has no such level (levels by depth: {has})")
+
+
+def _level_label(depth: int, name: str | None) -> str:
+    return f"{depth} ({name})" if name else str(depth)
 
 
 def _team(row: dict[str, Any]) -> dict[str, Any]:
@@ -104,13 +124,77 @@ def _team(row: dict[str, Any]) -> dict[str, Any]:
             "ratio",
             "demand_gpu_hours",
             "share_gpu_hours",
+            "ratio_day",
+            "ratio_week",
         )
     }
+
+
+CAUSES = ("wide_runs", "idle_gpus", "free_fill", "above_share", "unexplained")
+
+
+def levels(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Return received / owed at every level of the budget tree, top first (needs ``prepare``).
+
+    Per level: its name and depth, whether it is the team level and whether the audit reports it, its
+    nodes, the sums and ratios over hours, days and weeks, the worst node by hour and by week, how
+    many nodes reach 95 %, and the shortfall split by cause (owed_levels.sql says how).
+    """
+    summary = rows(con, """
+        SELECT l.depth, l.name, l.team, l.depth IS NOT DISTINCT FROM (SELECT depth FROM level_chosen) AS reported,
+               count(n.budget) AS nodes, count(n.ratio) AS nodes_owed,
+               coalesce(sum(n.owed_gpu_hours), 0) AS owed, coalesce(sum(n.delivered_gpu_hours), 0) AS delivered,
+               coalesce(sum(n.received_gpu_hours), 0) AS received,
+               coalesce(sum(n.received_day_gpu_hours), 0) AS received_day,
+               coalesce(sum(n.received_week_gpu_hours), 0) AS received_week,
+               count(*) FILTER (WHERE n.ratio >= 0.95) AS at_95, count(*) FILTER (WHERE n.ratio_week >= 0.95) AS at_95_week,
+               -- rounded so that two nodes on one ratio (float sums) tie on the name, not on an ulp
+               arg_min(n.budget, (round(n.ratio, 9), n.budget)) AS worst, min(round(n.ratio, 9)) AS worst_key,
+               arg_min(n.budget, (round(n.ratio_week, 9), n.budget)) AS worst_week,
+               any_value(c.wide_runs_gpu_hours) AS wide_runs, any_value(c.idle_gpus_gpu_hours) AS idle_gpus,
+               any_value(c.free_fill_gpu_hours) AS free_fill, any_value(c.above_share_gpu_hours) AS above_share,
+               any_value(c.unexplained_gpu_hours) AS unexplained
+        FROM tree_levels l LEFT JOIN level_nodes n USING (depth) LEFT JOIN level_causes c USING (depth)
+        GROUP BY l.depth, l.name, l.team ORDER BY l.depth
+    """)
+    ratios = {(r["depth"], r["budget"]): r for r in rows(
+        con, "SELECT depth, budget, ratio, ratio_week FROM level_nodes WHERE ratio IS NOT NULL")}
+    out = []
+    for r in summary:
+        owed = r["owed"]
+        worst = ratios.get((r["depth"], r["worst"]))
+        worst_week = ratios.get((r["depth"], r["worst_week"]))
+        out.append({
+            "depth": r["depth"],
+            "name": r["name"],
+            "team_level": r["team"],
+            "reported": r["reported"],
+            "nodes": r["nodes"],
+            "nodes_owed": r["nodes_owed"],
+            "owed_gpu_hours": owed,
+            "delivered_gpu_hours": r["delivered"],
+            "received_gpu_hours": r["received"],
+            "ratio": r["received"] / owed if owed > 0 else None,
+            "ratio_day": r["received_day"] / owed if owed > 0 else None,
+            "ratio_week": r["received_week"] / owed if owed > 0 else None,
+            "nodes_at_95": r["at_95"],
+            "nodes_at_95_week": r["at_95_week"],
+            "worst_node": None if worst is None else {"budget": worst["budget"], "ratio": worst["ratio"]},
+            "worst_node_week": None if worst_week is None else {"budget": worst_week["budget"],
+                                                                "ratio_week": worst_week["ratio_week"]},
+            "shortfall_by_cause": [
+                {"cause": c, "short_gpu_hours": r[c] or 0.0,
+                 "share_of_owed": (r[c] or 0.0) / owed if owed > 0 else None} for c in CAUSES
+            ],
+        })
+    return out
 
 
 def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """Return the owed-hours audit (needs ``prepare``)."""
     teams = [_team(r) for r in rows(con, "SELECT * FROM owed_teams ORDER BY budget")]
+    every = levels(con)
+    reported = next((lv for lv in every if lv["reported"]), None)
     owed = sum(t["owed_gpu_hours"] for t in teams)
     received = sum(t["received_gpu_hours"] for t in teams)
     rated = [t for t in teams if t["ratio"] is not None]
@@ -124,6 +208,9 @@ def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "teams_at_95": sum(1 for t in rated if t["ratio"] >= 0.95),
         "teams_owed": len(rated),
         "worst_team": None if worst is None else {"budget": worst["budget"], "ratio": worst["ratio"]},
+        "level": None if reported is None else {k: reported[k] for k in ("depth", "name", "team_level")},
+        "levels": every,
+        "shortfall_by_cause": [] if reported is None else reported["shortfall_by_cause"],
         "teams": teams,
         "shortfall_by_standing": _shortfall_by_standing(con, owed),
         "received_by_period": _received_by_period(con, owed),
@@ -370,11 +457,12 @@ def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
 def audit(
     source: Source, since: int | str | None = None, until: int | str | None = None, window_s: int = WEEK_S,
-    *, within_log: bool = False,
+    *, within_log: bool = False, level: str | int | None = None,
 ) -> dict[str, Any]:
     """Audit a run directory, log directory, records, events or projected connection; return the audit dict.
 
     ``within_log``: refuse a period wholly after or before the log (as ``gpuledger audit`` does).
+    ``level``: the budget tree's level the owed hours report (name or depth; default the team level).
     """
     from ledger.queries.timefmt import parse_iso
 
@@ -383,7 +471,7 @@ def audit(
     if window_s <= 0 or window_s % 3600:
         raise InputError(f"window {window_s} s: the fairness window must be a positive whole number of hours")
     con = connect(source, decisions=False)
-    prepare(con, since_us, until_us, window_s, within_log=within_log)
+    prepare(con, since_us, until_us, window_s, within_log=within_log, level=level)
     return collect(con)
 
 
@@ -418,6 +506,7 @@ __all__ = [
     "connect",
     "discarded_work",
     "fairness",
+    "levels",
     "occupancy",
     "owed_hours",
     "prepare",

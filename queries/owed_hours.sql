@@ -7,6 +7,7 @@
 --               teams below it are not owed;
 --   delivered = allocated GPU-hours it ran;  received = min(delivered, owed).
 -- Summed over hours per team; ratio = received / owed (null when nothing was owed).
+-- owed_levels.sql sums these rows up the tree to every level and picks the level reported.
 
 -- Demand per team and hour: hour_split (derive.sql) spreads each allocated workload's GPUs from
 -- submission (or the period's start) to completion (or the period's end) over the hours.
@@ -75,56 +76,11 @@ SELECT budget, hour_us, arg_max(left_gpu_us, k) AS left_gpu_us, arg_max(owed_gpu
 FROM it WHERE k > 0 GROUP BY ALL;
 
 -- Per team and hour; a node with children reports as its share what the teams below it left of it.
-CREATE OR REPLACE TEMP TABLE owed_team_hours AS
+-- These are the deepest level's rows; owed_levels.sql sums them up the tree and picks the level reported.
+CREATE OR REPLACE TEMP TABLE owed_leaf_hours AS
 SELECT b.budget, b.hour_us,
        coalesce(m.left_gpu_us, b.share_gpu_us) AS share_gpu_us,
        b.demand_gpu_us, b.delivered_gpu_us,
        coalesce(m.owed_gpu_us, least(b.share_gpu_us, b.demand_gpu_us)) AS owed_gpu_us,
        least(b.delivered_gpu_us, coalesce(m.owed_gpu_us, least(b.share_gpu_us, b.demand_gpu_us))) AS received_gpu_us
 FROM team_hour_base b LEFT JOIN mixed_owed m USING (budget, hour_us);
-
-CREATE OR REPLACE TEMP TABLE owed_teams AS
-WITH per_team AS (
-    SELECT budget, sum(owed_gpu_us) AS owed, sum(delivered_gpu_us) AS delivered, sum(received_gpu_us) AS received,
-           sum(demand_gpu_us) AS demand, sum(share_gpu_us) AS share
-    FROM owed_team_hours GROUP BY budget
-)
-SELECT t.budget,
-       coalesce(p.owed, 0) / 3.6e9 AS owed_gpu_hours,
-       coalesce(p.delivered, 0) / 3.6e9 AS delivered_gpu_hours,
-       coalesce(p.received, 0) / 3.6e9 AS received_gpu_hours,
-       coalesce(p.demand, 0) / 3.6e9 AS demand_gpu_hours,
-       coalesce(p.share, 0) / 3.6e9 AS share_gpu_hours,
-       CASE WHEN p.owed > 0 THEN p.received / p.owed END AS ratio
-FROM teams t LEFT JOIN per_team p USING (budget)
-ORDER BY t.budget;
-
--- Where the shortfall (owed - received) fell, by the team's standing over the fairness window before
--- the hour: GPU-hours it ran in the window's whole hours before this one ÷ its share of them. Below 80 %:
--- a team under-served over the window and still short (others' protected work held the GPUs, or its
--- work did not fit); 80-100 %: about even over the window, short hour by hour; above 100 %: it had run
--- beyond its share (idle GPUs borrowed) and waited while the others caught up, as fair share intends.
--- Running sums per team, then the window is the difference of two of them (one lookup each side).
-CREATE OR REPLACE TEMP TABLE owed_standing AS
-WITH c AS (
-    SELECT budget, hour_us, owed_gpu_us, received_gpu_us,
-           sum(delivered_gpu_us) OVER w AS cum_delivered, sum(share_gpu_us) OVER w AS cum_share
-    FROM owed_team_hours
-    WINDOW w AS (PARTITION BY budget ORDER BY hour_us)
-), s AS (
-    SELECT c.budget, c.hour_us, c.owed_gpu_us, c.received_gpu_us,
-           coalesce(p.cum_delivered, 0) - coalesce(q.cum_delivered, 0) AS used_us,
-           coalesce(p.cum_share, 0) - coalesce(q.cum_share, 0) AS entitled_us
-    FROM c
-    LEFT JOIN c p ON p.budget = c.budget AND p.hour_us = c.hour_us - 3600000000
-    LEFT JOIN c q ON q.budget = c.budget AND q.hour_us = c.hour_us - 3600000000 - (SELECT window_us FROM params)
-    WHERE c.owed_gpu_us > 0
-)
-SELECT CASE WHEN entitled_us <= 0 THEN 'no_history'
-            WHEN used_us < 0.8 * entitled_us THEN 'below_80'
-            WHEN used_us <= entitled_us THEN '80_to_100'
-            WHEN used_us <= 1.5 * entitled_us THEN '100_to_150'
-            ELSE 'above_150' END AS standing,
-       count(*) AS team_hours, sum(owed_gpu_us) / 3.6e9 AS owed_gpu_hours,
-       sum(owed_gpu_us - received_gpu_us) / 3.6e9 AS short_gpu_hours
-FROM s GROUP BY ALL;

@@ -62,6 +62,7 @@ _FIELDS: dict[str, tuple[str, list[tuple[str, pa.DataType]]]] = {
         "ev_node",
         [
             ("event_id", _STR), ("time", _TS), ("path", _STR), ("parent", _STR), ("share", pa.float64()),
+            ("level", _STR), ("team_level", _STR),
         ],
     ),
     "AllocationChanged": (
