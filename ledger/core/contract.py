@@ -94,10 +94,11 @@ def start_bound(knobs: Knobs, restart_s: int = 0) -> timedelta:
     """Return how long the head of the fair-share order can wait, under sustained demand, before it starts.
 
     ``ledger.core.contract.start_bound(knobs: Knobs, restart_s: int = 0) -> timedelta``: the *No
-    starvation* bound (docs/rules.md, "Holds"). The head is the allocated waiter first in the
-    fair-share order (its budget stands first at every level, and it is first in its budget's
-    queue). From the moment it is the head, and for as long as it stays the head, it starts
-    within this bound: a pass sees it within ``standing_check_s``; a hold already granted to
+    starvation* bound (docs/rules.md, "Holds"), for fair share. The head is the allocated waiter
+    first in the fair-share order (its budget stands first at every level, and it is first in its
+    budget's queue); the bound is stated for a head that needs more than one host (a wide run: it
+    is the one the core holds hosts for). From the moment it is the head, and for as long as it
+    stays the head, it starts within this bound: a pass sees it within ``standing_check_s``; a hold already granted to
     another waiter is taken within ``hold_span_s``; the head is then granted the next hold, which
     is taken within ``hold_span_s`` more. ``restart_s`` is the longest ``restart_s`` declared by
     the work on the cluster (0 when none declares one). Host failures and drains are outside the
