@@ -96,8 +96,13 @@ def bound_us(knobs: Knobs, subs: list[WorkloadSubmitted]) -> int:
 
 
 def late_heads(watch: HeadWatch, knobs: Knobs, subs: list[WorkloadSubmitted]) -> list[str]:
-    """Return, worst first, every head that stayed the head unstarted longer than the bound."""
+    """Return, worst first, every head wider than a host that stayed the head unstarted longer than the bound.
+
+    The bound is stated for heads that need more than one host (the ones the core holds hosts for); a
+    narrower run takes the first room of its size that frees.
+    """
     bound = bound_us(knobs, subs)
-    late = sorted((w, wid) for w, wid in watch.streaks if w > bound)[::-1]
+    wide = [(w, wid) for w, wid in watch.streaks if watch.subs[wid].gpus > knobs.gpus_per_node]
+    late = sorted((w, wid) for w, wid in wide if w > bound)[::-1]
     return [f"{wid} ({watch.subs[wid].gpus} GPUs) the head for {w / 3.6e9:.1f} h unstarted, bound {bound / 3.6e9:.1f} h"
             for w, wid in late]

@@ -7,9 +7,9 @@ and the rules (strategy, protection cap, grace), and the month is replayed only 
 submission, so the backlog grows for the whole replay. After every instant the core decides, the
 test asks it for its fair-share order and names the *head*: the first waiting allocated workload of
 the first budget in that order that has one (inside a budget: priority, then submit time, as the
-core queues them). The core states (``ledger.core.contract.start_bound``) that the head, for as long
-as it stays the head, starts within that bound; so no workload may stay the head, unstarted, for
-longer. A head still waiting when the replay stops counts with its wait so far: the horizon hides
+core queues them). The core states (``ledger.core.contract.start_bound``) that a head wider than a
+host, for as long as it stays the head, starts within that bound; so no such workload may stay the
+head, unstarted, for longer. A head still waiting when the replay stops counts with its wait so far: the horizon hides
 no wait. The bound's stated exception (hosts held by a settled run, which keeps its GPUs until it
 checkpoints or ends) is added as the longest such a run can keep them in the month: the longest
 work of a run that cannot resume, and the longest checkpoint interval of one that can, each with its
