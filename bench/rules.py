@@ -4,29 +4,48 @@ Each month is replayed until all its work is done under ``final-share`` (the def
 ``instant`` and the ``priority`` baseline, and audited: preemptions (allocated / free fill), per
 submitted workload, discarded share of delivered GPU-hours, eviction ratio, received ÷ owed (hour by
 hour, and with each team's hours summed over its UTC day: ``per day``) and the p90 wait of allocated
-debug runs. The figures are deterministic (same code, same month, same figures); the wall time of
-each run is printed beside them for information only.
+debug runs. A second table gives, per replay, what a cluster of wide training runs asks of the
+rules: the first waits of runs of 65–256 and of 257 or more GPUs (runs still waiting when the replay
+stops count with their wait so far: ``≥``), *start in step* (of the runs submitted in the first
+third of the submission period, the share that started before the end of its second third: 65–256
+GPUs against 1–8 GPUs), received ÷ owed at the team level and at the researcher level (per hour and
+per week, the worst team over its weeks, the teams at 95 % or more over their weeks) and occupancy.
+The figures are deterministic (same code, same month, same figures); the wall time of each run is
+printed beside them for information only.
 
-``BENCH_RULES_MONTHS`` picks the months (default ``demo,A,B,C,I``) and ``BENCH_JOBS`` how many
-replays run at once (default: the cores). The months:
+``BENCH_RULES_MONTHS`` picks the months (default ``demo,A,B,C,I,S``), ``BENCH_RULES`` the rule sets
+(default ``final-share,instant,priority``) and ``BENCH_JOBS`` how many replays run at once (default:
+the cores). The months:
 
 * ``demo``: ``gpuledger demo``'s month (seed 7), replayed past its 30 days until all work is done;
 * ``full``: the same month with about 100,000 workloads (``gpuledger demo --month full``), not in
   the default list (about 2 minutes a replay);
 * ``A``, ``B``, ``C``: scenario-family months on 256 GPUs (``MONTHS`` below);
-* ``I``: month A's parameters on 1,024 GPUs (about 83,000 workloads in a week at 2.5x demand).
+* ``I``: month A's parameters on 1,024 GPUs (about 83,000 workloads in a week at 2.5x demand);
+* ``S``: a sustained-demand month (``scenario_family.sustained``): 1,024 GPUs, submissions at 2.5x
+  for 22 days, 70 % of the GPU-hours in 8–256-GPU training runs, 150 researchers in 15 projects in
+  4 programs; replayed and audited over its first three weeks, while submissions still go on.
+
+Levels (the audit's ``owed_hours.levels``): the *team* is the project (``lab/program/project``) in
+the demo, full and sustained months and the leaf (``lab/tN``) in months A–C and I; the *researcher*
+is the leaf. "Per week", the worst team and the teams at 95 % sum each node's owed and delivered
+hours over its weeks before the smaller is taken.
 """
 
 from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from ledger.commands._sweep import default_jobs, run_settings
 from ledger.core.knobs import Knobs
+from ledger.events import to_us
 from ledger.queries.sidebyside import human
+from ledger.queries.timefmt import parse_iso
 from ledger.replay import scenario_family as family
 from ledger.replay.run import ReplayInputs, inputs_from_budgets
 
@@ -36,26 +55,48 @@ MONTHS: dict[str, tuple[family.Params, int]] = {
     "C": (family.Params(demand=3.0, close_budgets=True, fill_share=0.0, never_checkpoint=0.5, wide_share=0.4), 3),
     "I": (family.Params(gpus=1024, demand=2.5, close_budgets=True, exact_share=0.35, fill_share=0.15), 1),
 }
-RULES: tuple[tuple[str, Knobs], ...] = (
-    ("final-share", Knobs()),
-    ("instant", Knobs(preemption_strategy="instant")),
-    ("priority baseline", Knobs(policy="priority")),
-)
+SUSTAINED: dict[str, tuple[family.Sustained, int, int]] = {  # params, seed, days replayed and audited
+    "S": (family.Sustained(), 1, 21),
+}
+RULES: dict[str, tuple[str, Knobs]] = {
+    "final-share": ("final-share", Knobs()),
+    "instant": ("instant", Knobs(preemption_strategy="instant")),
+    "priority": ("priority baseline", Knobs(policy="priority")),
+}
+TEAM_DEPTH = {"demo": 2, "full": 2, "S": 2}  # the team level (0: the root) where it is not the leaf
 
 
-def month_inputs(name: str) -> tuple[ReplayInputs, int]:
-    """Return the inputs of month ``name`` and its number of workloads."""
+@dataclass(frozen=True)
+class Month:
+    """One month to replay: its inputs, size, submission period and where the replay stops (None: at its end)."""
+
+    inputs: ReplayInputs
+    workloads: int
+    first_us: int
+    last_us: int
+    until: datetime | None = None
+
+
+def month_inputs(name: str) -> Month:
+    """Return month ``name``."""
     if name in ("demo", "full"):
         from ledger.replay.demo_month import DEMO, FULL, generate
 
         demo = generate(7, scale=1.0, mix=DEMO if name == "demo" else FULL)
-        return inputs_from_budgets(demo.budgets, list(demo.submissions), start=demo.start), len(demo.submissions)
-    if name not in MONTHS:
-        known = ", ".join(["demo", "full", *MONTHS])
+        subs, budgets, start, until = list(demo.submissions), demo.budgets, demo.start, None
+    elif name in MONTHS:
+        params, seed = MONTHS[name]
+        subs, budgets = family.month(params, seed)
+        start, until = family.START, None
+    elif name in SUSTAINED:
+        sparams, seed, days = SUSTAINED[name]
+        subs, budgets = family.sustained(sparams, seed)
+        start, until = family.START, family.START + timedelta(days=days)
+    else:
+        known = ", ".join(["demo", "full", *MONTHS, *SUSTAINED])
         raise SystemExit(f"BENCH_RULES_MONTHS: unknown month {name!r} (expected one of {known})")
-    params, seed = MONTHS[name]
-    submissions, budgets = family.month(params, seed)
-    return inputs_from_budgets(budgets, list(submissions), start=family.START), len(submissions)
+    times = [to_us(s.time) for s in subs]
+    return Month(inputs_from_budgets(budgets, subs, start=start), len(subs), min(times), max(times), until)
 
 
 def row(month: str, rules: str, result: dict[str, Any], workloads: int) -> str:
@@ -74,23 +115,100 @@ def row(month: str, rules: str, result: dict[str, Any], workloads: int) -> str:
     )
 
 
+def _waits(month: Month, stop_us: int, workloads: list[dict[str, Any]], lo: int, hi: int) -> str:
+    """Return the p50 / p90 / max first wait of runs of lo–hi GPUs, runs still waiting at the stop counted so far."""
+    waits, open_ = [], 0
+    for w in workloads:
+        if lo <= w["gpus"] <= hi and w["min_runtime_s"] > 0:
+            submit = parse_iso(w["submit_time"])
+            if w["first_start_time"] is None:
+                open_ += 1
+                waits.append((stop_us - submit) / 1e6)
+            else:
+                waits.append((parse_iso(w["first_start_time"]) - submit) / 1e6)
+    if not waits:
+        return "none"
+    waits.sort()
+    at = "≥ " if open_ else ""
+    p50, p90 = (waits[min(len(waits) - 1, int(q * len(waits)))] for q in (0.5, 0.9))
+    figures = " / ".join(human(x, "seconds") for x in (p50, p90, waits[-1]))
+    return f"{at}{figures} ({len(waits):,}{f', {open_:,} waiting' if open_ else ''})"
+
+
+def in_step(month: Month, workloads: list[dict[str, Any]], lo: int, hi: int) -> float | None:
+    """Return the share of lo–hi-GPU runs submitted in the first third that started before the second third ended."""
+    third = (month.last_us - month.first_us) / 3
+    early = [w for w in workloads if lo <= w["gpus"] <= hi and w["min_runtime_s"] > 0
+             and parse_iso(w["submit_time"]) < month.first_us + third]
+    ends = month.first_us + 2 * third
+    started = [w for w in early if w["first_start_time"] is not None and parse_iso(w["first_start_time"]) < ends]
+    return len(started) / len(early) if early else None
+
+
+def level(audit: dict[str, Any], depth: int) -> dict[str, Any]:
+    """Return the audit's owed hours at ``depth`` (0: the root), or at the deepest level when the tree is shallower."""
+    every = audit["owed_hours"]["levels"]
+    return next((lv for lv in every if lv["depth"] == depth), every[-1])
+
+
+def _level(figures: dict[str, Any]) -> str:
+    worst = figures["worst_node_week"]
+    return (f"{figures['ratio'] * 100:.1f} % / {figures['ratio_week'] * 100:.1f} % / {worst['ratio_week'] * 100:.1f} % "
+            f"({worst['budget'].rsplit('/', 1)[-1]}) / {figures['nodes_at_95_week']} of {figures['nodes_owed']}")
+
+
+def must_show(name: str, month: Month, rules: str, result: dict[str, Any]) -> str:
+    """Return the wide-run and per-level row of one replay."""
+    audit, info = result["audit"], result["replay"]
+    work = audit["workloads"]
+    stop = max(parse_iso(w["end_time"]) for w in work if w["end_time"] is not None)
+    if month.until is not None:
+        stop = to_us(month.until)
+    bill = audit["discarded_work"]
+    team, leaf = level(audit, TEAM_DEPTH.get(name, 99)), level(audit, 99)
+    wide, small = in_step(month, work, 65, 256), in_step(month, work, 1, 8)
+    step = f"{'–' if wide is None else f'{wide * 100:.0f} %'} / {'–' if small is None else f'{small * 100:.0f} %'}"
+    debug = audit["wait_by_size"]["debug_allocated"]["p90_s"]
+    return (
+        f"| {name} | {rules} | {info['simulated_days']:.1f} d | {_waits(month, stop, work, 65, 256)} | "
+        f"{_waits(month, stop, work, 257, 1 << 30)} | {step} | {_level(team)} | "
+        f"{_level(leaf) if leaf is not team else 'the same'} | {bill['preemptions'] / month.workloads:.2f} | "
+        f"{bill['discarded_share'] * 100:.1f} % | {human(bill.get('eviction_ratio'), 'rate')} | "
+        f"{human(debug, 'seconds')} | {audit['occupancy']['occupied_share'] * 100:.1f} % |"
+    )
+
+
 def main() -> None:
-    """Replay every month under every rule set and print the table."""
-    months = [m.strip() for m in os.environ.get("BENCH_RULES_MONTHS", "demo,A,B,C,I").split(",") if m.strip()]
+    """Replay every month under every rule set and print the two tables."""
+    months = [m.strip() for m in os.environ.get("BENCH_RULES_MONTHS", "demo,A,B,C,I,S").split(",") if m.strip()]
+    names = [r.strip() for r in os.environ.get("BENCH_RULES", "final-share,instant,priority").split(",") if r.strip()]
+    unknown = [r for r in names if r not in RULES]
+    if unknown:
+        raise SystemExit(f"BENCH_RULES: unknown rules {unknown[0]!r} (expected some of {', '.join(RULES)})")
+    chosen = [RULES[r] for r in names]
     jobs = int(os.environ.get("BENCH_JOBS", default_jobs()))
     print("| month | rules | ended | preemptions (allocated / fill) | per workload | discarded share "
           "| eviction ratio | received / owed | per day | debug p90 wait |")
     print("|---|---|---|---|---|---|---|---|---|---|")
+    second: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-rules-") as tmp:
-        for month in months:
-            inputs, workloads = month_inputs(month)
-            settings = [(knobs, label, Path(tmp) / f"{month}-{i}") for i, (label, knobs) in enumerate(RULES)]
-            results = run_settings(inputs, settings, jobs=jobs, quiet=True)
-            for (label, _), result in zip(RULES, results, strict=True):
-                print(row(month, label, result, workloads), flush=True)
-            pairs = zip(RULES, results, strict=True)
+        for name in months:
+            month = month_inputs(name)
+            settings = [(knobs, label, Path(tmp) / f"{name}-{i}") for i, (label, knobs) in enumerate(chosen)]
+            results = run_settings(month.inputs, settings, jobs=jobs, quiet=True, until=month.until)
+            for (label, _), result in zip(chosen, results, strict=True):
+                print(row(name, label, result, month.workloads), flush=True)
+                second.append(must_show(name, month, label, result))
+            pairs = zip(chosen, results, strict=True)
             walls = ", ".join(f"{label} {r['replay']['wall_s']:.0f} s" for (label, _), r in pairs)
-            print(f"<!-- {month}: {workloads:,} workloads; replay wall {walls} -->", flush=True)
+            print(f"<!-- {name}: {month.workloads:,} workloads; replay wall {walls} -->", flush=True)
+    print()
+    print("| month | rules | replayed | 65–256 GPUs: wait p50 / p90 / max (runs) | 257+ GPUs | start in step "
+          "(65–256 / 1–8 GPUs) | team: per hour / per week / worst team per week / teams ≥ 95 % "
+          "| researcher: the same | preemptions per workload | discarded | eviction ratio | debug p90 | occupancy |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for line in second:
+        print(line)
 
 
 if __name__ == "__main__":

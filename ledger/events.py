@@ -25,7 +25,7 @@ WorkloadKind = Literal["batch", "training", "debug", "interactive", "other"]
 PreemptReason = Literal["fair_share", "host_drain", "host_failure", "user"]
 Outcome = Literal["succeeded", "failed", "cancelled"]
 HostState = Literal["healthy", "unhealthy", "failed"]
-DecisionAction = Literal["start", "preempt", "requeue", "drain", "complete"]
+DecisionAction = Literal["start", "preempt", "requeue", "drain", "complete", "hold"]
 
 
 def to_us(t: datetime) -> int:
@@ -174,6 +174,9 @@ class ClusterCapacityChanged(Event):
 
 
 class SchedulingDecision(Event):
+    SCHEMA_VERSION: ClassVar[int] = 2
+    schema_version: Int = 2
+
     action: DecisionAction
     workload_id: Name
     nodes: Names = ()

@@ -16,10 +16,12 @@ Rules (see README "Decision core"):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import timedelta
 
+from ledger.core.knobs import Knobs
 from ledger.core.pickling import rebuilt_from_fields
 
-__all__ = ["DONE", "EXITING", "RUNNING", "STARTING", "WAITING", "QueueKey", "Workload"]
+__all__ = ["DONE", "EXITING", "RUNNING", "STARTING", "WAITING", "QueueKey", "Workload", "hold_span_s", "start_bound"]
 
 WAITING, STARTING, RUNNING, EXITING, DONE = "waiting", "starting", "running", "exiting", "done"
 
@@ -75,3 +77,32 @@ class Workload:
         """Return GPU-µs a preemption now discards: since the last checkpoint (since start if not resumable)."""
         since = self.last_ckpt_us if self.resumable else self.start_us
         return self.held * max(0, now_us - since)
+
+
+def hold_span_s(knobs: Knobs, restart_s: int = 0) -> int:
+    """Return the longest a hold can last (s): from its grant until its holder may start on the held hosts.
+
+    A hold's time is the end of the last protected window on the hosts it holds when granted
+    (at most the cap plus a restart's cover, ``restart_s``: the longest ``restart_s`` declared by the
+    work that runs there), and nothing started on held hosts afterwards is protected past it; the
+    victims then leave within the grace period.
+    """
+    return knobs.max_min_runtime_s + restart_s + knobs.grace_s
+
+
+def start_bound(knobs: Knobs, restart_s: int = 0) -> timedelta:
+    """Return how long the head of the fair-share order can wait, under sustained demand, before it starts.
+
+    ``ledger.core.contract.start_bound(knobs: Knobs, restart_s: int = 0) -> timedelta``: the *No
+    starvation* bound (docs/rules.md, "Holds"), for fair share. The head is the allocated waiter
+    first in the fair-share order (its budget stands first at every level, and it is first in its
+    budget's queue); the bound is stated for a head that needs more than one host (a wide run: it
+    is the one the core holds hosts for). From the moment it is the head, and for as long as it
+    stays the head, it starts within this bound: a pass sees it within ``standing_check_s``; a hold already granted to
+    another waiter is taken within ``hold_span_s``; the head is then granted the next hold, which
+    is taken within ``hold_span_s`` more. ``restart_s`` is the longest ``restart_s`` declared by
+    the work on the cluster (0 when none declares one). Host failures and drains are outside the
+    bound, and so are hosts held by a settled run (preempted ``max_preemptions`` times and not
+    checkpointed since), which keeps its GPUs until it checkpoints or ends.
+    """
+    return timedelta(seconds=knobs.standing_check_s + 2 * hold_span_s(knobs, restart_s))

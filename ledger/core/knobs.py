@@ -86,7 +86,7 @@ class Knobs:
     # Free fill (unallocated work) keeps its GPUs this long after it starts, doubled after every
     # preemption of the same workload, at most ``fill_protect_cap_s``: fill is not started into a
     # gap only to give it up seconds later.
-    fill_protect_s: int = 60
+    fill_protect_s: int = 0
     fill_protect_cap_s: int = 3600
     # Under fair share, free fill is not started into the last 3 % of the capacity left free while
     # allocated work runs or waits: the room the next allocated request takes (docs/rules.md).

@@ -57,6 +57,7 @@ class Host:
     used: int = 0
     state: str = "healthy"  # healthy | unhealthy (draining) | failed | retired
     workloads: dict[str, int] = field(default_factory=dict)
+    held: bool = False  # held for the head of the fair-share order (``holds``): out of the free room others see
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return rebuilt_from_fields(self)
@@ -91,7 +92,7 @@ class Hosts:
         self.by_name: dict[str, int] = {}
         self.buckets: list[list[int]] = [[] for _ in range(per_node + 1)]
         self.capacity = 0  # GPUs on hosts that are not retired
-        self.healthy: list[bool] = []  # by host index: takes new work
+        self.healthy: list[bool] = []  # by host index: takes new work (healthy and not held)
         self.budget_hosts = {}
 
     # ---- shape of the cluster ------------------------------------------------------------
@@ -109,8 +110,9 @@ class Hosts:
                 h = self.hosts[i]
                 if h.state == "retired":
                     h.state = "healthy"
-                    self.healthy[i] = True
-                    self._bucket_add(h)
+                    self.healthy[i] = not h.held
+                    if not h.held:
+                        self._bucket_add(h)
                 continue
             h = Host(f"{self.cluster}-n{i:03d}", i, size)
             self.hosts.append(h)
@@ -119,7 +121,7 @@ class Hosts:
             self._bucket_add(h)
         for h in self.hosts[want:]:
             if h.state != "retired":
-                if h.state == "healthy":  # a draining or failed host is in no bucket
+                if self.healthy[h.index]:  # a draining, failed or held host is in no bucket
                     self._bucket_remove(h)
                 h.state = "retired"
                 self.healthy[h.index] = False
@@ -130,12 +132,25 @@ class Hosts:
     def set_state(self, index: int, state: str) -> None:
         """Change a host's health; only healthy hosts take new work."""
         h = self.hosts[index]
-        if h.state == "healthy":
+        if self.healthy[index]:
             self._bucket_remove(h)
         h.state = state
-        self.healthy[index] = state == "healthy"
-        if state == "healthy":
+        self.healthy[index] = state == "healthy" and not h.held
+        if self.healthy[index]:
             self._bucket_add(h)
+
+    def set_held(self, index: int, held: bool) -> None:
+        """Hold a host for one waiter (out of the free room every other start sees), or give it back."""
+        h = self.hosts[index]
+        if h.held == held:
+            return
+        if self.healthy[index]:
+            self._bucket_remove(h)
+        h.held = held
+        self.healthy[index] = h.state == "healthy" and not held
+        if self.healthy[index]:
+            self._bucket_add(h)
+        self.dirty_cache.add(index)
 
     # ---- questions ------------------------------------------------------------------------
     def max_free(self) -> int:
@@ -165,7 +180,7 @@ class Hosts:
             for i in self.budget_hosts.get(budget, ()):  # O(hosts the budget runs on)
                 h = self.hosts[i]
                 free = h.gpus - h.used
-                if h.state == "healthy" and gpus <= free <= room and (free < room or i < best):
+                if self.healthy[i] and gpus <= free <= room and (free < room or i < best):
                     best, room = i, free
             if best >= 0:
                 return [best]
@@ -187,7 +202,7 @@ class Hosts:
         """Put a workload (charged to ``budget``, if any) on hosts. O(hosts × log n)."""
         for i, g in zip(indexes, self.share_on(gpus, len(indexes)), strict=True):
             h = self.hosts[i]
-            healthy = h.state == "healthy"
+            healthy = self.healthy[i]
             if healthy:
                 self._bucket_remove(h)
             h.used += g
@@ -204,7 +219,7 @@ class Hosts:
             g = min(share - held, h.gpus - h.used)
             if g <= 0:
                 continue
-            healthy = h.state == "healthy"
+            healthy = self.healthy[i]
             if healthy:
                 self._bucket_remove(h)
             h.used += g
@@ -226,7 +241,7 @@ class Hosts:
             if g < 0:
                 continue
             self._count(budget, i, -1)
-            healthy = h.state == "healthy"
+            healthy = self.healthy[i]
             if healthy:
                 self._bucket_remove(h)
             h.used -= g

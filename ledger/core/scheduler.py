@@ -5,9 +5,9 @@ then applies the event, then that instant's wake-ups and one scheduling pass: fa
 come before its wake-ups (``handle(event, decide=False)`` + ``advance(t)`` applies several facts
 of one instant before one pass). A pass:
 
-1. *fill*: while some waiting workload fits the free room on healthy hosts, start the first
-   such workload in the policy's order (backfill: whatever can start without preempting
-   starts; nothing waits for a workload that cannot start). One pick costs
+1. *fill*: while some waiting workload fits the free room on healthy hosts that are not held,
+   start the first such workload in the policy's order (backfill: whatever can start without
+   preempting starts; nothing waits for a workload that cannot start, except on held hosts). One pick costs
    O(depth × b log b + distinct sizes) under fair share (see ``fairshare``), independent of
    the queue length; the loop ends as soon as nothing fits.
 2. *preempt*: walk the allocated waiters in order; for each node only the first waiter of each
@@ -15,6 +15,10 @@ of one instant before one pass). A pass:
    larger size is skipped, so at most a handful of attempts are made; each attempt is
    O(p log p) over the p preemptible runs. Cheap bounds (free + unallocated + past-protection
    GPUs still eligible) skip attempts that cannot succeed. If a preemption is made, go to 1.
+3. *hold* (fair share, ``holds``): the holder of the standing hold starts on its held hosts if they
+   seat it (preempting there once the hold's time has come); else allocated work whose protected
+   window ends by the hold's time soaks the held room; with no hold standing, the first wide
+   waiter of the order is granted one. Then free fill goes into what is left, held room included.
 
 Wake-ups (a heap, O(log w) each): end of a protected window, end of a grace period (victim
 exits, waiter starts), a drain falling due (``wakeups``). Stale wake-ups are recognised by an epoch
@@ -34,7 +38,7 @@ from collections import deque
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger.core import progress
+from ledger.core import holds, progress
 from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
 from ledger.core.fairshare import FairShareOrder
 from ledger.core.grace import keep_exiting, leave_hosts, unreserve, victim_left
@@ -46,7 +50,7 @@ from ledger.core.preemption import preempt_for, preempt_once, priority_pass
 from ledger.core.reasons import start_reason
 from ledger.core.rooms import RoomBuckets
 from ledger.core.tree import BudgetTree
-from ledger.core.wakeups import CYCLE, DRAIN, EXIT, PROTECT, RECHECK, SPARED, START, TIMED
+from ledger.core.wakeups import CYCLE, DRAIN, EXIT, HOLD, PROTECT, RECHECK, SPARED, START, TIMED
 from ledger.errors import InputError
 from ledger.events import (
     LATEST,
@@ -85,7 +89,8 @@ _SCHEMA_VERSION: dict[type[Event], int] = {}  # the version each output type is 
 _STATE = (
     "knobs", "cluster", "n", "now", "tree", "occ", "hosts", "workloads", "order", "wakeups", "wseq",
     "preemptible", "unalloc_gpus", "pool_on_host", "pool_version", "nonpreemptible", "_clock", "finished",
-    "walk_after", "cycle_pending", "lookback", "pending", "pending_fresh", "pass_at", "recheck_pending",
+    "walk_after", "cycle_pending", "lookback", "pending", "pending_fresh", "pass_at", "recheck_pending", "hold",
+    "hold_retry",
 )
 
 
@@ -132,6 +137,8 @@ class DecisionCore:
         )
         self.pass_at = -1  # µs: the last scheduling pass
         self.recheck_pending = False  # a standing re-check is queued (see ``_pass``)
+        self.hold: holds.Hold | None = None  # hosts held for the head of the fair-share order (``holds``)
+        self.hold_retry = 0  # µs: no grant is looked for before this (``holds``)
 
     # ================================================================ public API
     def handle(self, event: Event, decide: bool = True, t_us: int | None = None) -> list[Event]:
@@ -193,6 +200,10 @@ class DecisionCore:
                 continue
             if kind == RECHECK:
                 changed |= progress.recheck_due(self, t)
+                continue
+            if kind == HOLD:
+                hold = self.hold
+                changed |= hold is not None and hold.until <= t  # else dropped, or put off (another wake-up)
                 continue
             w = self.workloads.get(wid)
             if w is not None and w.epoch == epoch:
@@ -300,6 +311,7 @@ class DecisionCore:
         if isinstance(e, AllocationChanged):
             return self._allocation(e, t, out)
         if isinstance(e, ClusterCapacityChanged):
+            holds.drop(self)  # hosts come and go: the next pass holds afresh
             retired = self.hosts.resize(e.gpus, e.gpus_per_node)
             self._shares_changed(t)
             for i in retired:
@@ -423,12 +435,14 @@ class DecisionCore:
         h = self.hosts.hosts[i]
         if e.state == h.state:
             return False
+        if h.held:
+            holds.drop(self)  # a held host changed health: the next pass holds afresh
         self.hosts.set_state(i, e.state)
         why = f"host {h.name} is {e.state}" + (f" ({e.reason})" if e.reason else "")
         if e.state == "healthy":
             for wid in h.workloads:  # pending drains are called off once every host of the run is healthy
                 w = self.workloads[wid]
-                if w.draining and all(self.hosts.healthy[j] for j in w.hosts):
+                if w.draining and all(self.hosts.hosts[j].state == "healthy" for j in w.hosts):
                     w.draining = False
             return True
         if e.state == "unhealthy":
@@ -482,6 +496,11 @@ class DecisionCore:
         """Wake ``w`` at ``t`` for ``kind`` (``wakeups``), unless its epoch has moved on by then."""
         self.wseq += 1
         heapq.heappush(self.wakeups, (t, self.wseq, kind, w.wid, w.epoch))
+
+    def wake_timed(self, t: int, kind: int) -> None:
+        """Wake the core itself at ``t`` for ``kind`` (a ``TIMED`` wake-up, which carries no workload)."""
+        self.wseq += 1
+        heapq.heappush(self.wakeups, (t, self.wseq, kind, "", 0))
 
     def _wake(self, kind: int, w: Workload, t: int, out: list[Event]) -> bool:
         if kind == PROTECT:
@@ -566,8 +585,10 @@ class DecisionCore:
             if not w.allocated:
                 self.unalloc_gpus += w.held
                 if self.knobs.policy == "fairshare" and self.knobs.fill_protect_s:
-                    w.protected_until = t + protect * _US
-                    self.wake_at(w.protected_until, PROTECT, w)
+                    # (on a held host never past the hold's time)
+                    w.protected_until = holds.clip(self, w, t + protect * _US)
+                    if w.protected_until > t:
+                        self.wake_at(w.protected_until, PROTECT, w)
             if self.knobs.policy != "fifo" and w.protected_until == t:
                 self.pool_add(w)
         out.append(
@@ -678,7 +699,9 @@ class DecisionCore:
                 continue
             self._cycle_done(t)
             break
+        holds.pass_holds(self, t, out)  # the head's hold: its start, the held room soaked, or a grant
         self._fill(t, out)
+        holds.fill_held(self, t, out)
         self.pass_at = t
         progress.queue_recheck(self, t)
 
@@ -751,14 +774,15 @@ class DecisionCore:
 
     def _decision(
         self, action: str, w: Workload, t: int, effective: int, reason: str,
-        for_workload: str | None = None, position: int | None = None,
+        for_workload: str | None = None, position: int | None = None, hosts: list[int] | None = None,
     ) -> SchedulingDecision:
         ratio = None
         if w.node is not None and isinstance(self.order, FairShareOrder) and self.hosts.capacity:
             r = self.order.ratio(w.node, t)
             ratio = r if math.isfinite(r) else None
         result: SchedulingDecision = self._new(
-            SchedulingDecision, t, action=action, workload_id=w.wid, nodes=self.hosts.names(w.hosts),
+            SchedulingDecision, t, action=action, workload_id=w.wid,
+            nodes=self.hosts.names(w.hosts if hosts is None else hosts),
             reason=reason, for_workload=for_workload, budget_ratio=ratio, queue_position=position,
             effective_time=self._at(min(effective, _LAST_US)),
         )

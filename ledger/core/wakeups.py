@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["CYCLE", "DRAIN", "EXIT", "PROTECT", "RECHECK", "SPARED", "START", "TIMED"]
+__all__ = ["CYCLE", "DRAIN", "EXIT", "HOLD", "PROTECT", "RECHECK", "SPARED", "START", "TIMED"]
 
 PROTECT: Final = 0  # a protected window ends
 EXIT: Final = 1  # a victim's grace period ends: it leaves
@@ -17,4 +17,5 @@ DRAIN: Final = 3  # a workload on a draining host has run out its protected wind
 CYCLE: Final = 4  # the next full preemption walk may run
 SPARED: Final = 5  # a resumable run without a checkpoint is no longer spared
 RECHECK: Final = 6  # a standing check (see ``progress.queue_recheck``)
-TIMED: Final = (CYCLE, RECHECK)  # the core's own wake-ups, not a workload's
+HOLD: Final = 7  # a hold's time comes (see ``holds``)
+TIMED: Final = (CYCLE, RECHECK, HOLD)  # the core's own wake-ups, not a workload's

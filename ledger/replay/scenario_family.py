@@ -14,6 +14,11 @@ rules must hold up on:
 * ``never_checkpoint``: the share of resumable batch work that never writes a checkpoint;
 * ``wide_share``: the share of GPU-hours in wide training runs (16–128 GPUs, whole hosts).
 
+``sustained(params, seed)`` returns a month of another shape (``Sustained``): submissions that go on
+at a steady 2–3× the capacity for the whole span (the backlog grows while they do), on a tree of
+programs, projects (the teams) and researchers, with resumable training runs of 8–256 GPUs a few
+percent of the workloads and most of the GPU-hours.
+
 Inside a team, debug runs (minimum runtime ≤ 15 min) are submitted at the top priority (3) and
 the rest at 0–2.
 
@@ -24,16 +29,18 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from ledger.budgets import BudgetNode, Budgets
 from ledger.events import WorkloadSubmitted, trusted
 
-__all__ = ["SPREAD", "START", "Params", "month"]
+__all__ = ["LEVELS", "SPREAD", "START", "Params", "Sustained", "month", "sustained"]
 
 START = datetime(2026, 6, 1, tzinfo=UTC)  # a Monday
 SPREAD = (8.0, 4.0, 2.0, 1.0, 1.0, 1.0)  # team shares when budgets are spread
+LEVELS = ("org", "program", "team", "user")  # a sustained month's levels, root first: its projects are the teams
 
 
 @dataclass(frozen=True)
@@ -87,23 +94,7 @@ def month(params: Params, seed: int) -> tuple[list[WorkloadSubmitted], Budgets]:
             done[label] += work
         rows.append((rng.randrange(0, span), rng.choice(teams), {"label": label, **f}))
     rows.sort(key=lambda r: r[0])
-    subs: list[WorkloadSubmitted] = []
-    for n, (t, team, f) in enumerate(rows):
-        label = str(f.pop("label"))
-        wid = f"{label[:4]}-{n:06d}"
-        subs.append(
-            trusted(
-                WorkloadSubmitted,
-                {
-                    "event_id": f"{cluster}/sub/{wid}", "cluster": cluster, "time": START + timedelta(seconds=t),
-                    "schema_version": 2, "workload_id": wid, "budget": team, "user": f"u-{team[-2:]}",
-                    "gpus": f["gpus"], "nodes": 0, "min_runtime_s": f["min_runtime_s"], "resumable": f["resumable"],
-                    "priority": _priority(rng, str(f["kind"])), "kind": f["kind"], "work_s": f["work_s"],
-                    "checkpoint_interval_s": f["checkpoint_interval_s"], "restart_s": f["restart_s"],
-                },
-            )
-        )
-    return subs, budgets
+    return _submissions(rng, cluster, rows, lambda team: f"u-{team[-2:]}"), budgets
 
 
 def _priority(rng: random.Random, kind: str) -> int:
@@ -150,3 +141,148 @@ def _hints(
         "gpus": gpus, "min_runtime_s": min_runtime_s, "resumable": resumable, "work_s": work_s,
         "checkpoint_interval_s": interval_s, "restart_s": restart_s, "kind": kind,
     }
+
+
+@dataclass(frozen=True)
+class Sustained:
+    """The knobs of one sustained-demand month (see ``sustained``)."""
+
+    gpus: int = 1024
+    gpus_per_node: int = 8
+    days: int = 22  # submissions go on this long, at the same rate throughout
+    demand: float = 2.5  # submitted GPU-hours of work per hour ÷ the cluster's GPUs
+    wide_share: float = 0.7  # share of the submitted GPU-hours in 8–256-GPU training runs
+    resumable: float = 0.7  # share of the batch runs that resume from checkpoints
+    programs: int = 4
+    projects: int = 15
+    researchers: int = 150
+
+    def __post_init__(self) -> None:
+        if (not 0 < self.demand <= 10 or not 0 <= self.wide_share < 1 or self.gpus < self.gpus_per_node
+                or not 0 <= self.resumable <= 1 or self.gpus % self.gpus_per_node or self.days < 1
+                or not 1 <= self.programs <= self.projects <= self.researchers):
+            raise ValueError(f"sustained-month params out of range: {self}")
+
+
+def sustained(params: Sustained, seed: int) -> tuple[list[WorkloadSubmitted], Budgets]:
+    """Return a sustained-demand month: submissions in time order and its org/program/team/user tree.
+
+    Submission times are drawn evenly over ``days``, so the work submitted in any few hours is
+    ``demand`` times what the cluster can run in them, to the last day. Each workload belongs to a
+    project (a team) drawn in proportion to the project's share of the cluster, so every team asks
+    for about ``demand`` times its share at every moment, and to one of its researchers (drawn
+    evenly). Of the workloads: training runs (8–256 GPUs on whole hosts, 2–24 h of work, protected
+    4–8 h, resumable, checkpoints every 15–60 min) until they hold ``wide_share`` of the GPU-hours;
+    the rest 45 % debug (1–8 GPUs, 5–15 min protected, at their team's top priority), 52 % batch
+    (1–8 GPUs, 30 min–2 h protected, a share ``resumable`` of them resumable: 70 %), 2 %
+    interactive, 1 % free fill (minimum runtime 0). Shares are drawn from 0.5–2.0 at every level.
+    """
+    rng = random.Random(seed)
+    p = params
+    cluster = "sus"
+    budgets, teams = _sustained_tree(rng, cluster, p)
+    team_paths = list(teams)
+    weights = [w for w, _ in teams.values()]
+    span = p.days * 86_400
+    target = p.demand * p.gpus * span
+    wide_target = target * p.wide_share
+    rows: list[tuple[int, str, dict[str, object]]] = []
+    done = {"wide": 0.0, "all": 0.0}
+    wide_every = _wide_every(p.wide_share)
+    while done["all"] < target:
+        if done["wide"] < wide_target and rng.random() < wide_every:
+            label, f = "wide", _sustained_wide(rng, p.gpus)
+        else:
+            label, f = _sustained_other(rng, p.resumable)
+        work = float(f["gpus"]) * float(f["work_s"])  # type: ignore[arg-type]
+        done["all"] += work
+        if label == "wide":
+            done["wide"] += work
+        team = rng.choices(team_paths, weights)[0]
+        rows.append((rng.randrange(0, span), rng.choice(teams[team][1]), {"label": label, **f}))
+    rows.sort(key=lambda r: r[0])
+    return _submissions(rng, cluster, rows, lambda leaf: leaf.rsplit("/", 1)[-1]), budgets
+
+
+def _wide_every(wide_share: float) -> float:
+    """Return how often a draw is a training run so they reach ``wide_share`` of the GPU-hours evenly in time."""
+    # A training run holds about 1,100 GPU-hours and any other workload about 7: draws that make
+    # training runs this often fill both targets together, so the mix is the same early and late.
+    if wide_share <= 0:
+        return 0.0
+    return min(1.0, wide_share * 7.0 / ((1 - wide_share) * 1_100 + wide_share * 7.0))
+
+
+def _sustained_tree(
+    rng: random.Random, cluster: str, p: Sustained
+) -> tuple[Budgets, dict[str, tuple[float, list[str]]]]:
+    """Return the budgets and, per project, its share of the cluster and its researchers' leaves."""
+    nodes = [BudgetNode("lab", 1.0, ("director",))]
+    programs = [f"p{i}" for i in range(p.programs)]
+    program_share = {g: round(rng.uniform(0.5, 2.0), 2) for g in programs}
+    projects = [(programs[i % p.programs], f"j{i:02d}") for i in range(p.projects)]
+    project_share = {j: round(rng.uniform(0.5, 2.0), 2) for _, j in projects}
+    out: dict[str, tuple[float, list[str]]] = {}
+    for g in programs:
+        nodes.append(BudgetNode(f"lab/{g}", program_share[g], (f"{g}-pi",)))
+    for g, j in projects:
+        nodes.append(BudgetNode(f"lab/{g}/{j}", project_share[j], (f"{j}-lead",)))
+    n = 0
+    for k, (g, j) in enumerate(projects):
+        leaves = []
+        for _ in range(p.researchers // p.projects + (1 if k < p.researchers % p.projects else 0)):
+            n += 1
+            leaf = f"lab/{g}/{j}/r{n:03d}"
+            nodes.append(BudgetNode(leaf, round(rng.uniform(0.5, 2.0), 2), ()))
+            leaves.append(leaf)
+        out[f"lab/{g}/{j}"] = (0.0, leaves)
+    program_total = sum(program_share.values())
+    for g, j in projects:
+        siblings = sum(project_share[jj] for gg, jj in projects if gg == g)
+        out[f"lab/{g}/{j}"] = (program_share[g] / program_total * project_share[j] / siblings, out[f"lab/{g}/{j}"][1])
+    return Budgets(cluster, p.gpus, p.gpus_per_node, tuple(nodes), LEVELS, "team"), out
+
+
+def _sustained_wide(rng: random.Random, gpus: int) -> dict[str, object]:
+    width = min(rng.choice((8, 16, 32, 64, 128, 256)), gpus)
+    return _hints(width, rng.randint(4, 8) * 3600, True, int(rng.uniform(2, 24) * 3600),
+                  rng.choice((15, 30, 45, 60)) * 60, rng.randint(300, 1200), "training")
+
+
+def _sustained_other(rng: random.Random, resumable_share: float) -> tuple[str, dict[str, object]]:
+    roll = rng.random()
+    if roll < 0.45:
+        return "debug", _hints(rng.choice((1, 1, 1, 2, 4, 8)), rng.choice((300, 600, 900)), False,
+                               rng.randint(60, 900), 0, 0, "debug")
+    if roll < 0.97:
+        resumable = rng.random() < resumable_share
+        work = int(rng.lognormvariate(math.log(2 * 3600), 0.8)) + 300
+        return "batch", _hints(rng.choice((1, 2, 4, 4, 8, 8)), rng.choice((1800, 3600, 7200)), resumable, work,
+                               rng.choice((900, 1800)) if resumable else 0, rng.randint(60, 600), "batch")
+    if roll < 0.99:
+        return "inter", _hints(rng.choice((1, 1, 2)), 4 * 3600, False, rng.randint(3600, 4 * 3600), 0, 0,
+                               "interactive")
+    return "fill", _fill(rng)
+
+
+def _submissions(
+    rng: random.Random, cluster: str, rows: list[tuple[int, str, dict[str, object]]], user: Callable[[str], str]
+) -> list[WorkloadSubmitted]:
+    """Return the submissions of (offset, budget, hints) rows, in row order, with fixed ids."""
+    subs: list[WorkloadSubmitted] = []
+    for n, (t, leaf, f) in enumerate(rows):
+        label = str(f.pop("label"))
+        wid = f"{label[:4]}-{n:06d}"
+        subs.append(
+            trusted(
+                WorkloadSubmitted,
+                {
+                    "event_id": f"{cluster}/sub/{wid}", "cluster": cluster, "time": START + timedelta(seconds=t),
+                    "schema_version": 2, "workload_id": wid, "budget": leaf, "user": user(leaf),
+                    "gpus": f["gpus"], "nodes": 0, "min_runtime_s": f["min_runtime_s"], "resumable": f["resumable"],
+                    "priority": _priority(rng, str(f["kind"])), "kind": f["kind"], "work_s": f["work_s"],
+                    "checkpoint_interval_s": f["checkpoint_interval_s"], "restart_s": f["restart_s"],
+                },
+            )
+        )
+    return subs

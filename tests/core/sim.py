@@ -85,14 +85,22 @@ class Ledger:
         self.runs = kept
         return totals
 
-    def nothing_waiting_fits(self, headroom: int = 0) -> str | None:
+    def nothing_waiting_fits(self, headroom: int = 0, held: tuple[str, ...] = (), holder: str = "") -> str | None:
         """Return a waiting workload that fits the free healthy room now, if any (there must be none).
 
         Free fill is held back while the room it would leave is under ``headroom`` GPUs and allocated
         work runs or waits (the fill headroom of fair share): such fill does not count as fitting.
+        Hosts ``held`` for ``holder`` are room for the holder only (the others may or may not start
+        there, as the hold's rules say); the holder may start on them and on any other free host.
         """
         healthy = [h for h in self.host_gpus if self.health.get(h, "healthy") == "healthy"]
-        free = {h: self.host_gpus[h] - self.used.get(h, 0) for h in healthy}
+        everywhere = {h: self.host_gpus[h] - self.used.get(h, 0) for h in healthy}
+        whole_everywhere = sum(
+            1 for h, f in everywhere.items() if f == self.per_node and self.host_gpus[h] == self.per_node
+        )
+        if holder in self.waiting and whole_everywhere >= -(-self.gpus[holder] // self.per_node):
+            return holder
+        free = {h: f for h, f in everywhere.items() if h not in held}
         whole = sum(1 for h, f in free.items() if f == self.per_node and self.host_gpus[h] == self.per_node)
         allocated_busy = any(r[3] for r in self.open.values()) or any(w not in self.fill for w in self.waiting)
         total_free = sum(free.values())

@@ -98,7 +98,9 @@ def test_hosts_are_never_overfilled_protected_work_is_never_preempted_and_nothin
 
     def check(core: DecisionCore, led: Ledger) -> None:
         kept = core.knobs.fill_headroom * core.hosts.capacity if core.knobs.policy == "fairshare" else 0
-        stuck = led.nothing_waiting_fits(math.ceil(kept))
+        hold = core.hold
+        held = core.hosts.names(hold.hosts) if hold is not None else ()
+        stuck = led.nothing_waiting_fits(math.ceil(kept), held, hold.wid if hold is not None else "")
         assert stuck is None, f"{stuck} waits although it fits the free room"
         # the hosts each budget runs on, as placement counts them, are the hosts its runs are on
         counted: dict[str, dict[int, int]] = {}

@@ -1,0 +1,416 @@
+"""Holds (the *No starvation* rule): hosts kept for the head of the fair-share order until its room is free.
+
+Rules (fair share; docs/rules.md, "Holds"):
+
+* **Grant.** After a pass's allocated starts and preemptions, when no hold stands, the allocated
+  waiter at the head of the fair-share order (it could neither start nor preempt for room) is
+  granted a hold on the hosts where its room frees earliest: the whole hosts (a wide waiter) or
+  the one host (a narrow one) whose runs' protected windows end first. A host's room frees when
+  the last protected window on it ends (free fill frees at once; a victim leaving after its grace
+  period, when it leaves). A host held by a *settled* run (preempted ``max_preemptions`` times and
+  not checkpointed since: it keeps its GPUs until it checkpoints or ends) or by a starting run
+  frees at no known time and is not chosen. When the head cannot be held so, the next waiters in
+  the order are tried (``TRIES`` in all). One hold stands at a time.
+* **While it stands.** Held hosts are out of the free room every other start and preemption sees.
+  Allocated work may start on them only when its protected window ends by the hold's time
+  (``soak``, in fair-share order, at most ``TRIES_SOAK`` candidates a pass); free fill may start
+  there (with no protected window past the hold's time). A change of head neither moves nor drops
+  the hold: it stands until its holder starts.
+* **Its time.** The holder starts on the held hosts as soon as they seat it, and at the latest at
+  the hold's time: then every run on them past its protected window is preempted for it (free
+  fill, and allocated work of any budget, checkpointed or not), cheapest first and only as many as
+  seat it, with no further swap test: the holder stood first when the hold was granted, and the
+  runs there were started knowing the hosts were held (or were protected no longer than the
+  hold's time). Should a run there still be protected (started during a grace period), the hold's
+  time moves to the end of its window.
+* **Dropped** when the holder starts (anywhere), leaves the queue, or a held host changes health
+  or the cluster's capacity changes (a new hold is granted at the next pass).
+
+Costs: a grant looks at every host's runs once (O(runs)); a standing hold costs O(held hosts) a
+pass, and its soak at most ``TRIES_SOAK`` candidates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ledger.core import progress
+from ledger.core.contract import EXITING, RUNNING, WAITING, Workload
+from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick
+from ledger.core.grace import keep_exiting
+from ledger.core.knobs import format_duration
+from ledger.core.pickling import rebuilt_from_fields
+from ledger.core.placement import Fits, hosts_needed
+from ledger.core.reasons import start_reason
+from ledger.core.wakeups import HOLD
+from ledger.core.walk import walk_allocated
+from ledger.events import Event, from_us
+
+if TYPE_CHECKING:
+    from ledger.core.scheduler import DecisionCore
+
+__all__ = ["TRIES", "TRIES_SOAK", "Hold", "clip", "drop", "pass_holds"]
+
+_US = 1_000_000
+_NEVER = 1 << 62
+TRIES = 8  # waiters tried, in fair-share order, for a grant when the ones before cannot be held for
+TRIES_SOAK = 32  # waiters looked at per pass for room on held hosts (as Slurm's bf_max_job_test bounds its backfill)
+
+
+@dataclass(slots=True)
+class Hold:
+    """Hosts held for one waiter until ``until`` (µs), granted at ``since``."""
+
+    wid: str
+    hosts: list[int] = field(default_factory=list)
+    until: int = 0
+    since: int = 0
+    gpus: int = 0
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        return rebuilt_from_fields(self)
+
+
+def pass_holds(core: DecisionCore, t: int, out: list[Event]) -> None:
+    """Run a pass's hold steps, after its allocated starts and preemptions: start the holder, soak, grant."""
+    if not isinstance(core.order, FairShareOrder):
+        return
+    hold: Hold | None = core.hold
+    if hold is not None:
+        holder = core.workloads.get(hold.wid)
+        if holder is None or holder.state != WAITING:
+            drop(core)  # started elsewhere, or left the queue
+        elif not _take(core, hold, holder, t, out):
+            _soak(core, hold, t, out)
+    if core.hold is None and t >= core.hold_retry and progress.allocated_waiting(core):
+        granted = _grant(core, t, out)
+        if granted is not None:
+            _soak(core, granted, t, out)
+        else:
+            # nothing to hold for among the first waiters: look again a standing check later (or at the
+            # next drop), not at every pass (a grant looks at every run)
+            core.hold_retry = t + max(1, core.knobs.standing_check_s) * _US
+
+
+def drop(core: DecisionCore) -> None:
+    """Drop the standing hold (if any): its hosts take any work again."""
+    hold = core.hold
+    if hold is None:
+        return
+    core.hold = None
+    core.hold_retry = 0
+    for i in hold.hosts:
+        core.hosts.set_held(i, False)
+
+
+def clip(core: DecisionCore, w: Workload, until: int) -> int:
+    """Return ``until`` cut to the hold's time when ``w`` (not the holder) runs on a held host."""
+    hold = core.hold
+    if hold is None or w.wid == hold.wid or until <= hold.until:
+        return until
+    held = core.hosts.hosts
+    return hold.until if any(held[i].held for i in w.hosts) else until
+
+
+# ---------------------------------------------------------------- grant
+def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
+    """Grant a hold to the first waiter, among the first heads of the order, that can be held for; return it."""
+    order = core.order
+    assert isinstance(order, FairShareOrder)
+    tried = 0
+    per = core.hosts.per_node
+    for _node, queue, _ahead, _walker in walk_allocated(order, t):
+        for key, size in queue.heads():
+            tried += 1
+            if tried > TRIES:
+                return None
+            if size <= per:
+                continue  # one host or less: the rules of a single host's room apply (see the docstring)
+            w = core.workloads[key[2]]
+            found = _earliest_room(core, w, t)
+            if found is not None:
+                hosts, until = found
+                hold = core.hold = Hold(w.wid, hosts, until, t, w.size)
+                for i in hosts:
+                    core.hosts.set_held(i, True)
+                core.wake_timed(until, HOLD)
+                words = _hold_words(core, w, hosts, until, t)
+                out.append(core._decision("hold", w, t, until, words, position=order.position_of(w, t), hosts=hosts))
+                return hold
+    return None
+
+
+def _frees_at(core: DecisionCore, v: Workload, t: int) -> int:
+    """Return when (µs) a hold could take the GPUs ``v`` holds: its protected window's end, or never."""
+    if v.state == EXITING:
+        return max(t, v.exit_us)
+    if v.state != RUNNING:
+        return _NEVER  # starting after a grace period: its window is not known yet
+    if v.allocated and v.preemptions >= core.knobs.max_preemptions and not (
+        v.resumable and v.last_ckpt_us > v.start_us
+    ):
+        return _NEVER  # settled: keeps its GPUs until it checkpoints or ends
+    return max(t, v.protected_until)
+
+
+def _earliest_room(core: DecisionCore, w: Workload, t: int) -> tuple[list[int], int] | None:
+    """Return the hosts where ``w``'s room frees earliest and when, or None when no such time is known. O(runs)."""
+    hosts = core.hosts
+    per = hosts.per_node
+    size = w.size
+    workloads = core.workloads
+    open_ = hosts.healthy
+    if size > per:
+        need = hosts_needed(size, per)
+        ready: list[tuple[int, int]] = []
+        for h in hosts.hosts:
+            if h.gpus != per or not open_[h.index]:
+                continue
+            at = t
+            for wid in h.workloads:
+                at = max(at, _frees_at(core, workloads[wid], t))
+                if at >= _NEVER:
+                    break
+            if at < _NEVER:
+                ready.append((at, h.index))
+        if len(ready) < need:
+            return None
+        ready.sort()
+        chosen = ready[:need]
+        return sorted(i for _, i in chosen), chosen[-1][0]
+    best: tuple[int, int] | None = None
+    for h in hosts.hosts:
+        if h.gpus < size or not open_[h.index]:
+            continue
+        short = size - (h.gpus - h.used)
+        at = t
+        if short > 0:
+            frees = sorted((_frees_at(core, workloads[wid], t), g) for wid, g in h.workloads.items())
+            for when, g in frees:
+                at = when
+                short -= g
+                if short <= 0:
+                    break
+        if at < _NEVER and (best is None or at < best[0]):
+            best = (at, h.index)
+    if best is None:
+        return None
+    return [best[1]], best[0]
+
+
+def _hold_words(core: DecisionCore, w: Workload, hosts: list[int], until: int, t: int) -> str:
+    what = f"{len(hosts)} hosts" if len(hosts) > 1 else f"host {core.hosts.hosts[hosts[0]].name}"
+    when = (
+        "now: the runs there are past their protected windows"
+        if until <= t
+        else f"{from_us(until):%Y-%m-%d %H:%M} UTC, when the last protected window on them ends "
+        f"(in {format_duration((until - t + _US - 1) // _US)})"
+    )
+    return (
+        f"first in the fair-share order and neither free room nor preemption seats it: holding {what} for "
+        f"{w.wid} ({w.size} GPUs) until {when}; meanwhile only work whose protected window ends by then, and "
+        f"free fill, starts there"
+    )
+
+
+# ---------------------------------------------------------------- the holder's start
+def _take(core: DecisionCore, hold: Hold, holder: Workload, t: int, out: list[Event]) -> bool:
+    """Start the holder on its held hosts if they seat it, preempting there once the hold's time has come."""
+    hosts = core.hosts
+    hl = hosts.hosts
+    per = hosts.per_node
+    size = holder.size
+    chosen: list[int] = []
+    if size > per:
+        need = hosts_needed(size, per)
+        chosen = [i for i in hold.hosts if hl[i].used == 0][:need]
+        if len(chosen) < need:
+            # wholly free hosts outside the hold count too (the held ones first)
+            chosen += hosts.buckets[per][: need - len(chosen)]
+            chosen.sort()
+        if len(chosen) < need and t >= hold.until:
+            chosen = _clear_wide(core, hold, holder, need, t, out)
+        if len(chosen) < need:
+            return False
+    else:
+        i = hold.hosts[0]
+        if hl[i].gpus - hl[i].used < size and t >= hold.until:
+            _clear_narrow(core, hold, holder, i, t, out)
+        if hl[i].gpus - hl[i].used < size:
+            return False
+        chosen = [i]
+    drop(core)
+    position = core.order.position_of(holder, t)
+    waited = format_duration((t - hold.since) // _US) if t > hold.since else "0s"
+    why = f"on the hosts held for it since {from_us(hold.since):%Y-%m-%d %H:%M} UTC ({waited}); " + start_reason(
+        core, holder, _pick(holder, position), chosen, t
+    )
+    victims = [v for v in core.workloads.values() if v.state == EXITING and v.exit_by == holder.wid]
+    grace = core.knobs.grace_s * _US if victims else 0
+    core._start(holder, chosen, t, position, out, why, grace=grace)
+    for v in victims:
+        keep_exiting(core, v)
+    return True
+
+
+def _clear_wide(core: DecisionCore, hold: Hold, holder: Workload, need: int, t: int, out: list[Event]) -> list[int]:
+    """Preempt the runs past their protection on enough held hosts to seat the holder; return those hosts."""
+    hl = core.hosts.hosts
+    workloads = core.workloads
+    ready: list[tuple[int, int]] = []  # (GPU-µs the host's runs would lose, host)
+    later = hold.until
+    for i in hold.hosts:
+        runs = [workloads[wid] for wid in hl[i].workloads]
+        if all(v.state == RUNNING and v.protected_until <= t for v in runs):
+            ready.append((sum(v.lost_if_preempted(t) for v in runs), i))
+        else:
+            later = max([later, *(_frees_at(core, v, t) for v in runs if v.state != RUNNING or v.protected_until > t)])
+    if len(ready) < need:
+        _move(core, hold, later)
+        return []
+    ready.sort()
+    chosen = sorted(i for _, i in ready[:need])
+    seen: dict[str, None] = {}
+    for i in chosen:
+        for wid in hl[i].workloads:
+            seen[wid] = None
+    _preempt_all(core, hold, holder, [workloads[wid] for wid in seen], t, out)
+    return chosen
+
+
+def _clear_narrow(core: DecisionCore, hold: Hold, holder: Workload, i: int, t: int, out: list[Event]) -> None:
+    """Preempt, cheapest first, the runs past their protection on the held host until it seats the holder."""
+    h = core.hosts.hosts[i]
+    runs = sorted(
+        (v.lost_if_preempted(t), v.wid, v)
+        for v in (core.workloads[wid] for wid in h.workloads)
+        if v.state == RUNNING and v.protected_until <= t
+    )
+    short = holder.size - (h.gpus - h.used)
+    taken: list[Workload] = []
+    for _, _, v in runs:
+        if short <= 0:
+            break
+        taken.append(v)
+        short -= h.workloads[v.wid]
+    if short > 0:
+        later = min((_frees_at(core, core.workloads[wid], t) for wid in h.workloads), default=hold.until)
+        _move(core, hold, max(later, t + 1))
+        return
+    _preempt_all(core, hold, holder, taken, t, out)
+
+
+def _preempt_all(core: DecisionCore, hold: Hold, holder: Workload, victims: list[Workload], t: int,
+                 out: list[Event]) -> None:
+    position = core.order.position_of(holder, t)
+    since = f"{from_us(hold.since):%Y-%m-%d %H:%M} UTC"
+    for v in victims:
+        lost = v.lost_if_preempted(t) // _US
+        tier = "free fill" if not v.allocated else "past its protected window"
+        why = (
+            f"on a host held since {since} for {holder.wid} ({holder.size} GPUs), whose time has come: {tier}, "
+            f"preempted for it (it discards {lost} GPU-seconds since its last checkpoint)"
+        )
+        core._preempt(v, t, out, "fair_share", holder, why, position=position)
+
+
+def _move(core: DecisionCore, hold: Hold, until: int) -> None:
+    """Put the hold's time off to ``until`` (a run on its hosts is still protected) and wake then."""
+    if until > hold.until and until < _NEVER:
+        hold.until = until
+        core.wake_timed(until, HOLD)
+
+
+# ---------------------------------------------------------------- soaking the held room
+def _held_fits(core: DecisionCore, hold: Hold) -> Fits:
+    hl = core.hosts.hosts
+    per = core.hosts.per_node
+    most, whole = 0, 0
+    for i in hold.hosts:
+        h = hl[i]
+        free = h.gpus - h.used
+        if free > most:
+            most = free
+        if free == per and h.gpus == per:
+            whole += 1
+    return Fits(per, most, whole)
+
+
+def _soak(core: DecisionCore, hold: Hold, t: int, out: list[Event]) -> None:
+    """Start on held room, in fair-share order, allocated work whose protected window ends by the hold's time."""
+    fits = _held_fits(core, hold)
+    if not fits.most:
+        return
+    order = core.order
+    assert isinstance(order, FairShareOrder)
+    left = hold.until - t
+    tried = 0
+    started = True
+    while started and fits.most:
+        started = False
+        for _node, queue, _ahead, _walker in walk_allocated(order, t):
+            for key, size in queue.heads():
+                tried += 1
+                if tried > TRIES_SOAK:
+                    return
+                w = core.workloads[key[2]]
+                if w.wid == hold.wid or not fits.ok(size) or progress.protection_s(core, w) * _US > left:
+                    continue
+                if w.preemptions >= core.knobs.max_preemptions:
+                    continue  # it would be preempted at the hold's time once more without a checkpoint
+                hosts = _choose_held(core, hold, size)
+                position = order.position_of(w, t)
+                why = start_reason(core, w, _pick(w, position), hosts, t) + (
+                    f"; on {'hosts' if len(hosts) > 1 else 'a host'} held for {hold.wid} until "
+                    f"{from_us(hold.until):%Y-%m-%d %H:%M} UTC: its protected window ends by then"
+                )
+                core._start(w, hosts, t, position, out, why)
+                started = True
+                break
+            if started:
+                break
+        fits = _held_fits(core, hold)
+
+
+def fill_held(core: DecisionCore, t: int, out: list[Event]) -> None:
+    """Start free fill on the free room of held hosts (it is preempted when the hold's time comes)."""
+    hold = core.hold
+    if hold is None:
+        return
+    order = core.order
+    assert isinstance(order, FairShareOrder)
+    nothing = Fits(core.hosts.per_node, 0, 0)
+    while True:
+        fits = _held_fits(core, hold)
+        if not fits.most:
+            return
+        pick = order.next_start(t, nothing, False, fits)
+        if pick is None:
+            return
+        w = core.workloads[pick.key[2]]
+        hosts = _choose_held(core, hold, w.size)
+        why = start_reason(core, w, pick, hosts, t) + (
+            f"; on {'hosts' if len(hosts) > 1 else 'a host'} held for {hold.wid} until "
+            f"{from_us(hold.until):%Y-%m-%d %H:%M} UTC, preempted then if still running"
+        )
+        core._start(w, hosts, t, pick.position, out, why)
+
+
+def _choose_held(core: DecisionCore, hold: Hold, size: int) -> list[int]:
+    """Return held hosts for ``size`` GPUs: the fullest that fits (narrow), the lowest wholly free ones (wide)."""
+    hl = core.hosts.hosts
+    per = core.hosts.per_node
+    if size > per:
+        need = hosts_needed(size, per)
+        return [i for i in hold.hosts if hl[i].used == 0 and hl[i].gpus == per][:need]
+    best, room = -1, per + 1
+    for i in hold.hosts:
+        free = hl[i].gpus - hl[i].used
+        if size <= free < room:
+            best, room = i, free
+    return [best]
+
+
+def _pick(w: Workload, position: int) -> Pick:
+    return Pick(w.key, position, ALLOCATED)
