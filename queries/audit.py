@@ -47,9 +47,9 @@ def connect(source: Source, *, decisions: bool = True) -> duckdb.DuckDBPyConnect
     return project(open_records(source), decisions=decisions)
 
 
-def rows(con: duckdb.DuckDBPyConnection, query: str) -> list[dict[str, Any]]:
-    """Return the result of ``query`` as a list of dicts."""
-    cur = con.execute(query)
+def rows(con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Return the result of ``query`` (its ``$name`` parameters bound from ``params``) as a list of dicts."""
+    cur = con.execute(query, params) if params else con.execute(query)
     names = [d[0] for d in cur.description]
     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
@@ -292,7 +292,7 @@ def discarded_work(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     empty = dict.fromkeys(_DISCARD_KEYS, None) | {"preemptions": 0, "discarded_gpu_hours": 0.0}
     ev = rows(con, "SELECT * FROM eviction")[0]
     out = dict(by.get(("all", "all"), empty))
-    out["restart_time_source"] = "restart_s of the submission (the log has no resume marker)"
+    out["restart_time_source"] = "the restart time each workload declared when submitted (the log records no resume)"
     out["eviction_ratio"] = ev["gpus_preempted"] / ev["gpus_started"] if ev["gpus_started"] else None
     out["gpus_preempted"] = int(ev["gpus_preempted"])
     out["gpus_started_by_preemption"] = int(ev["gpus_started"])
@@ -480,6 +480,9 @@ def write_json(data: dict[str, Any], path: str | Path) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as the run's other files (mkstemp's own mode is 0600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, indent=1)
             fh.write("\n")

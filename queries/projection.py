@@ -239,7 +239,7 @@ def build_intervals(con: duckdb.DuckDBPyConnection) -> None:
 
 def sql_text(name: str) -> str:
     """Return the text of ``queries/<name>.sql``."""
-    return resources.files("queries").joinpath(f"{name}.sql").read_text(encoding="utf-8")
+    return resources.files("ledger.queries").joinpath(f"{name}.sql").read_text(encoding="utf-8")
 
 
 __all__ = ["BATCH", "TABLES", "build_intervals", "load_arrow", "project", "sql_text"]

@@ -7,6 +7,7 @@ charts on one scale.
 
 from __future__ import annotations
 
+import re
 from html import escape
 from pathlib import Path
 from typing import Any, overload
@@ -34,7 +35,7 @@ h3{font-size:15px;margin:8px 0}
 .sub{color:#555;margin:0 0 12px}.kpis{display:flex;flex-wrap:wrap;gap:10px;margin:10px 0}
 .kpi{border:1px solid #ddd;border-radius:6px;padding:8px 12px;min-width:140px;flex:1}
 .kpi b{display:block;font-size:20px}.kpi span{color:#555;font-size:12px}.kpi.bad b{color:#d62728}
-.grid{display:flex;flex-wrap:wrap;gap:8px}.grid>svg{flex:1 1 360px;max-width:100%;height:auto}
+.grid{display:grid;gap:8px;grid-template-columns:repeat(auto-fill,minmax(360px,1fr))}.grid>svg{width:100%;height:auto}
 .cols{display:grid;gap:18px;grid-template-columns:repeat(var(--n),minmax(0,1fr))}
 .cols>div{min-width:0}svg{max-width:100%;height:auto}
 table{border-collapse:collapse;margin:6px 0 12px;font-size:12.5px}
@@ -43,9 +44,13 @@ td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}tr.sh
 th{background:#f6f6f6}svg .t{font-size:12px;font-weight:600;fill:#333}svg .a{font-size:10px;fill:#444}
 svg .g{stroke:#e4e4e4}.note{color:#555;font-size:12px}.def{background:#f6f8fc;border-left:3px solid #4269d0;
 padding:6px 10px;margin:8px 0;font-size:13px}pre{background:#f6f6f6;padding:10px;overflow-x:auto;font-size:12px}
+table.sweep{width:100%}table.sweep th{vertical-align:bottom;font-size:12px;font-weight:600}
+td.setting{min-width:10em}td.best{font-weight:700;background:#e8f3ec}
+.charts{display:grid;gap:16px;grid-template-columns:repeat(auto-fit,minmax(380px,1fr))}.charts>svg{width:100%;height:auto}
 """
 
 WORST_CHARTS = 6  # teams drawn day by day: the worst of those under 95%
+SHORT_BARS = 25  # teams drawn in the received / owed bars; a title says when more were short
 TOP_DISCARD = 15  # bars in the discarded-work chart; the rest are summed into one
 TABLE_ROWS = 200
 
@@ -64,8 +69,8 @@ def _table(cols: list[str], rows: list[list[Any]], limit: int = TABLE_ROWS, shor
         )
         short = k is not None and isinstance(r[k], float) and r[k] < SHORT
         body.append(f'<tr class="short">{tds}</tr>' if short else f"<tr>{tds}</tr>")
-    more = (f'<p class="note">{len(rows) - limit} more row(s) below and in audit.json</p>'
-            if len(rows) > limit else "")
+    more = (f'<p class="note">The first {limit:,} of {len(rows):,} rows; all of them: <code>gpuledger audit SOURCE '
+            "--format csv</code> (or json).</p>" if len(rows) > limit else "")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
 
 
@@ -156,8 +161,10 @@ def owed_section(data: dict[str, Any], teams: list[str], scales: dict[str, float
     """Return the owed-against-delivered charts: every short team's ratio, then the worst day by day."""
     short = short_teams(data)
     bars = ratio_bars(
-        [(t["budget"], t["ratio"], f"of {t['owed_gpu_hours']:,.0f} GPU-h owed") for t in short[:25]],
-        title=f"Received / owed, teams under {SHORT:.0%} (worst first)",
+        [(t["budget"], t["ratio"], f"of {t['owed_gpu_hours']:,.0f} GPU-h owed") for t in short[:SHORT_BARS]],
+        title=(f"Received / owed, teams under {SHORT:.0%} (worst first)" if len(short) <= SHORT_BARS else
+               f"Received / owed: the worst {SHORT_BARS} of the {len(short)} teams under {SHORT:.0%} (all in the "
+               "table)"),
     ) if short else ""
     days, series = _daily(data)
     charts = []
@@ -288,6 +295,11 @@ def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool
     return _page(title, "".join(sections))
 
 
+def _code(text: str) -> str:
+    """Return plain text as HTML, its `backquoted` words set as code."""
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escape(text))
+
+
 def _page(title: str, body: str) -> str:
     return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
             f"<style>{_CSS}</style></head><body>{body}</body></html>\n")
@@ -315,6 +327,7 @@ def compare_html(labels: list[str], runs: list[dict[str, Any]], title: str = "gp
         f"<h1>{escape(title)}</h1>",
         f'<p class="sub">{len(runs)} runs of the same inputs, one column each; period {escape(period["start"] or "-")}'
         f' to {escape(period["end"] or "-")} (UTC). Charts in a row share their scale.</p>',
+        "".join(f"<p>{_code(part)}</p>" for part in intro.split("\n\n") if part.strip()),
         row("Headline", [headline(a) for a in audits]),
         row("Owed against delivered", [owed_section(a, teams, scales) for a in audits]),
         row("Cluster occupancy", [cluster_chart(a, cluster_top, width=560 if len(audits) > 1 else 1000)
@@ -323,11 +336,18 @@ def compare_html(labels: list[str], runs: list[dict[str, Any]], title: str = "gp
         row("Discarded work", [discard_chart(a, scale=discard_top) for a in audits]),
         "<h2>Every measure side by side</h2>",
         f"<pre>{escape(table(labels, runs))}</pre>",
-        "".join(f"<p>{escape(part)}</p>" for part in intro.split("\n\n") if part.strip()),
         '<p class="note">Every run\'s full tables are in its own audit.json (and <code>gpuledger audit RUN_DIR '
         "--format html</code>).</p>",
     ]
     return _page(title, "".join(body))
+
+
+def sweep_page(labels: list[str], runs: list[dict[str, Any]], title: str = "gpuledger compare",
+               notes: list[str] | None = None, same_as: list[str | None] | None = None) -> str:
+    """Return the sweep page (three settings or more): one row per setting, best values marked, trade-off charts."""
+    from ledger.queries.sweep import sweep_html
+
+    return sweep_html(labels, runs, title=title, page=_page, notes=notes or [], same_as=same_as)
 
 
 @overload
@@ -363,4 +383,4 @@ def render_html(
     return path
 
 
-__all__ = ["compare_html", "headline", "html", "render_html"]
+__all__ = ["compare_html", "headline", "html", "render_html", "sweep_page"]

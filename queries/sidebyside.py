@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ledger.queries.timefmt import duration
+
 SIZES = ("1", "2-8", "9-64", "65-256", "257+")
 
 
@@ -171,14 +173,7 @@ def human(value: float | int | None, unit: str) -> str:
     if unit in ("ratio", "share"):
         return f"{value * 100:.1f}%"
     if unit == "seconds":
-        v = float(value)
-        if v < 120:
-            return f"{v:.0f} s"
-        if v < 7200:
-            return f"{v / 60:.1f} min"
-        if v < 172_800:
-            return f"{v / 3600:.1f} h"
-        return f"{v / 86_400:.1f} d"
+        return duration(float(value))
     if unit == "gpu_hours":
         return f"{value:,.0f}"
     if unit == "count":

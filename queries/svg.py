@@ -104,7 +104,9 @@ def line_chart(
                      f'transform="rotate(-90 10 {pad_t + h / 2:.1f})">{escape(y_label)}</text>')
     for i, label in _day_ticks(times):
         parts.append(f'<line x1="{px(i):.1f}" x2="{px(i):.1f}" y1="{pad_t}" y2="{pad_t + h}" class="g"/>')
-        parts.append(f'<text x="{px(i):.1f}" y="{pad_t + h + 13}" class="a" text-anchor="middle">{label}</text>')
+        # a date at the right edge ends there rather than being cut in half by the chart's border
+        anchor = "end" if px(i) > width - pad_r - 16 else "middle"
+        parts.append(f'<text x="{px(i):.1f}" y="{pad_t + h + 13}" class="a" text-anchor="{anchor}">{label}</text>')
     for label, values, colour, style in series:
         if not values:
             continue
@@ -220,5 +222,76 @@ def ratio_bars(bars: Sequence[tuple[str, float, str]], width: int = 520, title: 
     return "".join(parts)
 
 
+def pareto_front(points: Sequence[tuple[float, float]], x_low: bool = True, y_low: bool = False) -> list[int]:
+    """Return the indices of the points no other point beats on both axes, in order along x."""
+    def better(a: tuple[float, float], b: tuple[float, float]) -> bool:  # a at least as good as b, better on one
+        ax, ay = (a[0] if x_low else -a[0]), (a[1] if y_low else -a[1])
+        bx, by = (b[0] if x_low else -b[0]), (b[1] if y_low else -b[1])
+        return ax <= bx and ay <= by and (ax < bx or ay < by)
+
+    front = [i for i, p in enumerate(points) if not any(better(q, p) for q in points)]
+    return sorted(front, key=lambda i: (points[i][0], points[i][1]))
+
+
+def scatter_chart(points: Sequence[tuple[str, float, float]], *, title: str, x_label: str, y_label: str,
+                  x_low: bool = True, y_low: bool = False, x_share: bool = False, y_share: bool = False,
+                  width: int = 460, height: int = 340) -> str:
+    """Return an SVG scatter of (label, x, y) points, one per setting, with the Pareto front drawn through.
+
+    ``x_low`` / ``y_low`` say which way is better on each axis; the front joins the points that no
+    other point beats on both. Each point is numbered as its row in the table beside the chart.
+    """
+    pad_l, pad_r, pad_t, pad_b = 58, 16, 24, 58
+    w, h = width - pad_l - pad_r, height - pad_t - pad_b
+    xs, ys = [p[1] for p in points], [p[2] for p in points]
+    x_hi, y_hi = nice_max(max(xs, default=0.0)), nice_max(max(ys, default=0.0))
+
+    def px(x: float) -> float:
+        return pad_l + w * x / x_hi
+
+    def py(y: float) -> float:
+        return pad_t + h - h * y / y_hi
+
+    def tick(v: float, share: bool) -> str:
+        if not share or v == 0:
+            return _fmt(v)
+        return f"{v:.0%}" if v >= 0.1 else f"{v:.1%}"
+
+    parts = _open(width, height, title)
+    for frac in (0, 0.25, 0.5, 0.75, 1):
+        x, y = pad_l + w * frac, pad_t + h - h * frac
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{pad_t}" y2="{pad_t + h}" class="g"/>')
+        parts.append(f'<line x1="{pad_l}" x2="{pad_l + w}" y1="{y:.1f}" y2="{y:.1f}" class="g"/>')
+        anchor = "end" if frac == 1 else "middle"  # the last label ends at the axis, inside the chart
+        parts.append(f'<text x="{x:.1f}" y="{pad_t + h + 13}" class="a" text-anchor="{anchor}">'
+                     f"{tick(x_hi * frac, x_share)}</text>")
+        parts.append(f'<text x="{pad_l - 4}" y="{y + 3:.1f}" class="a" text-anchor="end">'
+                     f"{tick(y_hi * frac, y_share)}</text>")
+    parts.append(f'<text x="{pad_l + w / 2:.1f}" y="{pad_t + h + 30}" class="a" text-anchor="middle">'
+                 f"{escape(x_label)} ({'↓' if x_low else '↑'} better)</text>")
+    parts.append(f'<text x="12" y="{pad_t + h / 2:.1f}" class="a" text-anchor="middle" '
+                 f'transform="rotate(-90 12 {pad_t + h / 2:.1f})">{escape(y_label)} '
+                 f"({'↓' if y_low else '↑'} better)</text>")
+    front = pareto_front([(x, y) for _, x, y in points], x_low, y_low)
+    if len(front) > 1:
+        line = " ".join(f"{px(xs[i]):.1f},{py(ys[i]):.1f}" for i in front)
+        parts.append(f'<polyline points="{line}" fill="none" stroke="{PALETTE[0]}" stroke-width="1.5" '
+                     'stroke-dasharray="5 3"><title>Pareto front</title></polyline>')
+    at: dict[tuple[float, float], list[int]] = {}
+    for i, (_, x, y) in enumerate(points):  # settings with equal results share one point, numbered together
+        at.setdefault((x, y), []).append(i)
+    for (x, y), same in at.items():
+        colour = PALETTE[0] if same[0] in front else "#9498a0"
+        names = "; ".join(f"{i + 1}. {points[i][0]}" for i in same)
+        parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="5" fill="{colour}">'
+                     f"<title>{escape(names)}: {tick(x, x_share)}, {tick(y, y_share)}</title></circle>")
+        parts.append(f'<text x="{px(x) + 7:.1f}" y="{py(y) - 5:.1f}" class="a">'
+                     f"{', '.join(str(i + 1) for i in same)}</text>")
+    parts += _legend([("on the Pareto front", PALETTE[0], "line"), ("beaten on both axes", "#9498a0", "fill")],
+                     pad_l, height - 8, 170)
+    parts.append("</svg>")
+    return "".join(parts)
+
+
 __all__ = ["OK_COLOUR", "PALETTE", "SHORT_COLOUR", "bar_chart", "cdf_chart", "cdf_range", "line_chart", "nice_max",
-           "ratio_bars"]
+           "pareto_front", "ratio_bars", "scatter_chart"]

@@ -36,18 +36,38 @@ def input_source(text: str, what: str = "trace, run directory or event log") -> 
     return path
 
 
-def output_file(text: str) -> Path:
-    """Return ``text`` as a file path that can be written (its directory exists, it is not a directory)."""
+def output_file(text: str, *, force: bool = False, inputs: Collection[str | Path] = ()) -> Path:
+    """Return ``text`` as a file path that can be written: its directory exists, it is not a directory.
+
+    It must not be one of ``inputs`` (the files and directories the command reads) nor lie inside
+    one of them, whatever ``force`` says; and an existing file is replaced only with ``force``.
+    """
     path = Path(text)
     if path.is_dir():
         raise InputError(f"--out {text}: is a directory; expected a file name")
     if not path.parent.is_dir():
         raise InputError(f"--out {text}: directory {path.parent} does not exist")
+    dst = path.resolve()
+    for given in inputs:
+        src = Path(given).resolve()
+        if dst == src:
+            raise InputError(f"--out {text}: is the input {given}; write the output somewhere else")
+        if src.is_dir() and src in dst.parents:
+            raise InputError(f"--out {text}: lies inside the input {given}; write the output somewhere else")
+    if path.exists() and not force:
+        raise InputError(f"--out {text}: already exists; pass --force to replace it, or choose a new file name")
     return path
 
 
 def _is_run_dir(path: Path) -> bool:
-    return path.is_dir() and (path / "events").is_dir()
+    """Return whether ``path`` is a run directory gpuledger wrote, finished or cut short (Ctrl-C, a kill).
+
+    A run cut short may hold only part of what a run writes (a ``.events.building`` log, no audit),
+    or nothing yet: it is ours when everything in it is a name a run writes.
+    """
+    if not path.is_dir() or path.is_symlink():
+        return False
+    return (path / "events").is_dir() or all(e.name in RUN_OUTPUTS for e in path.iterdir())
 
 
 def output_dir(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -77,8 +78,13 @@ def run_one(
         }
     (out_dir / "replay.json").write_text(json.dumps(info, indent=2) + "\n")
     (out_dir / "audit.json").unlink(missing_ok=True)
+    if not quiet:  # the audit takes a while on a big log: say what is running after the bar ends
+        sys.stderr.write(f"auditing {out_dir / 'events'} ...\n")
+        sys.stderr.flush()
+    t0 = time.perf_counter()
     audit = write_audit(out_dir)
     info["wall_s"] = round(stats.wall_s, 3)  # not written: the run directory stays byte-identical
+    info["audit_s"] = round(time.perf_counter() - t0, 3)
     return {"audit": audit, "replay": info}
 
 

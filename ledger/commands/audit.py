@@ -12,10 +12,19 @@ REPORTS = ("owed_hours", "wait_by_team", "discarded_work", "wait_by_size", "occu
            "workloads")
 
 
+def report_name(text: str) -> str:
+    """Return a report's name as the audit keys it (``owed-hours`` -> ``owed_hours``); refuse an unknown one."""
+    name = text.replace("-", "_")
+    if name not in REPORTS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a report: expected one of {', '.join(r.replace('_', '-') for r in REPORTS)}")
+    return name
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """Register this command's flags."""
     p.add_argument("source", metavar="SOURCE", help="run directory (from replay) or embedded event log directory")
-    p.add_argument("--report", choices=REPORTS, type=lambda s: s.replace("-", "_"), metavar="NAME",
+    p.add_argument("--report", type=report_name, metavar="NAME",
                    help=f"show one report only: {', '.join(r.replace('_', '-') for r in REPORTS)} (default: all)")
     p.add_argument("--since", metavar="ISO", help="start of the audit period (UTC if no offset; default: first event)")
     p.add_argument("--until", metavar="ISO", help="end of the audit period (default: last event)")
@@ -25,6 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--format", choices=("table", "json", "csv", "html"), default="table")
     p.add_argument("--window", default="7d", help="lookback window of the fairness series (default 7d)")
     p.add_argument("--out", metavar="FILE", help="write here instead of standard output (every format, html too)")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file (never one the audit reads)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
     from ledger.commands._paths import input_source, output_file
 
     input_source(args.source, "run directory or event log")
-    out = output_file(args.out) if args.out else None
+    # the log (and a run directory around it) and a budgets file are read: --out may never land there
+    around = [args.source] + ([args.budgets] if getattr(args, "budgets", None) else [])
+    out = output_file(args.out, force=args.force, inputs=around) if args.out else None
     window_s = int(parse_duration(args.window))
     if window_s <= 0 or window_s % 3600:
         raise InputError(f"--window {args.window}: the fairness window must be a positive whole number of hours")

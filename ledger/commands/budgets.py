@@ -29,6 +29,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    "from-kueue: default kueue)")
     p.add_argument("--gpu-resource", default="nvidia.com/gpu", help="from-kueue: resource counted as GPUs")
     p.add_argument("--out", metavar="FILE", help="write the budgets file here instead of standard output")
+    p.add_argument("--force", action="store_true", help="replace an existing --out file (never one it reads)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--gpus {args.gpus}: must be at least 1")
     if args.gpus_per_node < 1:
         raise ConfigError(f"--gpus-per-node {args.gpus_per_node}: must be at least 1")
+    if args.out:  # checked before anything is read: a bad --out is one line, and never an input
+        from ledger.commands._paths import output_file
+
+        output_file(args.out, force=args.force, inputs=[args.file] + ([args.sinfo] if args.sinfo else []))
     text = read_text(args.file)
     if args.source == "from-slurm":
         from ledger.adapters.sacctmgr import parse_sacctmgr, parse_sinfo, slurm_budgets

@@ -4,8 +4,12 @@ The month: a 1,024-GPU cluster (128 hosts x 8), a budget tree of 5 programs, 13 
 about 150 researchers, demand two to three times capacity, bursty teams, debug runs, long
 resumable training runs, interactive sessions, and free preemptible fill work (sweeps, evals)
 that keeps idle GPUs busy. Seeded: the same --seed
-gives the same month and the same event logs. DIR gets trace.csv and budgets.yaml (replay them
-yourself with `gpuledger compare`), one run directory per policy, and report.html.
+gives the same month and the same event logs. DIR gets trace.csv and budgets.yaml, one run
+directory per policy, and report.html. The demo stops the clock at the month's end: to replay its
+trace to the same figures, give the same stop, e.g. `gpuledger replay DIR/trace.csv --budgets
+DIR/budgets.yaml --until 2026-04-01T00:00:00Z --out RUN` (without --until a replay runs on until
+all work is done, past the month, and its figures differ). --scale shrinks the month, its cluster
+and its tree together, so a small month keeps the big one's shape.
 """
 
 from __future__ import annotations
@@ -37,9 +41,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 INTRO = """\
-A month on a 1,024-GPU cluster ({hosts} hosts x {per} GPUs), {teams} researchers in {projects} projects
+A month on a {gpus:,}-GPU cluster ({hosts} hosts x {per} GPUs), {teams} researchers in {projects} projects
 under {programs} programs. {workloads:,} workloads: {debug:,} debug runs (minimum runtime <= 15 min),
-{training:,} training runs (up to 512 GPUs, checkpointing), {interactive:,} interactive sessions,
+{training:,} training runs (up to {widest:,} GPUs, checkpointing), {interactive:,} interactive sessions,
 {batch:,} batch jobs and {sweeps:,} fill jobs: free sweeps and evals that use idle GPUs (minimum
 runtime 0, preemptible by any allocated request). Demand averages {demand:.1f}x capacity.
 
@@ -64,6 +68,7 @@ def _describe(month: Any, demand: float) -> str:
         kinds[key] = kinds.get(key, 0) + 1
     nodes = month.budgets.nodes
     return INTRO.format(
+        gpus=month.budgets.gpus,
         hosts=month.budgets.gpus // month.budgets.gpus_per_node,
         per=month.budgets.gpus_per_node,
         teams=len(month.budgets.leaves),
@@ -72,6 +77,7 @@ def _describe(month: Any, demand: float) -> str:
         workloads=len(subs),
         debug=kinds.get("debug", 0),
         training=kinds.get("training", 0),
+        widest=max((s.gpus for s in subs if s.kind == "training"), default=0),
         sweeps=kinds.get("sweeps", 0),
         interactive=kinds.get("interactive", 0),
         batch=kinds.get("batch", 0),
@@ -151,4 +157,6 @@ def run(args: argparse.Namespace) -> int:
     report = _report_html(out, intro, results)
     walls = ", ".join(f"{p} {r['replay']['wall_s']:.1f} s" for p, r in zip(POLICIES, results, strict=True))
     print(f"wrote {report}, the runs in {out}/fairshare and {out}/priority (replays took {walls})", file=sys.stderr)
+    print(f"to replay the trace to these figures: gpuledger replay {out}/trace.csv --budgets {out}/budgets.yaml "
+          f"--until {month.end.isoformat().replace('+00:00', 'Z')} --out RUN_DIR", file=sys.stderr)
     return 0

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         window, half_life = int(parse_duration(args.window)), None
     policy = str(settings.get("policy", "fairshare"))
     result = explain(args.source, args.workload_id, window_s=window, fill_headroom=headroom, policy=policy)
-    if half_life is not None:
+    if half_life is not None and not result["recorded"]:  # a decided log quotes its own standings
         result["lookback_note"] = (
             f"The run ranked budgets by a {format_duration(half_life)} half-life: the standings below are over a "
             f"{format_duration(window)} window and may differ from the ratios its decisions quote."

@@ -145,6 +145,11 @@ def run(args: argparse.Namespace) -> int:
 
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         output_dir(args.out, force=False)  # raises: --out names a file
+    if args.out is not None:
+        log_dir = Path(args.out).resolve()
+        for name in args.files:  # the log is appended to: a file it reads must not be one of its own
+            if log_dir in Path(name).resolve().parents:
+                raise InputError(f"--out {args.out}: holds the input {name}; import it from outside the log")
 
     # The collector stays paused until the import's objects are gone (freed by reference counts,
     # no cycles among them): resumed in between, it would walk every one of them once more.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from ledger.queries.sidebyside import table
     from ledger.replay.run import load_inputs, on_hosts_of
 
+    started = time.perf_counter()
     input_source(args.trace)
     if args.budgets is not None:
         input_file(args.budgets, "budgets file")
@@ -83,7 +85,8 @@ def run(args: argparse.Namespace) -> int:
         status = sys.stderr
         print(
             f"replayed {args.trace} under {info['knobs']}: {info['events']:,} events over "
-            f"{info['simulated_days']:.1f} simulated days in {info['wall_s']:.1f} s", file=status,
+            f"{info['simulated_days']:.1f} simulated days in {info['wall_s']:.1f} s, audited in "
+            f"{info['audit_s']:.1f} s: {time.perf_counter() - started:.1f} s in all", file=status,
         )
         for note in info["notes"]:
             print(f"  {note}", file=status)
@@ -92,6 +95,6 @@ def run(args: argparse.Namespace) -> int:
         from ledger.queries.report import html
 
         sys.stdout.write(html(result["audit"], f"gpuledger replay: {knobs.label()}"))
-    elif args.format != "table" or not args.quiet:
+    else:  # --quiet drops the progress and the summary, not the result (as compare and demo)
         sys.stdout.write(table([knobs.policy], [result], args.format))
     return 0

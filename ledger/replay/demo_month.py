@@ -85,13 +85,23 @@ class DemoMonth:
     end: datetime
 
 
-def _tree(rng: random.Random, cluster: str, researchers: int) -> tuple[Budgets, dict[str, list[str]]]:
+CAPACITY = 1024  # GPUs of the month at scale 1
+
+
+def scaled_capacity(scale: float) -> int:
+    """Return the GPUs of a month at ``scale``: the 1,024 scaled with the workloads, whole 8-GPU hosts, at least 2."""
+    return CAPACITY if scale == 1.0 else 8 * max(2, round(CAPACITY * scale / 8))
+
+
+def _tree(
+    rng: random.Random, cluster: str, researchers: int, gpus: int = CAPACITY, least: int = 3
+) -> tuple[Budgets, dict[str, list[str]]]:
     nodes = [BudgetNode("lab", 1.0, ("director",))]
     per_project: dict[str, list[str]] = {}
     projects = [(prog, proj) for prog, (_, ps) in PROGRAMS.items() for proj in ps]
     # researchers per project in proportion to the project's share of the cluster, at least 3
     weights = {(g, p): PROGRAMS[g][0] * PROGRAMS[g][1][p] for g, p in projects}
-    counts = {k: max(3, round(researchers * w)) for k, w in weights.items()}
+    counts = {k: max(least, round(researchers * w)) for k, w in weights.items()}
     n = 0
     for prog, (share, projs) in PROGRAMS.items():
         nodes.append(BudgetNode(f"lab/{prog}", share, (f"{prog}-pi",)))
@@ -106,7 +116,17 @@ def _tree(rng: random.Random, cluster: str, researchers: int) -> tuple[Budgets, 
                 nodes.append(BudgetNode(leaf, round(rng.choice((0.5, 1.0, 1.0, 1.5, 2.0)), 2), ()))
                 leaves.append(leaf)
             per_project[path] = leaves
-    return Budgets(cluster, 1024, 8, tuple(nodes)), per_project
+    return Budgets(cluster, gpus, 8, tuple(nodes)), per_project
+
+
+def _apportion(total: int, weights: dict[str, int]) -> dict[str, int]:
+    """Return ``total`` shared in proportion to ``weights``, in whole numbers adding up to it (largest remainder)."""
+    whole = sum(weights.values())
+    exact = {k: total * w / whole for k, w in weights.items()}
+    out = {k: int(v) for k, v in exact.items()}
+    for k in sorted(exact, key=lambda k: (-(exact[k] - out[k]), k))[: total - sum(out.values())]:
+        out[k] += 1
+    return out
 
 
 def _bursts(rng: random.Random, span_s: int) -> list[tuple[int, float]]:
@@ -156,9 +176,20 @@ def _arrays(rng: random.Random, count: int, span_s: int, weight: Callable[[int],
 def generate(
     seed: int = 7, *, scale: float = 1.0, mix: Mix = DEMO, researchers: int = 150, cluster: str = "demo"
 ) -> DemoMonth:
-    """Return the month for ``seed`` and ``mix``; ``scale`` multiplies every workload count (tests use small ones)."""
+    """Return the month for ``seed`` and ``mix``; ``scale`` multiplies every workload count, the cluster and the tree.
+
+    A smaller month keeps the big one's shape: the capacity shrinks with the workloads (whole hosts,
+    at least two), the researchers with it (one a project at least), and no job asks for more than
+    half the smaller cluster (whole hosts: a wider one becomes several of that width, side by side),
+    so demand against capacity stays about what it is at scale 1.
+    """
     rng = random.Random(seed)
-    budgets, per_project = _tree(rng, cluster, researchers)
+    gpus = scaled_capacity(scale)
+    if scale == 1.0:
+        budgets, per_project = _tree(rng, cluster, researchers)
+    else:
+        budgets, per_project = _tree(rng, cluster, max(1, round(researchers * scale)), gpus, least=1)
+    widest = CAPACITY if scale == 1.0 else max(8, gpus // 2 // 8 * 8)  # whole hosts, as the big month's wide jobs
     mix = mix.scaled(scale) if scale != 1.0 else mix
     span = DAYS * 86_400
     projects = sorted(per_project)
@@ -170,8 +201,13 @@ def generate(
     def add(t: int, project: str, kind: WorkloadKind | str, fields: dict[str, object]) -> None:
         rows.append((t, project, {"kind": kind, **fields}))
 
+    kinds = ("debug", "batch", "sweep", "interactive", "training")
+    if scale == 1.0:
+        quota = {(p, k): round(getattr(mix, k) * (pweight[p] / total_weight)) for p in projects for k in kinds}
+    else:  # few of a kind: rounded project by project most would be 0, so each kind's total is shared out whole
+        quota = {(p, k): n for k in kinds
+                 for p, n in _apportion(getattr(mix, k), {p: pweight[p] for p in projects}).items()}
     for project in projects:
-        share = pweight[project] / total_weight
         b = bursts[project]
 
         def bursty(t: int, b: list[tuple[int, float]] = b) -> float:
@@ -180,15 +216,15 @@ def generate(
         def working(t: int, b: list[tuple[int, float]] = b) -> float:
             return _intensity(b, t) * _diurnal(t)
 
-        for t in _times(rng, round(mix.debug * share), span, working):
+        for t in _times(rng, quota[(project, "debug")], span, working):
             add(t, project, "debug", _debug(rng))
-        for t in _times(rng, round(mix.batch * share), span, bursty):
+        for t in _times(rng, quota[(project, "batch")], span, bursty):
             add(t, project, "batch", _batch(rng, mix.batch_hours))
-        for t in _arrays(rng, round(mix.sweep * share), span, bursty):
+        for t in _arrays(rng, quota[(project, "sweep")], span, bursty):
             add(t, project, "sweep", _sweep(rng, mix.sweep_hours))
-        for t in _times(rng, round(mix.interactive * share), span, working):
+        for t in _times(rng, quota[(project, "interactive")], span, working):
             add(t, project, "interactive", _interactive(rng))
-        for t in _times(rng, round(mix.training * share), span, bursty):
+        for t in _times(rng, quota[(project, "training")], span, bursty):
             add(t, project, "training", _training(rng))
     for _ in range(mix.backlog_training):
         project = rng.choices(projects, weights=[pweight[p] for p in projects])[0]
@@ -205,26 +241,37 @@ def generate(
         wid = f"{label[:3]}-{counters[label]:06d}"
         # priority inflation: most work asks for the top level, as under the old scheduler
         priority = _PRIORITIES[rng.randrange(10)]
-        fields = {
-            "event_id": f"{cluster}/sub/{wid}",
-            "cluster": cluster,
-            "time": START + timedelta(seconds=t),
-            "schema_version": 2,
-            "workload_id": wid,
-            "budget": leaf,
-            "user": leaf.rsplit("/", 1)[1],
-            "gpus": f["gpus"],
-            "nodes": 0,
-            "min_runtime_s": f["min_runtime_s"],
-            "resumable": f["resumable"],
-            "priority": priority,
-            "kind": kind,
-            "work_s": f["work_s"],
-            "checkpoint_interval_s": f["checkpoint_interval_s"],
-            "restart_s": f["restart_s"],
-        }
-        subs.append(trusted(WorkloadSubmitted, fields))
+        gpus = int(str(f["gpus"]))
+        # a smaller month's job wider than half its cluster is submitted as that many jobs of the widest
+        # size instead, side by side: the same GPU-hours asked at the same time
+        parts = [(wid, gpus)] if gpus <= widest else [(f"{wid}-{k + 1}", widest) for k in range(-(-gpus // widest))]
+        for wid, gpus in parts:
+            subs.append(_submission(cluster, wid, leaf, t, gpus, priority, kind, f))
     return DemoMonth(budgets, subs, START, START + timedelta(days=DAYS))
+
+
+def _submission(cluster: str, wid: str, leaf: str, t: int, gpus: int, priority: int, kind: str,
+                f: dict[str, object]) -> WorkloadSubmitted:
+    """Return one submission of the month."""
+    fields = {
+        "event_id": f"{cluster}/sub/{wid}",
+        "cluster": cluster,
+        "time": START + timedelta(seconds=t),
+        "schema_version": 2,
+        "workload_id": wid,
+        "budget": leaf,
+        "user": leaf.rsplit("/", 1)[1],
+        "gpus": gpus,
+        "nodes": 0,
+        "min_runtime_s": f["min_runtime_s"],
+        "resumable": f["resumable"],
+        "priority": priority,
+        "kind": kind,
+        "work_s": f["work_s"],
+        "checkpoint_interval_s": f["checkpoint_interval_s"],
+        "restart_s": f["restart_s"],
+    }
+    return trusted(WorkloadSubmitted, fields)
 
 
 def _debug(rng: random.Random) -> dict[str, object]:

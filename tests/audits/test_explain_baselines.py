@@ -64,4 +64,7 @@ def test_a_fair_share_run_is_still_told_by_its_teams_standing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     text = _waiting_text(_run(tmp_path, "fairshare"), "mine", capsys)
-    assert "Standings are usage ÷ allocation" in text and "its team stood" in text
+    # the standing and reason are the scheduler's own, quoted from its decision to start urgent
+    assert "Standings are usage ÷ allocation over the run's lookback window" in text
+    assert ("urgent (lab/b, 8 GPUs) started instead; the scheduler's reason: lab/b has used 0 % of its allocation "
+            "over the 7.0 d window; first in the fair-share order among work that fits") in text

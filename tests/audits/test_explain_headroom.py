@@ -48,7 +48,7 @@ def test_explain_names_the_fill_headroom_that_kept_free_fill_out_of_free_room(
         "4 of the 16 GPUs) is kept free of new free fill while allocated work runs or waits, so free fill could take "
         "only 2 of them"
     ) in text
-    assert "small (lab/b at" in text and "started instead" in text  # the 1-GPU fill fit in those 2
+    assert "small (lab/b, 1 GPU) started instead" in text  # the 1-GPU fill fit in those 2
     assert text.count("--fill-headroom") == 1  # said once for the wait, not at every moment of it
     # an allocated workload's story never blames the fill headroom
     assert not [m for m in explain(run, "b-run", fill_headroom=0.25)["story"] if m.get("fill_headroom")]

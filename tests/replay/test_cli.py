@@ -139,7 +139,8 @@ def test_compare_puts_policies_and_cap_lists_side_by_side(
 ) -> None:
     trace, budgets = lab_trace
     args = ["compare", str(trace), "--budgets", str(budgets), "--quiet", "--format", "json"]
-    assert main([*args, "--policy", "fairshare", "--policy", "priority", "--max-min-runtime", "1h,8h"]) == 0
+    assert main([*args, "--view", "columns", "--policy", "fairshare", "--policy", "priority",
+                 "--max-min-runtime", "1h,8h"]) == 0
     table = json.loads(capsys.readouterr().out)
     assert table["columns"] == ["fairshare cap 1h", "fairshare cap 8h", "priority cap 1h", "priority cap 8h"]
     rows = {r["measure"]: r["values"] for r in table["rows"]}

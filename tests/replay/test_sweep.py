@@ -49,10 +49,40 @@ def test_settings_replayed_side_by_side_match_those_replayed_one_by_one(
     # one line per finished run, in whatever order they finish, then the total
     lines = [line for line in progress.splitlines() if line.startswith("[")]
     assert sorted(line.split("]")[0] for line in lines) == ["[1/4", "[2/4", "[3/4", "[4/4"]
-    labels = json.loads(pooled)["columns"]
+    labels = [s["setting"] for s in json.loads(pooled)["settings"]]  # four settings: the sweep's rows
     assert sorted(line.split("] ")[1].split(":")[0] for line in lines) == sorted(labels)
 
 
 def test_jobs_must_be_positive(month: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _compare(month, tmp_path / "x", 0, "--quiet") != 0
     assert "--jobs 0: expected 1 or more" in capsys.readouterr().err
+
+
+def test_a_compare_cut_short_by_ctrl_c_is_replaced_by_its_rerun(
+    month: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "sweep"
+    trace, budgets = month
+    cli = "import sys; from ledger.cli import main; sys.exit(main(sys.argv[1:]))"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", cli, "compare", str(trace), "--budgets", str(budgets), "--out", str(out),
+         "--jobs", "1", "--quiet", "--until", "5d", *SETTINGS],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not list(out.glob("*/.events.building")):
+        time.sleep(0.02)  # Ctrl-C while a setting's log is being written
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    left = sorted(p.name for p in out.iterdir())
+    assert (left and len(left) < 4) or list(out.glob("*/.events.building")), left  # it was cut short
+    # the rerun knows what it left: refused as an earlier run without --force, replaced with it
+    assert _compare(month, out, 1, "--quiet") != 0
+    assert "holds an earlier run" in capsys.readouterr().err
+    assert _compare(month, out, 1, "--quiet", "--force") == 0
+    assert len(json.loads(capsys.readouterr().out)["settings"]) == 4
