@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import tempfile
@@ -11,9 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import orjson
 
 from ledger.errors import InputError
-from ledger.queries.projection import build_intervals, project, sql_text
+from ledger.queries import snapshot
+from ledger.queries.detail import FOLDER, Details, attach, counts, write_tables
+from ledger.queries.projection import build_intervals, project, register, sql_text
 from ledger.queries.source import open_records
 from ledger.queries.timefmt import iso
 
@@ -44,6 +46,10 @@ def connect(source: Source, *, decisions: bool = True) -> duckdb.DuckDBPyConnect
     """
     if isinstance(source, duckdb.DuckDBPyConnection):
         return source
+    if isinstance(source, str | Path) and not decisions and (Path(source) / "events").is_dir():
+        kept = snapshot.load(Path(source), decisions=decisions)  # the run's projection, if it is still the log's
+        if kept is not None:
+            return register(kept)
     return project(open_records(source), decisions=decisions)
 
 
@@ -214,14 +220,6 @@ def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "teams": teams,
         "shortfall_by_standing": _shortfall_by_standing(con, owed),
         "received_by_period": _received_by_period(con, owed),
-        "by_team_daily": rows(
-            con,
-            "SELECT budget, iso(day_us) AS day, owed / 3.6e9 AS owed_gpu_hours, "
-            "received / 3.6e9 AS received_gpu_hours, delivered / 3.6e9 AS delivered_gpu_hours FROM ("
-            "SELECT budget, hour_us // 86400000000 * 86400000000 AS day_us, sum(owed_gpu_us) AS owed, "
-            "sum(received_gpu_us) AS received, sum(delivered_gpu_us) AS delivered "
-            "FROM owed_team_hours GROUP BY ALL) ORDER BY budget, day_us",
-        ),
     }
 
 
@@ -320,26 +318,39 @@ def wait_by_size(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
 
 
 def occupancy(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """Return the occupancy audit with hourly series (needs ``prepare``)."""
+    """Return the occupancy audit: the period's totals and each team's (needs ``prepare``).
+
+    The hour-by-hour rows are detail tables (``cluster_hourly``, ``teams_hourly``; ``ledger.queries.detail``).
+    """
     out = rows(con, "SELECT * FROM occupancy_totals")[0]
-    out["hourly"] = rows(con, "SELECT iso(hour_us) AS hour, * EXCLUDE (hour_us) FROM occupancy_hourly ORDER BY hour_us")
-    out["by_team_hourly"] = rows(
+    out["by_team"] = rows(
         con,
-        "SELECT budget, iso(hour_us) AS hour, * EXCLUDE (budget, hour_us) FROM occupancy_team_hourly "
-        "ORDER BY budget, hour_us",
+        "SELECT budget, sum(allocated_gpu_hours) AS allocated_gpu_hours, "
+        "sum(unallocated_gpu_hours) AS unallocated_gpu_hours, sum(allocation_gpu_hours) AS allocation_gpu_hours "
+        "FROM occupancy_team_hourly GROUP BY budget ORDER BY budget",
     )
     return out
 
 
 def fairness(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """Return each team's usage / allocation hour by hour (needs ``prepare``)."""
+    """Return each team's usage / allocation over the period and over the window hour by hour (needs ``prepare``).
+
+    ``window_ratio_*``: the lowest, median and last of its window ratios (hours with an allocation);
+    ``hours_below_80``: the hours it stood under 80% of its share over the window. The hour-by-hour
+    rows are the detail table ``fairness_hourly``.
+    """
     window_us = con.execute("SELECT window_us FROM params").fetchone()
     return {
         "window_s": (window_us[0] if window_us else 0) // 1_000_000,
-        "hourly": rows(
+        "by_team": rows(
             con,
-            "SELECT budget, iso(hour_us) AS hour, * EXCLUDE (budget, hour_us) FROM fairness_hourly "
-            "ORDER BY budget, hour_us",
+            "SELECT budget, sum(usage_gpu_hours) AS usage_gpu_hours, "
+            "sum(allocation_gpu_hours) AS allocation_gpu_hours, CASE WHEN sum(allocation_gpu_hours) > 0 "
+            "THEN sum(usage_gpu_hours) / sum(allocation_gpu_hours) END AS ratio, "
+            "min(window_ratio) AS window_ratio_min, median(window_ratio) AS window_ratio_median, "
+            "arg_max(window_ratio, hour_us) FILTER (WHERE window_ratio IS NOT NULL) AS window_ratio_last, "
+            "count(*) FILTER (WHERE window_ratio < 0.8) AS hours_below_80 "
+            "FROM fairness_hourly GROUP BY budget ORDER BY budget",
         ),
     }
 
@@ -360,14 +371,12 @@ def anomalies(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     ]
 
 
-def workloads(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Return every submitted workload with its first start, end and preemption count (needs ``prepare``)."""
-    return rows(
-        con,
-        "SELECT workload_id, budget, gpus, kind, min_runtime_s, iso(submit_us) AS submit_time, "
-        "iso(first_start_us) AS first_start_time, iso(end_us) AS end_time, preemptions "
-        "FROM workload_facts ORDER BY seq",
-    )
+WORKLOADS_LISTED = 100  # workloads audit.json lists (as many as the HTML report shows); all: detail table ``workloads``
+
+
+def workloads(con: duckdb.DuckDBPyConnection, limit: int | None = WORKLOADS_LISTED) -> list[dict[str, Any]]:
+    """Return the first ``limit`` submitted workloads (None: all): first start, end, preemptions (needs ``prepare``)."""
+    return Details.of(con).rows("workloads", limit=limit)
 
 
 def _quantile(sorted_values: list[float], q: float) -> float:
@@ -436,11 +445,16 @@ def _settled(value: Any) -> Any:
     return value
 
 
-def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """Return the whole audit dictionary from a prepared connection."""
+def collect(con: duckdb.DuckDBPyConnection, tables: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Return the audit dictionary (what ``audit.json`` holds) from a prepared connection.
+
+    ``tables``: the detail tables as written (``detail.write_tables``); by default their row counts only.
+    """
     period = con.execute("SELECT t0, t1, window_us FROM params").fetchone()
     assert period is not None
+    tables = tables if tables is not None else counts(con)
     work = workloads(con)
+    tables["workloads"]["listed"] = len(work)
     settled: dict[str, Any] = _settled({
         "period": {"start": iso(period[0]), "end": iso(period[1])},
         "owed_hours": owed_hours(con),
@@ -451,18 +465,20 @@ def collect(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "anomalies": anomalies(con),
         "wait_by_team": wait_by_team(con),
         "workloads": work,
+        "tables": tables,
     })
     return settled
 
 
 def audit(
     source: Source, since: int | str | None = None, until: int | str | None = None, window_s: int = WEEK_S,
-    *, within_log: bool = False, level: str | int | None = None,
+    *, within_log: bool = False, level: str | int | None = None, details: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Audit a run directory, log directory, records, events or projected connection; return the audit dict.
 
     ``within_log``: refuse a period wholly after or before the log (as ``gpuledger audit`` does).
     ``level``: the budget tree's level the owed hours report (name or depth; default the team level).
+    ``details``: detail tables (``detail.TABLES``) whose rows to add under the keys they fill (all rows).
     """
     from ledger.queries.timefmt import parse_iso
 
@@ -472,30 +488,48 @@ def audit(
         raise InputError(f"window {window_s} s: the fairness window must be a positive whole number of hours")
     con = connect(source, decisions=False)
     prepare(con, since_us, until_us, window_s, within_log=within_log, level=level)
-    return collect(con)
+    data = collect(con)
+    return attach(data, Details.of(con), details) if details else data
 
 
 def write_json(data: dict[str, Any], path: str | Path) -> None:
-    """Write ``data`` as JSON atomically (a temporary file renamed into place)."""
+    """Write ``data`` as indented JSON atomically (a temporary file renamed into place)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         umask = os.umask(0)
         os.umask(umask)
         os.fchmod(fd, 0o666 & ~umask)  # as the run's other files (mkstemp's own mode is 0600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=1)
-            fh.write("\n")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(dumps(data))
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
-def audit_run(run_dir: str | Path) -> dict[str, Any]:
-    """Audit ``run_dir/events/`` and write ``run_dir/audit.json``; return the audit dict."""
+def dumps(data: Any) -> bytes:
+    """Return ``data`` as indented JSON bytes with a final newline (orjson: C, not the standard library's Python)."""
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def audit_run(run_dir: str | Path, tables: str | Path | None = None) -> dict[str, Any]:
+    """Audit ``run_dir/events/``; write ``run_dir/audit.json`` and the detail tables; return the audit dict.
+
+    The detail tables go to ``run_dir/audit/`` (or ``tables``) as Parquet files, named in ``tables``.
+    """
     run_dir = Path(run_dir)
-    data = audit(run_dir / "events")
+    return write_run_audit(run_dir, connect(run_dir / "events", decisions=False), tables)
+
+
+def write_run_audit(
+    run_dir: str | Path, con: duckdb.DuckDBPyConnection, tables: str | Path | None = None
+) -> dict[str, Any]:
+    """Audit the run's log projected in ``con``; write ``run_dir/audit.json`` and the detail tables; return it."""
+    run_dir = Path(run_dir)
+    prepare(con)
+    folder = Path(tables) if tables is not None else run_dir / FOLDER
+    data = collect(con, write_tables(con, folder, relative_to=run_dir))
     write_json(data, run_dir / "audit.json")
     return data
 
@@ -508,6 +542,7 @@ __all__ = [
     "collect",
     "connect",
     "discarded_work",
+    "dumps",
     "fairness",
     "levels",
     "occupancy",
@@ -518,4 +553,5 @@ __all__ = [
     "wait_by_team",
     "workloads",
     "write_json",
+    "write_run_audit",
 ]

@@ -107,8 +107,9 @@ FROM segments g
 JOIN segment_capacity sc USING (s)
 LEFT JOIN (SELECT s, sum(host_gpus) AS down_gpus FROM segment_down_hosts GROUP BY s) d USING (s);
 
--- Each node's normalised share among its siblings in each segment, then a team's fraction of
+-- Each node's normalised share among its siblings in each segment, then every node's fraction of
 -- the cluster: the product of normalised shares from the root down (0 if any link is missing).
+-- (Named for the teams, whose rows the audits mostly read; owed_levels.sql reads the other nodes'.)
 CREATE OR REPLACE TEMP TABLE segment_norm AS
 WITH live AS (
     SELECT g.s, n.path, n.parent, v.share
@@ -126,7 +127,7 @@ SELECT g.s, t.budget,
             WHEN count(sn.path) < count(*) THEN 0.0
             ELSE product(coalesce(sn.norm, 0)) END AS fraction
 FROM segments g
-CROSS JOIN teams t
+CROSS JOIN (SELECT path AS budget FROM nodes) t
 JOIN ancestry a ON a.path = t.budget
 LEFT JOIN segment_norm sn ON sn.s = g.s AND sn.path = a.anc
 GROUP BY g.s, t.budget;
@@ -135,7 +136,7 @@ GROUP BY g.s, t.budget;
 CREATE OR REPLACE TEMP TABLE hours AS
 SELECT hour_us, min(s) AS lo_us, max(e) AS hi_us FROM segments GROUP BY hour_us;
 
--- Team allocation per hour: its fraction of the available GPU-microseconds.
+-- Node (team) allocation per hour: its fraction of the available GPU-microseconds.
 CREATE OR REPLACE TEMP TABLE team_hour_share AS
 SELECT f.budget, g.hour_us, sum(f.fraction * a.avail_gpus * a.len_us) AS share_gpu_us
 FROM team_fraction f JOIN segments g USING (s) JOIN segment_avail a USING (s)

@@ -1,14 +1,14 @@
 -- owed_levels.sql: owed hours at every level of the budget tree, and the level the audit reports.
--- Needs owed_hours.sql (owed_leaf_hours: per team and hour, share, demand, delivered) and table
+-- Needs owed_hours.sql (team_hour_base: per team and hour, share, demand, delivered; mixed_teams) and table
 -- level_pick(pick): NULL for the team level, else a level's name or depth as text.
 --
 -- Levels are depths of the tree (0 = the top nodes). At depth d a level's nodes are the nodes at depth d
 -- (each standing for its whole subtree) and every team above depth d (a leaf, or a node charged directly
 -- beside its children, standing for its own work only), so each level splits the teams' work exactly
--- once. A node's hour at a level: share = the sum of its leaves' shares (what its own work is left of its
--- share, for a node charged directly), demand and delivered = the sums over its teams; then owed =
--- min(share, demand) and received = min(delivered, owed), as for a team. The deepest level is the
--- teams' own view (owed_leaf_hours, row for row).
+-- once. A node's hour at a level: share = its fraction of the available GPU-time (the product of the
+-- normalised shares down the tree, which is the sum of its leaves' shares), demand and delivered = the
+-- sums over its teams; then owed = min(share, demand) and received = min(delivered, owed), as for a team.
+-- The deepest level is the teams' own view, which the audit reported before trees named their levels.
 
 -- Each defined node's depth: steps up to the top of its tree.
 CREATE OR REPLACE TEMP TABLE node_depth AS
@@ -40,28 +40,82 @@ SELECT (SELECT depth FROM tree_levels l, level_pick p
         ORDER BY l.name = p.pick DESC NULLS LAST LIMIT 1) AS depth;
 
 -- Which node of each level every team's work counts to (own: a team above the level, its own work).
--- counts_share: a node charged directly beside its children adds its share only where it stands alone
--- (its leaves' shares make up its subtree's).
 CREATE OR REPLACE TEMP TABLE level_members AS
 SELECT l.depth, CASE WHEN nd.depth >= l.depth THEN a.anc ELSE t.budget END AS budget, t.budget AS team,
-       nd.depth < l.depth AS own,
-       nd.depth < l.depth OR t.budget NOT IN (SELECT budget FROM mixed_teams) AS counts_share
+       nd.depth < l.depth AS own
 FROM teams t JOIN node_depth nd ON nd.path = t.budget CROSS JOIN tree_levels l
 LEFT JOIN ancestry a ON a.path = t.budget AND a.depth = nd.depth - l.depth;
 
--- Every level's nodes hour by hour: the one hourly table every per-level figure is summed from.
-CREATE OR REPLACE TEMP TABLE level_hours AS
-WITH s AS (
-    SELECT m.depth, m.budget, o.hour_us,
-           sum(CASE WHEN m.counts_share THEN o.share_gpu_us ELSE 0 END) AS share_gpu_us,
-           sum(o.demand_gpu_us) AS demand_gpu_us, sum(o.delivered_gpu_us) AS delivered_gpu_us
-    FROM level_members m JOIN owed_leaf_hours o ON o.budget = m.team
+-- Each level's nodes; mixed: a node charged directly beside its children, standing for its own work.
+CREATE OR REPLACE TEMP TABLE level_groups AS
+SELECT DISTINCT depth, budget, own, own AND budget IN (SELECT budget FROM mixed_teams) AS mixed FROM level_members;
+
+-- Each level's nodes hour by hour: the node's share (team_hour_share, derive.sql: the product of the
+-- normalised shares down the tree, every node's), and the demand and delivered GPU-time of its teams.
+CREATE OR REPLACE TEMP TABLE level_base AS
+WITH sums AS (
+    SELECT m.depth, m.budget, b.hour_us, sum(b.demand_gpu_us) AS demand_gpu_us,
+           sum(b.delivered_gpu_us) AS delivered_gpu_us
+    FROM level_members m JOIN team_hour_base b ON b.budget = m.team
     GROUP BY ALL
 )
-SELECT depth, budget, hour_us, share_gpu_us, demand_gpu_us, delivered_gpu_us,
-       least(share_gpu_us, demand_gpu_us) AS owed_gpu_us,
-       least(delivered_gpu_us, share_gpu_us, demand_gpu_us) AS received_gpu_us
-FROM s;
+SELECT x.depth, x.budget, x.hour_us, coalesce(s.share_gpu_us, 0) AS share_gpu_us, x.demand_gpu_us, x.delivered_gpu_us
+FROM sums x LEFT JOIN team_hour_share s ON s.budget = x.budget AND s.hour_us = x.hour_us;
+
+-- A mixed node's own work is owed, up to its demand, what of its share the level's nodes below it are
+-- not owed (so its subtree is never owed more than its share). Below it: plain nodes, owed min(share,
+-- demand), and mixed nodes, whose owed depends on theirs; each mixed node is listed below itself with
+-- weight 0 so that every one finds a row in the iteration.
+CREATE OR REPLACE TEMP TABLE level_mixed_below AS
+SELECT g.depth, a.anc AS above, g.budget, 1.0 AS w
+FROM level_groups g
+JOIN ancestry a ON a.path = g.budget AND a.depth > 0
+JOIN level_groups m ON m.depth = g.depth AND m.budget = a.anc AND m.mixed
+WHERE g.mixed
+UNION ALL SELECT depth, budget, budget, 0.0 FROM level_groups WHERE mixed;
+
+CREATE OR REPLACE TEMP TABLE level_mixed_base AS
+SELECT b.depth, b.budget, b.hour_us, b.share_gpu_us, b.demand_gpu_us, coalesce(l.plain_owed_gpu_us, 0) AS plain_owed_gpu_us
+FROM level_base b JOIN level_groups g USING (depth, budget)
+LEFT JOIN (
+    SELECT m.depth, m.budget, b.hour_us, sum(least(b.share_gpu_us, b.demand_gpu_us)) AS plain_owed_gpu_us
+    FROM level_groups m
+    JOIN ancestry a ON a.anc = m.budget AND a.depth > 0
+    JOIN level_groups p ON p.depth = m.depth AND p.budget = a.path AND NOT p.mixed
+    JOIN level_base b ON b.depth = p.depth AND b.budget = p.budget
+    WHERE m.mixed
+    GROUP BY ALL
+) l USING (depth, budget, hour_us)
+WHERE g.mixed;
+
+-- Deepest first: round k gets exact every mixed node with fewer than k mixed nodes below it on any path,
+-- so as many rounds as the longest chain of them suffice.
+CREATE OR REPLACE TEMP TABLE level_mixed_owed AS
+WITH RECURSIVE it(k, depth, budget, hour_us, left_gpu_us, owed_gpu_us) AS (
+    SELECT 0, depth, budget, hour_us, 0.0::DOUBLE, 0.0::DOUBLE FROM level_mixed_base
+    UNION ALL
+    SELECT a.k + 1, a.depth, a.budget, a.hour_us,
+           greatest(0.0, any_value(d.share_gpu_us) - any_value(d.plain_owed_gpu_us) - sum(mb.w * b.owed_gpu_us)),
+           least(any_value(d.demand_gpu_us)::DOUBLE,
+                 greatest(0.0, any_value(d.share_gpu_us) - any_value(d.plain_owed_gpu_us) - sum(mb.w * b.owed_gpu_us)))
+    FROM it a
+    JOIN level_mixed_base d ON d.depth = a.depth AND d.budget = a.budget AND d.hour_us = a.hour_us
+    JOIN level_mixed_below mb ON mb.depth = a.depth AND mb.above = a.budget
+    JOIN it b ON b.depth = a.depth AND b.budget = mb.budget AND b.hour_us = a.hour_us
+    WHERE a.k < (SELECT max(n) FROM (SELECT count(*) AS n FROM level_mixed_below GROUP BY depth, above))
+    GROUP BY a.k, a.depth, a.budget, a.hour_us
+)
+SELECT depth, budget, hour_us, arg_max(left_gpu_us, k) AS left_gpu_us, arg_max(owed_gpu_us, k) AS owed_gpu_us
+FROM it WHERE k > 0 GROUP BY ALL;
+
+-- Every level's nodes hour by hour: the one hourly table every per-level figure is summed from. A mixed
+-- node reports as its share what the nodes below it left of it.
+CREATE OR REPLACE TEMP TABLE level_hours AS
+SELECT b.depth, b.budget, b.hour_us,
+       coalesce(m.left_gpu_us, b.share_gpu_us) AS share_gpu_us, b.demand_gpu_us, b.delivered_gpu_us,
+       coalesce(m.owed_gpu_us, least(b.share_gpu_us, b.demand_gpu_us)) AS owed_gpu_us,
+       least(b.delivered_gpu_us, coalesce(m.owed_gpu_us, least(b.share_gpu_us, b.demand_gpu_us))) AS received_gpu_us
+FROM level_base b LEFT JOIN level_mixed_owed m USING (depth, budget, hour_us);
 
 -- Per level and node: the period's sums, and received when owed and delivered are summed over each UTC
 -- day or week (from Monday 00:00 UTC; the epoch fell on a Thursday) before the smaller is taken.
@@ -79,7 +133,7 @@ WITH per AS (
         SELECT depth, budget, (hour_us + 259200000000) // 604800000000 AS b, sum(owed_gpu_us) AS o,
                sum(delivered_gpu_us) AS d
         FROM level_hours GROUP BY ALL) GROUP BY ALL
-), groups AS (SELECT DISTINCT depth, budget FROM level_members)
+), groups AS (SELECT depth, budget FROM level_groups)
 SELECT g.depth, g.budget,
        coalesce(p.owed, 0) / 3.6e9 AS owed_gpu_hours,
        coalesce(p.delivered, 0) / 3.6e9 AS delivered_gpu_hours,

@@ -21,6 +21,7 @@ import duckdb
 import pyarrow as pa
 
 from ledger.errors import InputError
+from ledger.events import Event
 
 BATCH = 65_536  # rows per Arrow batch DuckDB scans
 HOT = 16_384  # records decoded between two conversions to Arrow
@@ -116,6 +117,13 @@ _SLIM_MICROS = {name: pa.schema([(f, pa.int64() if t == _TS else t) for f, t in 
                 for name, fields in _SLIM.items()}
 
 
+def layout(*, decisions: bool) -> str:
+    """Return the projection's tables and fields as text (what a kept projection must have been made with)."""
+    micros = {name: _SLIM_MICROS[name] if not decisions and name in _SLIM else schema
+              for name, schema in _AS_MICROS.items()}
+    return repr([(_FIELDS[name][0], [(f.name, str(f.type)) for f in schema]) for name, schema in micros.items()])
+
+
 class _Buffer:
     """Records of one event type: converted to small Arrow batches often, merged into BATCH-row batches."""
 
@@ -181,33 +189,66 @@ def load_arrow(records: Iterable[tuple[str, dict[str, Any]]], *, decisions: bool
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _load_arrow(records, decisions)
+        loader = Loader(decisions=decisions)
+        loader.add(records)
+        return loader.tables()
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _load_arrow(records: Iterable[tuple[str, dict[str, Any]]], decisions: bool) -> dict[str, pa.Table]:
-    buffers = {name: _Buffer(name, slim=not decisions and name in _SLIM) for name in _FIELDS}
-    short: dict[str, _Buffer] = {}
-    seq = 0
-    due = HOT
-    for seq, (type_name, record) in enumerate(records):
-        buf = short.get(type_name)
-        if buf is None:
-            name = type_name.rsplit(".", 1)[-1]
-            if name not in buffers:
-                raise InputError(f"log position {seq}: unknown event type {type_name!r}")
-            buf = short[type_name] = buffers[name]
-        buf.rows.append(record)
-        buf.seqs.append(seq)
-        if seq >= due:
-            # Convert every type's recent records together while their dicts are still in the CPU
-            # cache: converting 65,536 records of one type at once touched dicts decoded long before.
-            due = seq + HOT
-            for b in buffers.values():
-                b.flush()
-    return {_FIELDS[name][0]: buf.table() for name, buf in buffers.items()}
+class Loader:
+    """The projection's Arrow tables, built from ``(type_name, record)`` pairs handed over in log order.
+
+    ``load_arrow`` hands it a whole log at once; a replay hands it each batch of events as the log
+    takes them (``add_events``), so the run's audit needs no second reading of the log it just wrote.
+    """
+
+    def __init__(self, *, decisions: bool = True) -> None:
+        self.buffers = {name: _Buffer(name, slim=not decisions and name in _SLIM) for name in _FIELDS}
+        self.short: dict[str, _Buffer] = {}
+        self.seq = 0  # log position of the next record
+        self.due = HOT
+        self.whole = True  # a replay that hands over its events sets this False if the log skipped some
+
+    def add(self, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
+        """Take the next records of the log, in order."""
+        buffers, short = self.buffers, self.short
+        seq, due = self.seq, self.due
+        for type_name, record in records:
+            buf = short.get(type_name)
+            if buf is None:
+                name = type_name.rsplit(".", 1)[-1]
+                if name not in buffers:
+                    raise InputError(f"log position {seq}: unknown event type {type_name!r}")
+                buf = short[type_name] = buffers[name]
+            buf.rows.append(record)
+            buf.seqs.append(seq)
+            if seq >= due:
+                # Convert every type's recent records together while their dicts are still in the CPU
+                # cache: converting 65,536 records of one type at once touched dicts decoded long before.
+                due = seq + HOT
+                for b in buffers.values():
+                    b.flush()
+            seq += 1
+        self.seq, self.due = seq, due
+
+    def add_events(self, events: Iterable[Event]) -> None:
+        """Take the next events of the log, in order (their fields are the log's records)."""
+        self.add((e.type_name, e.__dict__) for e in events)
+
+    def tables(self) -> dict[str, pa.Table]:
+        """Return one Arrow table per event type table (``ev_*``) of everything taken."""
+        return {_FIELDS[name][0]: buf.table() for name, buf in self.buffers.items()}
+
+
+def register(tables: dict[str, pa.Table], con: duckdb.DuckDBPyConnection | None = None) -> duckdb.DuckDBPyConnection:
+    """Return a connection with ``tables`` (``load_arrow``, ``Loader.tables``) as ``ev_*`` and the compact tables."""
+    con = con if con is not None else duckdb.connect()
+    for table, arrow in tables.items():
+        con.register(table, arrow)  # zero-copy: DuckDB scans the Arrow table in place
+    build_intervals(con)
+    return con
 
 
 def project(
@@ -215,11 +256,7 @@ def project(
     decisions: bool = True,
 ) -> duckdb.DuckDBPyConnection:
     """Load ``(type_name, record)`` pairs into a DuckDB connection as views ``ev_*`` (one per event type)."""
-    con = con if con is not None else duckdb.connect()
-    for table, arrow in load_arrow(records, decisions=decisions).items():
-        con.register(table, arrow)  # zero-copy: DuckDB scans the Arrow table in place
-    build_intervals(con)
-    return con
+    return register(load_arrow(records, decisions=decisions), con)
 
 
 # Tables only the pairing and the anomalies read; dropped once the anomalies are listed.
@@ -242,4 +279,4 @@ def sql_text(name: str) -> str:
     return resources.files("ledger.queries").joinpath(f"{name}.sql").read_text(encoding="utf-8")
 
 
-__all__ = ["BATCH", "TABLES", "build_intervals", "load_arrow", "project", "sql_text"]
+__all__ = ["BATCH", "TABLES", "Loader", "build_intervals", "layout", "load_arrow", "project", "register", "sql_text"]

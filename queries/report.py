@@ -18,8 +18,11 @@ from ledger.queries.svg import PALETTE, bar_chart, cdf_chart, cdf_range, line_ch
 from ledger.queries.tables import (
     OWED_DEFINITION,
     SHORT,
+    causes_sentence,
     cell,
     header,
+    level_label,
+    levels_sentence,
     period_sentence,
     short_teams,
     shortfall_sentence,
@@ -53,10 +56,16 @@ WORST_CHARTS = 6  # teams drawn day by day: the worst of those under 95%
 SHORT_BARS = 25  # teams drawn in the received / owed bars; a title says when more were short
 TOP_DISCARD = 15  # bars in the discarded-work chart; the rest are summed into one
 TABLE_ROWS = 200
+# the detail tables (``ledger.queries.detail``) the report draws: attach them to the audit before rendering
+REPORT_TABLES = ("teams_daily_owed", "cluster_hourly")
 
 
-def _table(cols: list[str], rows: list[list[Any]], limit: int = TABLE_ROWS, short_col: str | None = None) -> str:
-    """Return an HTML table, numbers right-aligned and readable; rows whose ``short_col`` is under 95% marked."""
+def _table(cols: list[str], rows: list[list[Any]], limit: int = TABLE_ROWS, short_col: str | None = None,
+           total: int | None = None) -> str:
+    """Return an HTML table, numbers right-aligned and readable; rows whose ``short_col`` is under 95% marked.
+
+    ``total``: the table's full length where ``rows`` are its first rows only.
+    """
     head = "".join(f"<th>{escape(header(c))}</th>" for c in cols)
     k = cols.index(short_col) if short_col in cols else None
     body = []
@@ -69,8 +78,9 @@ def _table(cols: list[str], rows: list[list[Any]], limit: int = TABLE_ROWS, shor
         )
         short = k is not None and isinstance(r[k], float) and r[k] < SHORT
         body.append(f'<tr class="short">{tds}</tr>' if short else f"<tr>{tds}</tr>")
-    more = (f'<p class="note">The first {limit:,} of {len(rows):,} rows; all of them: <code>gpuledger audit SOURCE '
-            "--format csv</code> (or json).</p>" if len(rows) > limit else "")
+    total = max(len(rows), total or 0)
+    more = (f'<p class="note">The first {limit:,} of {total:,} rows; all of them: <code>gpuledger audit SOURCE '
+            "--format csv</code> (or json), and the run's audit/*.parquet.</p>" if total > limit else "")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>{more}"
 
 
@@ -95,7 +105,8 @@ def headline(data: dict[str, Any], most: int = 10) -> str:
     short = short_teams(data)
     ratio = owed["overall_ratio"]
     items = [
-        ("received / owed GPU-hours", _pct(ratio), ratio is not None and ratio < SHORT),
+        (f"received / owed GPU-hours, per {level_label(owed.get('level'))}", _pct(ratio),
+         ratio is not None and ratio < SHORT),
         (f"teams under {SHORT:.0%} of owed", f"{len(short)} of {owed['teams_owed']}", bool(short)),
         ("debug runs: wait p90", "no debug runs" if debug.get("p90_s") is None else duration(debug["p90_s"]), False),
         ("discarded by preemption", f"{dw['discarded_gpu_hours']:,.0f} GPU-h ({_pct(dw['discarded_share'])})", False),
@@ -106,7 +117,7 @@ def headline(data: dict[str, Any], most: int = 10) -> str:
     definition = (f"<p class='def'>{escape(OWED_DEFINITION)} GPU-hours a team ran beyond that, on idle GPUs, "
                   "count as delivered, not owed: a team can be delivered many times its owed hours and still be "
                   "short in the hours it needed its share.</p>")
-    for sentence in (shortfall_sentence(data), period_sentence(data)):
+    for sentence in (shortfall_sentence(data), period_sentence(data), levels_sentence(data), causes_sentence(data)):
         if sentence:
             definition += f"<p class='def'>{escape(sentence)}</p>"
     rows = [[t["budget"], t["ratio"], t["owed_gpu_hours"], t["delivered_gpu_hours"], t["wait_p90_s"],
@@ -282,13 +293,20 @@ def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool
         discard_chart(data),
         f'<p class="note">Restart time: {escape(data["discarded_work"]["restart_time_source"])}.</p>',
         _table(*t["discarded_work"], limit=40),
-        "<h2>Owed GPU-hours, every team, worst first</h2>",
+        "<h2>Owed GPU-hours at every level of the budget tree</h2>",
+        '<p class="note">A node\'s hours sum its teams\' shares, demand and delivered GPU-hours before owed and '
+        "received are taken; * marks the team level. Day and week: owed and delivered summed over the UTC day or "
+        "week before the smaller is taken.</p>",
+        _table(*t["owed_levels"], short_col="ratio"),
+        _table(*t["owed_shortfall_by_cause"]),
+        f"<h2>Owed GPU-hours, every node per {escape(level_label(data['owed_hours'].get('level')))}, "
+        "worst first</h2>",
         _table(*t["owed_hours"], short_col="ratio"),
         "<h2>Anomalies</h2>",
         f'<p class="note">{escape(an_note)}</p>',
         _table(*t["anomalies"]) if anomalies else "",
         "<h2>Workloads</h2>",
-        _table(*t["workloads"], limit=100),
+        _table(*t["workloads"], limit=100, total=data.get("tables", {}).get("workloads", {}).get("rows")),
     ]
     if fragment:
         return f'<div class="gpuledger-audit"><style>{_CSS}</style>{"".join(sections)}</div>'
@@ -336,8 +354,8 @@ def compare_html(labels: list[str], runs: list[dict[str, Any]], title: str = "gp
         row("Discarded work", [discard_chart(a, scale=discard_top) for a in audits]),
         "<h2>Every measure side by side</h2>",
         f"<pre>{escape(table(labels, runs))}</pre>",
-        '<p class="note">Every run\'s full tables are in its own audit.json (and <code>gpuledger audit RUN_DIR '
-        "--format html</code>).</p>",
+        '<p class="note">Every run\'s full tables are in its own audit.json and audit/*.parquet (and '
+        "<code>gpuledger audit RUN_DIR --format html</code>).</p>",
     ]
     return _page(title, "".join(body))
 
@@ -366,12 +384,13 @@ def render_html(
     Without a path, return an HTML fragment of the same report to embed in another page.
     """
     from ledger.queries.audit import collect, prepare
+    from ledger.queries.detail import Details, attach
 
     if isinstance(source, duckdb.DuckDBPyConnection):
         has_params = source.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'params'").fetchone()
         if not has_params or not has_params[0]:
             prepare(source)
-        data = collect(source)
+        data = attach(collect(source), Details.of(source), REPORT_TABLES)
     else:
         data = source
     if path is None:
@@ -383,4 +402,4 @@ def render_html(
     return path
 
 
-__all__ = ["compare_html", "headline", "html", "render_html", "sweep_page"]
+__all__ = ["REPORT_TABLES", "compare_html", "headline", "html", "render_html", "sweep_page"]

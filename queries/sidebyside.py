@@ -80,16 +80,53 @@ def _worst_team(run: dict[str, Any]) -> Any:
     return min(rated) if rated else None
 
 
-def measures(largest: str | None = None) -> list[Measure]:
-    """Return the rows of the side-by-side table (the largest-jobs rows use bucket ``largest``)."""
+def _level_figure(depth: int, key: str) -> Callable[[dict[str, Any]], Any]:
+    def get(run: dict[str, Any]) -> Any:
+        every = (run.get("audit", {}).get("owed_hours", {}) or {}).get("levels") or []
+        return next((lv.get(key) for lv in every if lv.get("depth") == depth), None)
+
+    return get
+
+
+def reported_level(runs: Sequence[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """Return the label of the level the runs' owed hours report ('project (the team level)') and every level."""
+    from ledger.queries.tables import level_label
+
+    for run in runs:
+        owed = run.get("audit", {}).get("owed_hours", {}) or {}
+        if owed.get("level") is not None:
+            return level_label(owed["level"]), list(owed.get("levels") or [])
+    return "every team", []
+
+
+def measures(largest: str | None = None, level: str = "every team",
+             levels: Sequence[dict[str, Any]] = ()) -> list[Measure]:
+    """Return the rows of the side-by-side table (the largest-jobs rows use bucket ``largest``).
+
+    ``level`` names the level of the budget tree the owed hours are at; ``levels`` (the tree's levels)
+    add a row per other level, per hour and per week.
+    """
     a = ("audit",)
     rows = [
         Measure(
-            "owed_ratio", "GPU-hours received / owed (all teams)", _dig(*a, "owed_hours", "overall_ratio"), "ratio"
+            "owed_ratio", f"GPU-hours received / owed, per {level}", _dig(*a, "owed_hours", "overall_ratio"), "ratio"
         ),
-        Measure("owed_ratio_day", "  each team's hours evened out over its day", _owed_over("day"), "ratio"),
-        Measure("worst_team_ratio", "  worst team's received / owed", _worst_team, "ratio"),
-        Measure("teams_below_95", "  teams under 95% of what they were owed", _teams_below(0.95), "count"),
+        Measure("owed_ratio_day", "  each node's hours evened out over its day", _owed_over("day"), "ratio"),
+        Measure("owed_ratio_week", "  each node's hours evened out over its week", _owed_over("week"), "ratio"),
+        Measure("worst_team_ratio", "  worst node's received / owed", _worst_team, "ratio"),
+        Measure("teams_below_95", "  nodes under 95% of what they were owed", _teams_below(0.95), "count"),
+    ]
+    for lv in levels:
+        if lv.get("reported"):
+            continue
+        name = lv.get("name") or f"depth {lv['depth']}"
+        rows += [
+            Measure(f"owed_ratio_level_{lv['depth']}", f"  per {name}: received / owed per hour",
+                    _level_figure(lv["depth"], "ratio"), "ratio"),
+            Measure(f"owed_ratio_week_level_{lv['depth']}", f"  per {name}: per week",
+                    _level_figure(lv["depth"], "ratio_week"), "ratio"),
+        ]
+    rows += [
         Measure(
             "debug_p50_wait_s",
             "debug runs (protected, 1 s-15 min): wait p50",
@@ -184,7 +221,8 @@ def human(value: float | int | None, unit: str) -> str:
 def table(columns: Sequence[str], runs: Sequence[dict[str, Any]], fmt: str = "table") -> str:
     """Return the side-by-side audits of ``runs`` (each {"audit": ..., "replay": ...}) as table, json or csv."""
     largest = next((b for b in (largest_bucket(r) for r in runs) if b), None)
-    rows = [m for m in measures(largest) if any(m.get(r) is not None for r in runs)]
+    level, levels = reported_level(runs)
+    rows = [m for m in measures(largest, level, levels) if any(m.get(r) is not None for r in runs)]
     if fmt == "json":
         return json.dumps(
             {
@@ -213,4 +251,4 @@ def table(columns: Sequence[str], runs: Sequence[dict[str, Any]], fmt: str = "ta
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["SIZES", "Measure", "human", "largest_bucket", "measures", "table"]
+__all__ = ["SIZES", "Measure", "human", "largest_bucket", "measures", "reported_level", "table"]

@@ -7,7 +7,7 @@ import io
 from typing import Any
 
 Table = tuple[list[str], list[list[Any]]]
-REPORTS = ("owed_hours", "wait_by_team", "discarded_work", "wait_by_size", "occupancy", "fairness", "anomalies",
+REPORTS = ("owed_hours", "owed_levels", "wait_by_team", "discarded_work", "wait_by_size", "occupancy", "fairness", "anomalies",
            "workloads")
 
 # A team's standing over the fairness window before an hour: what it ran there ÷ its share of it.
@@ -20,6 +20,46 @@ OWED_DEFINITION = (
     "Owed: each hour, a team is owed its budget share of the GPU-hours available, capped at what it asked "
     "for that hour; received counts the GPU-hours it ran within that, hour by hour."
 )
+
+
+CAUSE_LABELS = {"wide_runs": "runs wider than their node's share", "idle_gpus": "idle GPUs",
+                "free_fill": "free fill", "above_share": "nodes above their share", "unexplained": "unexplained"}
+
+
+def level_label(level: dict[str, Any] | None) -> str:
+    """Return which level of the budget tree a figure is at, as a person reads it: 'project (the team level)'."""
+    if level is None:
+        return "no budget tree"
+    name = level["name"] or f"depth {level['depth']}"
+    if level["team_level"]:
+        return f"{name} (the team level)" if level["name"] else f"{name} (the deepest level; no team level named)"
+    return f"{name} (depth {level['depth']})" if level["name"] else name
+
+
+def levels_sentence(audit: dict[str, Any]) -> str:
+    """Return received / owed at every level of the tree, per hour and per week, in one sentence ('' if one level)."""
+    every = [lv for lv in audit["owed_hours"].get("levels", []) if lv["ratio"] is not None]
+    if len(every) < 2:
+        return ""
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1%}"
+
+    parts = [f"{lv['name'] or 'depth ' + str(lv['depth'])}{' (team)' if lv['team_level'] else ''} {pct(lv['ratio'])} "
+             f"per hour, {pct(lv['ratio_week'])} per week, {lv['nodes_at_95']} of {lv['nodes_owed']} nodes at 95%"
+             for lv in every]
+    return "At every level of the budget tree (a node's hours summed over its teams): " + "; ".join(parts) + "."
+
+
+def causes_sentence(audit: dict[str, Any]) -> str:
+    """Return where the reported level's shortfall went, by cause, in one sentence ('' when nothing fell short)."""
+    owed = audit["owed_hours"]
+    causes = [c for c in owed.get("shortfall_by_cause", []) if c["short_gpu_hours"] > 0]
+    if owed["overall_ratio"] is None or not causes:
+        return ""
+    parts = "; ".join(f"{CAUSE_LABELS[c['cause']]} {c['share_of_owed'] or 0.0:.1%}" for c in causes)
+    return ("Where the GPU time the short nodes were owed went, hour by hour, as a share of all owed: "
+            f"{parts} (docs/audits.md defines each).")
 
 
 def _ratio_key(t: dict[str, Any]) -> tuple[float, str]:
@@ -82,8 +122,10 @@ def headline(audit: dict[str, Any], most: int = 10) -> list[str]:
     lines = [
         "GPU-hours received / owed: " + ("-" if ratio is None else f"{ratio:.1%}") + f" ({figures})",
         *textwrap.wrap(OWED_DEFINITION, 100, initial_indent="  ", subsequent_indent="  "),
+        f"  These figures are per {level_label(owed.get('level'))} of the budget tree.",
     ]
-    for sentence in (shortfall_sentence(audit), period_sentence(audit)):
+    for sentence in (shortfall_sentence(audit), period_sentence(audit), levels_sentence(audit),
+                     causes_sentence(audit)):
         if sentence:
             lines += textwrap.wrap(sentence, 100, initial_indent="  ", subsequent_indent="  ")
     short = short_teams(audit)
@@ -153,12 +195,14 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
     out: dict[str, Table] = {}
     owed = audit["owed_hours"]
     # (overall) first so no cut can hide it, then the teams worst first
+    by = {r["period"]: r["ratio"] for r in owed.get("received_by_period", [])}
     out["owed_hours"] = (
-        ["budget", "owed_gpu_hours", "delivered_gpu_hours", "received_gpu_hours", "ratio"],
+        ["budget", "owed_gpu_hours", "delivered_gpu_hours", "received_gpu_hours", "ratio", "day_ratio", "week_ratio"],
         [["(overall)", owed["owed_gpu_hours"], owed["delivered_gpu_hours"], owed["received_gpu_hours"],
-          owed["overall_ratio"]]]
+          owed["overall_ratio"], by.get("day"), by.get("week")]]
         + [
-            [t["budget"], t["owed_gpu_hours"], t["delivered_gpu_hours"], t["received_gpu_hours"], t["ratio"]]
+            [t["budget"], t["owed_gpu_hours"], t["delivered_gpu_hours"], t["received_gpu_hours"], t["ratio"],
+             t.get("ratio_day"), t.get("ratio_week")]
             for t in sorted(owed["teams"], key=_ratio_key)
         ],
     )
@@ -171,6 +215,22 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
         [r["period"], owed["owed_gpu_hours"], r["received_gpu_hours"], r["ratio"]]
         for r in owed.get("received_by_period", [])
     ])
+    every = owed.get("levels", [])
+    out["owed_levels"] = (
+        ["level", "depth", "nodes_owed", "owed_gpu_hours", "received_gpu_hours", "ratio", "day_ratio", "week_ratio",
+         "nodes_at_95", "worst_node", "worst_ratio", "worst_week_node", "worst_week_ratio"],
+        [[(lv["name"] or "-") + (" *" if lv["team_level"] else ""), lv["depth"], lv["nodes_owed"],
+          lv["owed_gpu_hours"], lv["received_gpu_hours"], lv["ratio"], lv["ratio_day"], lv["ratio_week"],
+          lv["nodes_at_95"], (lv["worst_node"] or {}).get("budget"), (lv["worst_node"] or {}).get("ratio"),
+          (lv["worst_node_week"] or {}).get("budget"), (lv["worst_node_week"] or {}).get("ratio_week")]
+         for lv in every],
+    )
+    out["owed_shortfall_by_cause"] = (
+        ["level", "short_gpu_hours", *(f"{c}_gpu_hours" for c in CAUSE_LABELS)],
+        [[(lv["name"] or f"depth {lv['depth']}"), lv["owed_gpu_hours"] - lv["received_gpu_hours"],
+          *({c["cause"]: c["short_gpu_hours"] for c in lv["shortfall_by_cause"]}.get(k) for k in CAUSE_LABELS)]
+         for lv in every],
+    )
     wt_cols = ["budget", "workloads", "started", "waiting", "cancelled", "mean_s", "p50_s", "p90_s", "max_s"]
     out["wait_by_team"] = (wt_cols, [[w[c] for c in wt_cols] for w in audit.get("wait_by_team", [])])
     dw = audit["discarded_work"]
@@ -207,7 +267,8 @@ def tables(audit: dict[str, Any], report: str | None = None) -> dict[str, Table]
     ]
     out["occupancy"] = (occ_cols, [[occ[c] for c in occ_cols]])
     fair_cols = ["budget", "hour", "usage_gpu_hours", "allocation_gpu_hours", "hour_ratio", "window_ratio"]
-    out["fairness"] = (fair_cols, [[r[c] for c in fair_cols] for r in audit["fairness"]["hourly"]])
+    # the hour-by-hour rows are a detail table: here when attached (``detail.attach``), else none
+    out["fairness"] = (fair_cols, [[r[c] for c in fair_cols] for r in audit["fairness"].get("hourly", [])])
     an_cols = ["kind", "event_id", "workload_id", "time", "included", "reason"]
     out["anomalies"] = (an_cols, [[a[c] for c in an_cols] for a in audit["anomalies"]])
     wl_cols = ["workload_id", "budget", "gpus", "kind", "submit_time", "first_start_time", "end_time", "preemptions"]
@@ -246,8 +307,11 @@ def header(column: str) -> str:
     return (column[:-2] if column.endswith("_s") else column).replace("_", " ")
 
 
-def as_text(named: dict[str, Table], max_rows: int = 60) -> str:
-    """Return tables as aligned plain text, long ones cut to ``max_rows`` with a note."""
+def as_text(named: dict[str, Table], max_rows: int = 60, totals: dict[str, int] | None = None) -> str:
+    """Return tables as aligned plain text, long ones cut to ``max_rows`` with a note.
+
+    ``totals``: a table's full length where only its first rows were handed over.
+    """
     parts = []
     for name, (raw_cols, rows) in named.items():
         shown = rows[:max_rows]
@@ -258,8 +322,9 @@ def as_text(named: dict[str, Table], max_rows: int = 60) -> str:
         lines.append("  ".join("-" * w for w in widths))
         for r in texts:
             lines.append("  ".join(v.rjust(w) if _numeric(v) else v.ljust(w) for v, w in zip(r, widths, strict=True)))
-        if len(rows) > max_rows:
-            lines.append(f"... {len(rows) - max_rows} more row(s); use --format csv or json for all")
+        total = max(len(rows), (totals or {}).get(name, 0))
+        if total > max_rows:
+            lines.append(f"... {total - max_rows:,} more row(s); use --format csv for all")
         if not rows:
             lines.append("(none)")
         parts.append("\n".join(line.rstrip() for line in lines))
@@ -288,5 +353,6 @@ def as_csv(named: dict[str, Table]) -> str:
     return buf.getvalue()
 
 
-__all__ = ["OWED_DEFINITION", "REPORTS", "SHORT", "STANDING_LABELS", "Table", "as_csv", "as_text", "cell",
-           "header", "headline", "occupancy_sentence", "period_sentence", "short_teams", "shortfall_sentence", "tables"]
+__all__ = ["CAUSE_LABELS", "OWED_DEFINITION", "REPORTS", "SHORT", "STANDING_LABELS", "Table", "as_csv", "as_text",
+           "causes_sentence", "cell", "header", "headline", "level_label", "levels_sentence", "occupancy_sentence",
+           "period_sentence", "short_teams", "shortfall_sentence", "tables"]

@@ -244,11 +244,12 @@ def test_out_refuses_an_earlier_run_unless_force_which_clears_stale_files(
     shutil.copy(LAB / "trace.csv", trace)  # the bad row fixed
     code, _, err = run(capsys, "replay", trace, "--budgets", budgets, "--out", out, "--quiet")
     assert code == 2
-    earlier = "audit.json, events, rejected_rows.txt, replay.json"
+    earlier = "audit, audit.json, events, rejected_rows.txt"
     assert f"--out {out}: holds an earlier run ({earlier}); pass --force" in err
     code, _, _ = run(capsys, "replay", trace, "--budgets", budgets, "--out", out, "--quiet", "--force")
     assert code == 0
-    assert sorted(p.name for p in out.iterdir()) == ["audit.json", "events", "replay.json"]  # the stale file gone
+    # the stale file gone
+    assert sorted(p.name for p in out.iterdir()) == ["audit", "audit.json", "events", "replay.json"]
     code, _, err = run(capsys, "replay", out, "--out", out, "--quiet", "--force")
     assert code == 2 and f"--out {out}: holds the input {out}" in err
 

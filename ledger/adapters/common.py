@@ -38,6 +38,7 @@ __all__ = [
     "WallClock",
     "budget_path",
     "check_time",
+    "level_names",
     "parse_local_time",
     "parse_zone",
     "record_event",
@@ -344,6 +345,25 @@ _UNSAFE = re.compile(r"[/\s]+")
 def budget_path(*parts: str) -> str:
     """Join parts into a budget path; '/' and whitespace inside a part become '_', an empty part 'unknown'."""
     return "/".join(_UNSAFE.sub("_", p.strip()) or "unknown" for p in parts)
+
+
+def level_names(kinds: list[set[str]], inner: str, leaf: str) -> tuple[str, ...]:
+    """Return names for a tree's levels from the kinds of node at each depth, root first.
+
+    ``inner`` nodes (Slurm accounts, Kueue cohorts) stand above ``leaf`` ones (users, ClusterQueues):
+    a depth of inner nodes only is ``inner``, then ``<inner>2``, ``<inner>3``...; of leaves only,
+    ``leaf``; of both (a ragged tree), ``<inner name>-or-<leaf>``.
+    """
+    out: list[str] = []
+    k = 0  # inner depths named so far
+    for here in kinds:
+        inner_name = inner if k == 0 else f"{inner}{k + 1}"
+        if here == {leaf}:
+            out.append(leaf)
+            continue
+        out.append(inner_name if here == {inner} else f"{inner_name}-or-{leaf}")
+        k += 1
+    return tuple(out)
 
 
 _EPOCH_ORDINAL = date(1970, 1, 1).toordinal()

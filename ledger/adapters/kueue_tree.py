@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from ledger.adapters.common import RowError, budget_path, parse_local_time
+from ledger.adapters.common import RowError, budget_path, level_names, parse_local_time
 from ledger.budgets import BudgetNode, Budgets
 from ledger.errors import InputError
 
@@ -214,6 +214,15 @@ def kueue_budgets(
         owner[path] = q
         nodes[path] = BudgetNode(path, q.weight, (), q.created)
     ordered = tuple(sorted(nodes.values(), key=lambda n: n.path.count("/")))
+    # ClusterQueues hold the quotas (the team allocations) and are the tree's leaves: the team level is
+    # the deepest, where every queue stands for itself.
+    kinds: list[set[str]] = []
+    for n in ordered:
+        depth = n.path.count("/")
+        kinds.extend(set() for _ in range(depth + 1 - len(kinds)))
+        kinds[depth].add("clusterqueue" if owner[n.path].kind == "ClusterQueue" else "cohort")
+    levels = level_names(kinds, "cohort", "clusterqueue")
+    notes.append(f"levels: {', '.join(levels)}; team level {levels[-1]} (ClusterQueues are the team allocations)")
     quota = sum(q.gpus for q in tree.queues.values())
     if gpus is None:
         if quota <= 0:
@@ -225,4 +234,4 @@ def kueue_budgets(
         gpus_per_node = math.gcd(gpus, gpus_per_node)
     if tree.other_kinds:
         notes.append("left out: " + ", ".join(f"{n} {k}" for k, n in sorted(tree.other_kinds.items())))
-    return Budgets(budget_path(cluster), gpus, gpus_per_node, ordered), notes
+    return Budgets(budget_path(cluster), gpus, gpus_per_node, ordered, levels, levels[-1]), notes

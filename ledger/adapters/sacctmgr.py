@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledger.adapters.common import budget_path
+from ledger.adapters.common import budget_path, level_names
 from ledger.adapters.hostlist import expand_hostlist
 from ledger.budgets import BudgetNode, Budgets
 from ledger.errors import InputError
@@ -238,6 +238,7 @@ def slurm_budgets(tree: SlurmTree, gpus: int, gpus_per_node: int) -> tuple[Budge
         return total
 
     nodes: list[BudgetNode] = []
+    users: set[str] = set()  # paths of user nodes (the rest are accounts)
     parent_accounts = [a.name for a in accts.values() if a.share is None and a.name != "root"]
     parent_users = 0
 
@@ -252,6 +253,7 @@ def slurm_budgets(tree: SlurmTree, gpus: int, gpus_per_node: int) -> tuple[Budge
                 parent_users += 1
                 continue
             nodes.append(BudgetNode(f"{path}/{budget_path(user)}", share, ()))
+            users.add(nodes[-1].path)
 
     for top in children.get("root", []) + [a for a in children.get(None, []) if a != "root"]:
         walk(top, "")
@@ -268,7 +270,17 @@ def slurm_budgets(tree: SlurmTree, gpus: int, gpus_per_node: int) -> tuple[Budge
         notes.append(f"{parent_users} Share=parent user association(s): no node, their records charge the account")
     if gpus % gpus_per_node:
         gpus_per_node = math.gcd(gpus, gpus_per_node)
-    return Budgets(budget_path(tree.cluster), gpus, gpus_per_node, tuple(nodes)), notes
+    # Accounts are the team allocations (a user's jobs charge its account's share): the team level is the
+    # deepest level of accounts only.
+    kinds: list[set[str]] = []
+    for n in nodes:
+        depth = n.path.count("/")
+        kinds.extend(set() for _ in range(depth + 1 - len(kinds)))
+        kinds[depth].add("user" if n.path in users else "account")
+    levels = level_names(kinds, "account", "user")
+    team = max(d for d, k in enumerate(kinds) if k == {"account"})
+    notes.append(f"levels: {', '.join(levels)}; team level {levels[team]} (accounts are the team allocations)")
+    return Budgets(budget_path(tree.cluster), gpus, gpus_per_node, tuple(nodes), levels, levels[team]), notes
 
 
 def read_text(path: str | Path) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from ledger.errors import InputError
 
 # What replay, compare and demo write into an output directory: the only names --force removes.
-RUN_OUTPUTS = frozenset({"events", ".events.building", "audit.json", "replay.json", "rejected_rows.txt"})
+RUN_OUTPUTS = frozenset({"events", ".events.building", "audit.json", "audit", "replay.json", "rejected_rows.txt"})
 DEMO_OUTPUTS = frozenset({"trace.csv", "budgets.yaml", "report.html", "fairshare", "priority"})
 
 

@@ -8,28 +8,41 @@ import sys
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ledger.core.knobs import Knobs
 from ledger.replay.progress import ProgressBar
 from ledger.replay.run import ReplayInputs, replay
 from ledger.replay.trace import RejectedRow, listed
 
+if TYPE_CHECKING:
+    from ledger.queries.projection import Loader
+
 # how a replay ended that ran out of things to happen while some work still waited (it can never start)
 NOTHING_LEFT = "nothing left to happen with work left"
 
 
-def write_audit(run_dir: Path) -> dict[str, Any]:
-    """Audit a run directory with the SQL audits and write ``audit.json``; return the audit."""
-    from ledger.queries import audit_run
+def write_audit(run_dir: Path, loaded: Loader | None = None) -> dict[str, Any]:
+    """Audit a run directory: write ``audit.json`` and its detail tables; return the audit.
 
-    audit: dict[str, Any] = audit_run(run_dir)
-    path = run_dir / "audit.json"
-    if not path.exists():  # the audits may write it themselves; write it if they did not
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(audit, indent=2, sort_keys=True) + "\n")
-        tmp.replace(path)
-    return audit
+    ``loaded``: the run's events as the replay handed them to the log (else the log is read).
+    The returned audit also carries the detail rows the HTML report draws, so a report can be
+    made after the run directory is gone.
+    """
+    from ledger.queries import snapshot
+    from ledger.queries.audit import connect, write_run_audit
+    from ledger.queries.detail import Details, attach
+    from ledger.queries.projection import register
+    from ledger.queries.report import REPORT_TABLES
+
+    if loaded is not None:
+        tables = loaded.tables()
+        # kept beside the log, so that `gpuledger audit RUN` need not decode it again
+        snapshot.save(run_dir, tables, snapshot.log_key(run_dir / "events", decisions=False))
+        con = register(tables)
+    else:
+        con = connect(run_dir / "events", decisions=False)
+    return attach(write_run_audit(run_dir, con), Details.of(con), REPORT_TABLES)
 
 
 def run_one(
@@ -42,9 +55,14 @@ def run_one(
     until: datetime | None = None,
 ) -> dict[str, Any]:
     """Replay ``inputs`` into ``out_dir``, audit it, and return {"audit": ..., "replay": ...}."""
+    from ledger.queries.projection import Loader
+
     bar = None if quiet else ProgressBar(label or knobs.label())
+    # The audit reads the events as the replay hands them to the log, not the log again (decoding
+    # it would cost about as much as the replay did). Only what an audit reads is kept.
+    loaded = Loader(decisions=False)
     try:
-        stats = replay(inputs, knobs, out_dir, progress=bar, until=until)
+        stats = replay(inputs, knobs, out_dir, progress=bar, until=until, follower=loaded)
     finally:
         if bar is not None:
             bar.close()
@@ -82,7 +100,7 @@ def run_one(
         sys.stderr.write(f"auditing {out_dir / 'events'} ...\n")
         sys.stderr.flush()
     t0 = time.perf_counter()
-    audit = write_audit(out_dir)
+    audit = write_audit(out_dir, loaded if loaded.whole else None)
     info["wall_s"] = round(stats.wall_s, 3)  # not written: the run directory stays byte-identical
     info["audit_s"] = round(time.perf_counter() - t0, 3)
     return {"audit": audit, "replay": info}

@@ -86,7 +86,7 @@ def _describe(month: Any, demand: float) -> str:
 
 
 def _headline(results: list[dict[str, Any]]) -> str:
-    from ledger.queries.sidebyside import human
+    from ledger.queries.sidebyside import human, reported_level
 
     def get(r: dict[str, Any], *path: str) -> Any:
         v: Any = r["audit"]
@@ -99,8 +99,8 @@ def _headline(results: list[dict[str, Any]]) -> str:
     a, b = get(fair, "owed_hours", "overall_ratio"), get(prio, "owed_hours", "overall_ratio")
     if a is not None and b is not None:
         lines.append(
-            f"- Teams received {human(a, 'ratio')} of the GPU-hours they were owed under fairshare, "
-            f"{human(b, 'ratio')} under priority."
+            f"- Per {reported_level(results)[0]}, teams received {human(a, 'ratio')} of the GPU-hours they were "
+            f"owed under fairshare, {human(b, 'ratio')} under priority."
         )
     a, b = get(fair, "wait_by_size", "debug_allocated", "p90_s"), get(prio, "wait_by_size", "debug_allocated", "p90_s")
     if a is not None and b is not None:

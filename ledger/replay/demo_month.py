@@ -116,7 +116,9 @@ def _tree(
                 nodes.append(BudgetNode(leaf, round(rng.choice((0.5, 1.0, 1.0, 1.5, 2.0)), 2), ()))
                 leaves.append(leaf)
             per_project[path] = leaves
-    return Budgets(cluster, gpus, 8, tuple(nodes)), per_project
+    # projects are the team allocations (the published figures are over them); researchers share a project's
+    levels = ("lab", "program", "project", "researcher")
+    return Budgets(cluster, gpus, 8, tuple(nodes), levels, "project"), per_project
 
 
 def _apportion(total: int, weights: dict[str, int]) -> dict[str, int]:

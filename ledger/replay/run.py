@@ -10,13 +10,14 @@ import shutil
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 from ledger.budgets import Budgets, load_budgets
 from ledger.core.knobs import Knobs
 from ledger.errors import AllRejectedError, ConfigError, InputError, LedgerError
 from ledger.events import ClusterCapacityChanged, Event, to_us
 from ledger.gcpause import paused_gc
-from ledger.replay.driver import Progress, ReplayDriver, ReplayStats
+from ledger.replay.driver import BatchWriter, Progress, ReplayDriver, ReplayStats
 from ledger.replay.trace import RejectedRow, listed, read_trace
 
 
@@ -111,8 +112,14 @@ def replay(
     *,
     progress: Progress | None = None,
     until: datetime | None = None,
+    follower: Follower | None = None,
 ) -> ReplayStats:
-    """Replay ``inputs`` under ``knobs`` and write every event, in time order, to ``out_dir/events``."""
+    """Replay ``inputs`` under ``knobs`` and write every event, in time order, to ``out_dir/events``.
+
+    ``follower`` is handed each batch of events the log took whole; if the log ever skips some
+    (as repeats), nothing more is handed over and ``follower.whole`` is set False: what it got
+    is exactly the log, or it says it is not.
+    """
     from ledger.core import DecisionCore
     from ledger.log import EventLog
     from ledger.replay.logwriter import LogWriter
@@ -125,7 +132,8 @@ def replay(
     shutil.rmtree(building, ignore_errors=True)
     log = EventLog(building)
     core = DecisionCore(knobs, inputs.cluster)
-    driver = ReplayDriver(core, inputs.cluster, LogWriter(log))
+    writer = LogWriter(log)
+    driver = ReplayDriver(core, inputs.cluster, writer if follower is None else Teed(writer, follower))
     try:
         # The core makes no reference cycles as it decides (its hot paths use small classes, not
         # closures, which compiled form cycles), so the collector would only rescan the growing
@@ -150,9 +158,38 @@ def replay(
     return stats
 
 
+class Follower(Protocol):
+    """What follows a replay's log as it is written (``ledger.queries.projection.Loader``)."""
+
+    whole: bool
+
+    def add_events(self, events: list[Event]) -> None:
+        """Take the next batch of events the log took."""
+        ...
+
+
+class Teed:
+    """A batch writer that writes to the log, then hands the batch to a follower while the log took all of it."""
+
+    def __init__(self, writer: BatchWriter, follower: Follower) -> None:
+        self.writer = writer
+        self.follower = follower
+
+    def write(self, events: list[Event], outside: list[int]) -> object:
+        """Write one batch to the log; hand it on if the log took every event of it (and of every batch before)."""
+        written = self.writer.write(events, outside)
+        if self.follower.whole and written == len(events):
+            self.follower.add_events(events)
+        else:
+            self.follower.whole = False
+        return written
+
+
 def _looks_like_log(path: Path) -> bool:
     # a previous replay's log: only segment files and the log's own bookkeeping, no subdirectories
     return all(p.is_file() for p in path.iterdir())
 
 
-__all__ = ["ReplayInputs", "inputs_from_budgets", "load_inputs", "load_trace", "on_hosts_of", "replay"]
+__all__ = [
+    "Follower", "ReplayInputs", "Teed", "inputs_from_budgets", "load_inputs", "load_trace", "on_hosts_of", "replay",
+]

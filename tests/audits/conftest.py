@@ -35,6 +35,32 @@ def two_teams_day() -> list[ev.Event]:
     ]
 
 
+# A Slurm association tree with an account (phys) whose users are of both kinds: two with shares of their
+# own (nodes below it) and one with Share=parent (charging phys itself); bio has a Share=parent user only.
+MIXED_ASSOC = """\
+Cluster|Account|Par Name|User|Share|GrpTRES
+lab|root|||1|gres/gpu=16
+lab|phys|root||3|
+lab|phys||ana|1|
+lab|phys||bo|1|
+lab|phys||cy|parent|
+lab|bio|root||1|
+lab|bio||dee|parent|
+"""
+
+
+def mixed_account_hours(E: Events, tree: list[ev.Event]) -> list[ev.Event]:
+    """Two hours on MIXED_ASSOC's tree (``tree``: its capacity and node events): every kind of user runs or waits."""
+    return [
+        *tree,
+        E.submit(0, "a1", "phys/ana", gpus=8), E.start(0, "a1", ("lab-n000",), 8), E.complete(60, "a1"),
+        E.submit(0, "c1", "phys", gpus=8), E.start(0, "c1", ("lab-n001",), 8),     # cy: Share=parent
+        E.submit(0, "d1", "bio", gpus=4), E.start(60, "d1", ("lab-n000",), 4),
+        E.submit(60, "o1", "phys/bo", gpus=8),                                      # waits to the end
+        E.complete(120, "c1"), E.complete(120, "d1"),
+    ]
+
+
 def write_log(path: Path, events: list[ev.Event]) -> Path:
     log = EventLog(path)
     log.append(events)

@@ -253,7 +253,7 @@ def reference_audit(
         avail = gpus - sum(down.values())
         cap_total += avail
         down_total += sum(down.values())
-        for t in teams:
+        for t in parent:  # every node: the levels of the tree need the inner nodes' shares too
             share_h[(t, h)] += fraction(t, m) * avail
         for w, wid in alive:
             end = terminal[wid][1] if wid in terminal else t1
@@ -315,8 +315,41 @@ def reference_audit(
         got = sum(min(o, d) for o, d in sums.values()) / 60
         ratio = got / owed_sum if owed_sum > 0 else None
         by_period.append({"period": period, "received_gpu_hours": got, "ratio": ratio})
+    # Every level of the tree: the nodes at that depth (their subtrees) and the teams above it (their own
+    # work); a node's share is its own fraction, demand and delivered its teams' sums; a team charged
+    # beside its children is owed what of its share the level's nodes below it are not, deepest first.
+    node_depth = {p: len(_fraction_chain(p, parent) or [p]) - 1 for p in parent}
+    below_any = {t for t in teams if any(par == t for par in parent.values())}  # charged beside children
+    levels = []
+    for d in range(max(node_depth.values(), default=-1) + 1):
+        group_of = {t: t if node_depth[t] < d else next(a for a in (_fraction_chain(t, parent) or [t])
+                                                       if node_depth[a] == d) for t in teams}
+        groups = sorted(set(group_of.values()), key=lambda g: -node_depth[g])
+        lv_owed: dict[tuple[str, int], float] = {}
+        lv_deliv: dict[tuple[str, int], float] = defaultdict(float)
+        for g in groups:
+            members = [t for t in teams if group_of[t] == g]
+            for h in hours:
+                lv_deliv[(g, h)] = sum(deliv_h[(t, h)] for t in members)
+                demand = sum(demand_h[(t, h)] for t in members)
+                room = share_h[(g, h)]
+                if node_depth[g] < d and g in below_any:
+                    room -= sum(lv_owed[(u, h)] for u in groups if u.startswith(g + "/"))
+                lv_owed[(g, h)] = min(max(room, 0.0), demand)
+        lv_sum = sum(lv_owed.values())
+        weekly: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
+        for (g, h), o in lv_owed.items():
+            weekly[(g, (h + 72) // 168)][0] += o
+            weekly[(g, (h + 72) // 168)][1] += lv_deliv[(g, h)]
+        levels.append({
+            "depth": d,
+            "owed_gpu_hours": lv_sum / 60,
+            "received_gpu_hours": sum(min(o, lv_deliv[k]) for k, o in lv_owed.items()) / 60,
+            "ratio_week": sum(min(o, dl) for o, dl in weekly.values()) / lv_sum if lv_sum > 0 else None,
+        })
     owed_hours = {
         "overall_ratio": rec_sum / owed_sum if owed_sum > 0 else None,
+        "levels": levels,
         "received_by_period": by_period,
         "teams_at_95": sum(1 for t in rated if t["ratio"] >= 0.95),
         "worst_team": min(rated, key=lambda t: (round(t["ratio"], 9), t["budget"]))["budget"] if rated else None,

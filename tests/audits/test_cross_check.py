@@ -44,6 +44,7 @@ def check(events: list[ev.Event], since: int | None = None, until: int | None = 
         since=None if since is None else since * MIN,
         until=None if until is None else until * MIN,
         window_s=2 * 3600,
+        details=("fairness_hourly", "workloads"),
     )
     want = reference_audit(events, since, until, window_h=2)
 
@@ -51,6 +52,9 @@ def check(events: list[ev.Event], since: int | None = None, until: int | None = 
     for g, w in zip(got["owed_hours"]["teams"], want["owed_hours"]["teams"], strict=True):
         same_keys(g, w, f"owed_hours[{w['budget']}]")
     same(got["owed_hours"]["overall_ratio"], want["owed_hours"]["overall_ratio"], "overall_ratio")
+    assert [lv["depth"] for lv in got["owed_hours"]["levels"]] == [lv["depth"] for lv in want["owed_hours"]["levels"]]
+    for g, w in zip(got["owed_hours"]["levels"], want["owed_hours"]["levels"], strict=True):
+        same_keys(g, w, f"owed_hours.levels[{w['depth']}]")
     same(got["owed_hours"]["teams_at_95"], want["owed_hours"]["teams_at_95"], "teams_at_95")
     worst = got["owed_hours"]["worst_team"]
     same(worst and worst["budget"], want["owed_hours"]["worst_team"], "worst_team")

@@ -19,7 +19,7 @@ import pytest
 
 from ledger.cli import main
 from ledger.queries import audit
-from ledger.queries.report import html
+from ledger.queries.report import REPORT_TABLES, html
 from tests.factories import Events
 
 CHROMIUM = shutil.which("chromium")
@@ -99,7 +99,7 @@ def four_short_teams() -> list[Any]:
 
 
 def test_the_single_run_page_of_four_short_teams_fits_1400_px(tmp_path: Path) -> None:
-    data = audit(four_short_teams())
+    data = audit(four_short_teams(), details=REPORT_TABLES)  # the report draws the detail tables
     assert sum(1 for t in data["owed_hours"]["teams"] if t["ratio"] < 0.95) == 4
     found = laid_out(html(data, "four short teams"), tmp_path)
     assert found["tables"] >= 3 and found["spills"] == []

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ledger import events as ev
 from ledger.queries import audit, connect, render_html
-from ledger.queries.report import discard_chart
+from ledger.queries.report import REPORT_TABLES, discard_chart
 from tests.audits.conftest import two_teams_day
 from tests.factories import Events
 
@@ -47,7 +47,7 @@ def outline(path: Path) -> Outline:
 
 
 def test_report_has_the_headline_charts_and_tables_and_fetches_nothing(tmp_path: Path) -> None:
-    path = render_html(audit(two_teams_day()), tmp_path / "report.html")
+    path = render_html(audit(two_teams_day(), details=REPORT_TABLES), tmp_path / "report.html")
     o = outline(path)
     assert "script" not in o.tags and "link" not in o.tags and "img" not in o.tags and o.external == []
     labels = " | ".join(o.svg_labels)
@@ -71,7 +71,7 @@ def test_report_renders_from_a_projected_connection(tmp_path: Path) -> None:
 
 
 def test_without_a_path_the_report_is_a_fragment_to_embed() -> None:
-    fragment = render_html(audit(two_teams_day()))
+    fragment = render_html(audit(two_teams_day(), details=REPORT_TABLES))
     assert isinstance(fragment, str) and fragment.startswith('<div class="gpuledger-audit">')
     assert "<html" not in fragment and "<svg" in fragment
 
@@ -93,7 +93,7 @@ def many_teams_day() -> list[ev.Event]:
 
 
 def test_the_worst_short_teams_are_drawn_day_by_day_and_every_team_stays_in_the_tables(tmp_path: Path) -> None:
-    path = render_html(audit(many_teams_day()), tmp_path / "report.html")
+    path = render_html(audit(many_teams_day(), details=REPORT_TABLES), tmp_path / "report.html")
     o = outline(path)
     daily = [label for label in o.svg_labels if label.startswith("org/")]
     assert daily == ["org/p0/t4: 60.0% of owed", "org/p1/t4: 60.0% of owed", "org/p2/t4: 60.0% of owed",

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from ledger.queries import audit, render_html
-from ledger.queries.report import compare_html
+from ledger.queries.report import REPORT_TABLES, compare_html
 from tests.audits.conftest import two_teams_day
 from tests.audits.test_report import many_teams_day
 
@@ -64,7 +64,7 @@ def drawn(dom: str) -> list[tuple[str, int]]:
 
 
 def test_every_chart_of_an_audit_draws_and_the_page_logs_no_error(tmp_path: Path) -> None:
-    page = render_html(audit(many_teams_day()), tmp_path / "report.html")
+    page = render_html(audit(many_teams_day(), details=REPORT_TABLES), tmp_path / "report.html")
     dom, log = browse(page, tmp_path)
     assert console_errors(log) == []
     charts = drawn(dom)
@@ -73,7 +73,7 @@ def test_every_chart_of_an_audit_draws_and_the_page_logs_no_error(tmp_path: Path
 
 
 def test_every_chart_of_a_comparison_draws_in_columns(tmp_path: Path) -> None:
-    runs = [{"audit": audit(two_teams_day()), "replay": {}}, {"audit": audit(many_teams_day()), "replay": {}}]
+    runs = [{"audit": audit(day(), details=REPORT_TABLES), "replay": {}} for day in (two_teams_day, many_teams_day)]
     page = tmp_path / "compare.html"
     page.write_text(compare_html(["one", "two"], runs, title="two runs"), encoding="utf-8")
     dom, log = browse(page, tmp_path)
@@ -83,7 +83,7 @@ def test_every_chart_of_a_comparison_draws_in_columns(tmp_path: Path) -> None:
 
 
 def test_a_screenshot_is_a_rendered_page(tmp_path: Path) -> None:
-    page = render_html(audit(two_teams_day()), tmp_path / "report.html")
+    page = render_html(audit(two_teams_day(), details=REPORT_TABLES), tmp_path / "report.html")
     shot = tmp_path / "shot.png"  # under the test's own tmp directory, never in the repository
     assert CHROMIUM is not None
     subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,1600",

@@ -7,11 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ledger import events as ev
 from ledger.adapters.sacctmgr import parse_sacctmgr, slurm_budgets
 from ledger.errors import InputError
 from ledger.queries import audit, audit_run
-from tests.audits.conftest import two_teams_day
+from tests.audits.conftest import MIXED_ASSOC, mixed_account_hours, two_teams_day
 from tests.factories import Events
 
 
@@ -82,7 +81,7 @@ def test_partial_hours_count_pro_rata_inside_a_since_until_window() -> None:
     E = Events()
     log = [E.capacity(0, 8), E.node(0, "org"), E.submit(0, "w", "org", gpus=8), E.start(0, "w", ("lab-n000",), 8),
            E.complete(180, "w")]
-    a = audit(log, since="2026-03-02T00:30:00Z", until="2026-03-02T02:00:00Z")
+    a = audit(log, since="2026-03-02T00:30:00Z", until="2026-03-02T02:00:00Z", details=("cluster_hourly",))
     assert a["period"] == {"start": "2026-03-02T00:30:00Z", "end": "2026-03-02T02:00:00Z"}
     team = a["owed_hours"]["teams"][0]
     assert close(team["owed_gpu_hours"], 8 * 1.5) and close(team["ratio"], 1.0)
@@ -157,30 +156,11 @@ def test_an_empty_log_audits_to_empty_figures(tmp_path: Path) -> None:
 
 # An association tree as `sacctmgr show assoc` prints it: account phys has two users with shares of
 # their own and one with Share=parent, whose jobs charge the account node itself; bio is a leaf.
-MIXED_ASSOC = """\
-Cluster|Account|Par Name|User|Share|GrpTRES
-lab|root|||1|gres/gpu=16
-lab|phys|root||3|
-lab|phys||ana|1|
-lab|phys||bo|1|
-lab|phys||cy|parent|
-lab|bio|root||1|
-lab|bio||dee|parent|
-"""
-
-
 def test_an_account_charged_directly_beside_its_users_nodes_is_owed_what_they_leave_of_its_share() -> None:
     budgets, _ = slurm_budgets(parse_sacctmgr(MIXED_ASSOC, "assoc.txt"), 16, 8)
     assert {n.path: n.share for n in budgets.nodes} == {"phys": 3, "phys/ana": 1, "phys/bo": 1, "bio": 1}
     E = Events()
-    log: list[ev.Event] = [E.capacity(0, 16), *(E.node(0, n.path, n.share) for n in budgets.nodes)]
-    log += [
-        E.submit(0, "a1", "phys/ana", gpus=8), E.start(0, "a1", ("lab-n000",), 8), E.complete(60, "a1"),
-        E.submit(0, "c1", "phys", gpus=8), E.start(0, "c1", ("lab-n001",), 8),     # cy: Share=parent
-        E.submit(0, "d1", "bio", gpus=4), E.start(60, "d1", ("lab-n000",), 4),
-        E.submit(60, "o1", "phys/bo", gpus=8),                                      # waits to the end
-        E.complete(120, "c1"), E.complete(120, "d1"),
-    ]
+    log = mixed_account_hours(E, [E.capacity(0, 16), *(E.node(0, n.path, n.share) for n in budgets.nodes)])
     # 16 GPUs: phys 3/4 = 12 GPUs, its users ana and bo half of that each (6), bio 1/4 = 4.
     # phys's own jobs (cy's) are owed what of phys's 12 its users' nodes are not owed, up to their demand.
     # Hour 0: ana asks 8 -> owed 6 (ran 8, received 6); bo asks 0; phys's own c1 asks 8 -> owed

@@ -135,9 +135,10 @@ def test_records_give_type_names_and_avro_dicts_for_projections(tmp_path: Path) 
 
 
 def test_a_segment_written_with_an_older_schema_still_reads_and_is_left_untouched(tmp_path: Path) -> None:
-    """A log from before WorkloadSubmitted v2: read with the new fields defaulted; new batches go to a new segment."""
-    (v1,) = codec.history_schemas()
-    old_union = [v1 if s["name"] == "WorkloadSubmitted" else s for s in codec.raw_schemas().values()]
+    """A log from before WorkloadSubmitted v2 and BudgetNodeDefined v2: read with the new fields defaulted (a node
+    names no level); new batches go to a new segment."""
+    old = {s["name"]: s for s in codec.history_schemas()}  # WorkloadSubmitted v1, BudgetNodeDefined v1
+    old_union = [old.get(s["name"], s) for s in codec.raw_schemas().values()]
     path = tmp_path / "events"
     path.mkdir()
     e = Events()
