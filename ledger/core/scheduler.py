@@ -5,9 +5,9 @@ then applies the event, then that instant's wake-ups and one scheduling pass: fa
 come before its wake-ups (``handle(event, decide=False)`` + ``advance(t)`` applies several facts
 of one instant before one pass). A pass:
 
-1. *fill*: while some waiting workload fits the free room on healthy hosts, start the first
-   such workload in the policy's order (backfill: whatever can start without preempting
-   starts; nothing waits for a workload that cannot start). One pick costs
+1. *fill*: while some waiting workload fits the free room on healthy hosts that are not held,
+   start the first such workload in the policy's order (backfill: whatever can start without
+   preempting starts; nothing waits for a workload that cannot start, except on held hosts). One pick costs
    O(depth × b log b + distinct sizes) under fair share (see ``fairshare``), independent of
    the queue length; the loop ends as soon as nothing fits.
 2. *preempt*: walk the allocated waiters in order; for each node only the first waiter of each
@@ -15,6 +15,10 @@ of one instant before one pass). A pass:
    larger size is skipped, so at most a handful of attempts are made; each attempt is
    O(p log p) over the p preemptible runs. Cheap bounds (free + unallocated + past-protection
    GPUs still eligible) skip attempts that cannot succeed. If a preemption is made, go to 1.
+3. *hold* (fair share, ``holds``): the holder of the standing hold starts on its held hosts if they
+   seat it (preempting there once the hold's time has come); else allocated work whose protected
+   window ends by the hold's time soaks the held room; with no hold standing, the first wide
+   waiter of the order is granted one. Then free fill goes into what is left, held room included.
 
 Wake-ups (a heap, O(log w) each): end of a protected window, end of a grace period (victim
 exits, waiter starts), a drain falling due (``wakeups``). Stale wake-ups are recognised by an epoch

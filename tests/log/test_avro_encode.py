@@ -125,9 +125,8 @@ def a_day_of_every_event(e: Events) -> list[ev.Event]:
 # a_day_of_every_event() while fastavro's Writer encoded its batches: the same appends must keep
 # giving the same bytes. (The header is left out: fastavro's own header, which the log wrote then,
 # ordered a field's "doc" and "default" keys by string hash; the log now writes key-sorted JSON.)
-# Re-pinned when SchedulingDecision went to version 2 (the hold action: its record carries
-# schema_version 2) and for BudgetNodeDefined v2 (its two nodes write schema_version 2 and the null
-# `level` and `team_level`, two bytes more each); the test below still checks every byte against fastavro's.
+# Re-pinned when SchedulingDecision went to version 2 (the hold action) and BudgetNodeDefined to
+# version 2 (a node's level): their records now carry schema_version 2 (and the node its level).
 BLOCKS_SHA256 = "f815cf0922ada8001427426df118ab3edf271e9a3dc610569c58cb6bedfc1cd3"
 
 
