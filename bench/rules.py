@@ -44,6 +44,7 @@ from typing import Any
 from ledger.commands._sweep import default_jobs, run_settings
 from ledger.core.knobs import Knobs
 from ledger.events import to_us
+from ledger.queries.detail import FOLDER, Details
 from ledger.queries.sidebyside import human
 from ledger.queries.timefmt import parse_iso
 from ledger.replay import scenario_family as family
@@ -157,10 +158,10 @@ def _level(figures: dict[str, Any]) -> str:
             f"({worst['budget'].rsplit('/', 1)[-1]}) / {figures['nodes_at_95_week']} of {figures['nodes_owed']}")
 
 
-def must_show(name: str, month: Month, rules: str, result: dict[str, Any]) -> str:
+def must_show(name: str, month: Month, rules: str, result: dict[str, Any], run_dir: Path) -> str:
     """Return the wide-run and per-level row of one replay."""
     audit, info = result["audit"], result["replay"]
-    work = audit["workloads"]
+    work = Details.files(run_dir / FOLDER).rows("workloads")  # every workload (audit.json lists the first few)
     stop = max(parse_iso(w["end_time"]) for w in work if w["end_time"] is not None)
     if month.until is not None:
         stop = to_us(month.until)
@@ -196,9 +197,9 @@ def main() -> None:
             month = month_inputs(name)
             settings = [(knobs, label, Path(tmp) / f"{name}-{i}") for i, (label, knobs) in enumerate(chosen)]
             results = run_settings(month.inputs, settings, jobs=jobs, quiet=True, until=month.until)
-            for (label, _), result in zip(chosen, results, strict=True):
+            for (label, _), result, (_, _, run_dir) in zip(chosen, results, settings, strict=True):
                 print(row(name, label, result, month.workloads), flush=True)
-                second.append(must_show(name, month, label, result))
+                second.append(must_show(name, month, label, result, run_dir))
             pairs = zip(chosen, results, strict=True)
             walls = ", ".join(f"{label} {r['replay']['wall_s']:.0f} s" for (label, _), r in pairs)
             print(f"<!-- {name}: {month.workloads:,} workloads; replay wall {walls} -->", flush=True)

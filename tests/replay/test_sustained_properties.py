@@ -58,7 +58,7 @@ def test_the_head_of_the_fair_share_order_starts_within_the_bound_while_submissi
 
 
 @pytest.mark.slow
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), strategy=st.sampled_from(["final-share", "instant"]))
 def test_on_256_gpus_over_a_week_the_head_starts_within_the_bound(seed: int, strategy: str) -> None:
     shape = Sustained(gpus=256, days=7, programs=3, projects=6, researchers=30)
