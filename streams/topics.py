@@ -12,6 +12,7 @@ from ledger.streams.security import KafkaSecurity
 
 __all__ = [
     "CHECKPOINT_MAX_BYTES",
+    "topic_configs",
     "DEADLETTER",
     "DECISIONS",
     "EVENTS",
@@ -111,7 +112,7 @@ async def ensure_topics(
         await asyncio.wait_for(admin.start(), timeout_s)
         existing = set(await admin.list_topics())
         missing = [
-            NewTopic(name, n, replication_factor, topic_configs=_configs(name)) for name, n in topics.items()
+            NewTopic(name, n, replication_factor, topic_configs=topic_configs(name)) for name, n in topics.items()
             if name not in existing
         ]
         if missing:
@@ -148,7 +149,7 @@ def ensure_topics_sync(
     asyncio.run(ensure_topics(bootstrap, topics, timeout_s, replication_factor=replication_factor, security=security))
 
 
-def _configs(name: str) -> dict[str, str]:
+def topic_configs(name: str) -> dict[str, str]:
     """Return the settings a topic is created with: the worker's checkpoints and views are compacted.
 
     A busy cluster's checkpoint outgrows Apache Kafka's default 1 MB record batch (the full demo month's
