@@ -42,7 +42,8 @@ def _day(ev: Events) -> list[Event]:
 
 def test_a_producer_still_on_the_old_schema_is_read_during_an_upgrade() -> None:
     ev = Events("c1")
-    service = DecisionService(Knobs(), idle_clock_rate=0.0)
+    wall = [0.0]
+    service = DecisionService(Knobs(), idle_clock_rate=0.0, idle_after_s=1.0, clock=lambda: wall[0])
     for offset, event in enumerate(_day(ev)):
         assert service.process(encode(event), b"c1", 0, offset).kind == "applied"
     old = _v1_message(
@@ -53,7 +54,10 @@ def test_a_producer_still_on_the_old_schema_is_read_during_an_upgrade() -> None:
     )  # fmt: skip
     outcome = service.process(old, b"c1", 0, 10)
     assert outcome.kind == "applied", outcome.reason
-    assert [type(e).__name__ for e in outcome.emit][:2] == ["SchedulingDecision", "WorkloadStarted"]
+    wall[0] += 2.0  # the cluster falls quiet: the timer closes the old writer's instant and its pass runs
+    emitted = [e for tick in service.due() for e in tick.emit]
+    assert [type(e).__name__ for e in emitted][:2] == ["SchedulingDecision", "WorkloadStarted"]
+    assert emitted[1].workload_id == "w-old"
 
 
 def test_a_producer_on_a_schema_the_workers_do_not_know_yet_lands_in_the_dead_letters() -> None:
