@@ -24,8 +24,7 @@ from ledger.core.knobs import Knobs
 from ledger.replay.demo_month import FULL, generate
 from ledger.replay.run import ReplayInputs, inputs_from_budgets, load_inputs, replay
 
-SHARED = Path(os.environ.get("GPULEDGER_SHARED") or Path(__file__).resolve().parents[1].parent / "shared")
-ITP = SHARED / "data" / "microsoft-itp" / "raw-traces" / "cluster04.csv"
+ITP = Path(__file__).resolve().parent / "data" / "itp" / "cluster04.csv"  # MIT, with its licence beside it
 TARGET_SIM_PER_WALL = 250_000
 # the first days of the 100,000-workload month (BENCH_REPLAY_DAYS=30 for all of it: under the
 # literal swap rule fair share makes many more preemptions once usage has built up, which is slow)

@@ -35,6 +35,15 @@ def _processed(worker: WorkerProc, n: int) -> None:
     wait_for(lambda: worker.metric("gpuledger_worker_checkpointed_offset") >= n - 1, timeout_s=120)
 
 
+def _quiet(worker: WorkerProc) -> None:
+    """Wait until the worker has emitted nothing for longer than its idle timer takes to close an instant."""
+    before, deadline = -1.0, time.monotonic() + 60
+    while (now := worker.metric("gpuledger_worker_decisions_total")) != before:
+        assert time.monotonic() < deadline, "the worker kept deciding with no new input"
+        before = now
+        time.sleep(2.5)
+
+
 def test_a_worker_told_to_stop_while_the_broker_is_gone_exits_promptly_and_cleanly(
     kafka_node: KafkaNode, tmp_path: Path
 ) -> None:
@@ -70,6 +79,7 @@ def test_a_broker_that_came_back_without_its_log_halts_the_worker_before_it_deci
         worker.wait_ready()
         produce_events(kafka_node.bootstrap, worker.topics.events, inputs[:1500])
         _processed(worker, 1500)
+        _quiet(worker)  # the last instant closed by the idle timer: its decisions went to the old log
         # the broker restarts with its data folder wiped (a lost disk); the topics are re-created and a
         # publisher resends from its spool: later inputs, at offsets the old log held other records at.
         # The worker is frozen meanwhile, so its next fetch, at the old position, finds the new log
