@@ -141,8 +141,12 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
     return None
 
 
-def _frees_at(core: DecisionCore, v: Workload, t: int) -> int:
-    """Return when (µs) a hold could take the GPUs ``v`` holds: its protected window's end, or never."""
+def _frees_at(core: DecisionCore, v: Workload, t: int, holder: Workload | None = None) -> int:
+    """Return when (µs) a hold for ``holder`` could take the GPUs ``v`` holds: its protected window's end, or never."""
+    if holder is not None and v.allocated and v.node == holder.node:
+        # the holder's own budget: its running work ranks ahead of the holder inside the leaf (priority, then
+        # submit time), so a hold waits for it to end instead of preempting it
+        return _NEVER
     if v.state == EXITING:
         return max(t, v.exit_us)
     if v.state != RUNNING:
@@ -169,7 +173,7 @@ def _earliest_room(core: DecisionCore, w: Workload, t: int) -> tuple[list[int], 
                 continue
             at = t
             for wid in h.workloads:
-                at = max(at, _frees_at(core, workloads[wid], t))
+                at = max(at, _frees_at(core, workloads[wid], t, w))
                 if at >= _NEVER:
                     break
             if at < _NEVER:
@@ -186,7 +190,7 @@ def _earliest_room(core: DecisionCore, w: Workload, t: int) -> tuple[list[int], 
         short = size - (h.gpus - h.used)
         at = t
         if short > 0:
-            frees = sorted((_frees_at(core, workloads[wid], t), g) for wid, g in h.workloads.items())
+            frees = sorted((_frees_at(core, workloads[wid], t, w), g) for wid, g in h.workloads.items())
             for when, g in frees:
                 at = when
                 short -= g

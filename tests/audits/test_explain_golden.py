@@ -38,7 +38,7 @@ def test_explain_on_imported_slurm_records_says_what_they_show_and_labels_the_le
     assert "the scheduler's own reasons are not in its records" in text
 
 
-def test_explain_on_a_replay_quotes_the_core_and_tells_why_the_reversed_preemption_is_no_swap_back(
+def test_explain_on_a_replay_quotes_the_core_including_the_hold_that_preempted_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     run = tmp_path / "lab"
@@ -48,13 +48,11 @@ def test_explain_on_a_replay_quotes_the_core_and_tells_why_the_reversed_preempti
     assert text == (GOLDEN / "explain-lab-seg-1.txt").read_text(encoding="utf-8")
     # one set of units: GPU-hours, hours and minutes, standings as percentages
     assert "GPU-seconds" not in text and not re.search(r"\de-\d", text) and not re.search(r"\b\d+m\b", text)
-    assert ("The later preemption at 2026-03-02T06:47:00Z, where seg-1 took the room from det-2, is not the swap "
-            "back this check rules out") in text
-    assert "lab/vision/detect stood at 0.59 % and lab/vision/segment at 1.1 %" in text  # at 02:31
-    assert "lab/vision/detect stood at 3.1 % and lab/vision/segment at 1.1 %" in text  # at 06:47: detect ran since
-    # det-2's own story tells the same pair of moments from its side
-    assert ("The earlier preemption at 2026-03-02T02:31:00Z, where det-2 took the room from seg-1, is not the swap "
-            "back") in _explain(capsys, run, "det-2")
+    # det-2 (16 GPUs, two whole hosts) was held for at 02:00 and took seg-1's host when the hold's time came
+    assert "on a host held since 2026-03-02 02:00 UTC for det-2 (16 GPUs), whose time has come" in text
+    # the later preemption is the ordinary kind, with the final-share test's reason quoted in units people read
+    assert "so the swap would not swap back: det-2 needs the room; it discards 9.33 GPU-hours" in text
+    assert "held by pre-1" in _explain(capsys, run, "det-2")  # det-2's own story names what held the room
 
 
 def test_a_long_wait_is_told_across_its_whole_span_not_only_its_first_hours(

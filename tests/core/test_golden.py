@@ -126,15 +126,15 @@ def month_digest(knobs: Knobs, n: int, days: float) -> tuple[str, int]:
 GOLDEN = [
     pytest.param(
         Knobs(policy="fairshare"), 2500, 0.75,
-        "38960adeef978a07f9d01b15979d5d51421506c79f1036aa365771f6e943ebe7", 11530, id="fairshare",
+        "2a476fb7a72af231e3ff452722056f93d2dd54d785ab2a6722321ae7213e8c6f", 12043, id="fairshare",
     ),
     pytest.param(
         Knobs(policy="fairshare", grace_s=120, charge="accrued"), 1500, 0.45,
-        "310d10fc724978b85621988c043cb34f630a5d9aef22e40e7847ab66baa81958", 6230, id="fairshare-grace",
+        "2ac25318ef2c4c523c74b3fb1867e61e5b140b9da6b18d827194f4cfb7abac20", 6340, id="fairshare-grace",
     ),
     pytest.param(  # the former rule: the hash the default had before resumable work was spared until it checkpoints
         Knobs(policy="fairshare", preempt_uncheckpointed=True), 2500, 0.75,
-        "61a8eaeb74c47a4cf07c6fcaab77a9871199be882054695fb82cc0ebb98a5d8f", 12974,
+        "cee86decd192d9a167f89041813131ffdd523f785a470cb20c6e55d2cfdf310d", 13054,
         id="fairshare-preempt-uncheckpointed",
     ),
     pytest.param(
@@ -147,11 +147,11 @@ GOLDEN = [
     ),
     pytest.param(
         Knobs(policy="fairshare", preempt_cycle_s=60), 1500, 0.45,
-        "881f02430bd48f6db7d1d335ad7eb273bf910ab0790bd337b5139871864710c4", 6667, id="fairshare-cycle",
+        "956d94d48dd604a7413222b7d5c4d802062d8016f8267c6e275d8ec23d7d820e", 6680, id="fairshare-cycle",
     ),
     pytest.param(
         Knobs(policy="fairshare", preemption_strategy="instant"), 1500, 0.45,
-        "70c90811fe9e2190b559e60a0d833869c48688344feb04e817727fff07991c4f", 6598, id="fairshare-instant",
+        "181c2c4b613a9e85281b79adc7e2b2de90fbca07cf7ea94ced14fe1e865a0c12", 6811, id="fairshare-instant",
     ),
 ]
 
