@@ -8,8 +8,9 @@ Rules (fair share; docs/rules.md, "Holds"):
   the one host (a narrow one) whose runs' protected windows end first. A host's room frees when
   the last protected window on it ends (free fill frees at once; a victim leaving after its grace
   period, when it leaves). A host held by a *settled* run (preempted ``max_preemptions`` times and
-  not checkpointed since: it keeps its GPUs until it checkpoints or ends) or by a starting run
-  frees at no known time and is not chosen. When the head cannot be held so, the next waiters in
+  not checkpointed since: it keeps its GPUs until it checkpoints or ends), by a starting run, or by
+  a run of the holder's own budget (ahead of it inside the leaf) frees at no known time and is not
+  chosen. When the head cannot be held so, the next waiters in
   the order are tried (``TRIES`` in all). One hold stands at a time.
 * **While it stands.** Held hosts are out of the free room every other start and preemption sees.
   Allocated work may start on them only when its protected window ends by the hold's time
