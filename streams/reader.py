@@ -40,7 +40,7 @@ class PartitionReader:
             await self.consumer.stop()
 
     async def latest(self, topic: str, partition: int) -> int:
-        """Return a partition's latest offset by ListOffsets (its end; on tansu its last batch's start + 1)."""
+        """Return a partition's latest offset by ListOffsets (its end)."""
         from aiokafka import TopicPartition
 
         tp = TopicPartition(topic, partition)
@@ -53,7 +53,7 @@ class PartitionReader:
         """Return the records from ``offset`` up to ``end`` (excluded) or the partition's end; [] if out of range.
 
         The end is the high watermark fetch responses carry, not ``end_offsets()``: some Kafka-protocol
-        brokers (tansu) answer ListOffsets with the last *batch's* base offset + 1.
+        brokers answer ListOffsets with the last *batch's* base offset + 1.
         """
         from aiokafka import TopicPartition
         from aiokafka.errors import OffsetOutOfRangeError
