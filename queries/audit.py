@@ -153,7 +153,8 @@ def levels(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
                coalesce(sum(n.received_gpu_hours), 0) AS received,
                coalesce(sum(n.received_day_gpu_hours), 0) AS received_day,
                coalesce(sum(n.received_week_gpu_hours), 0) AS received_week,
-               count(*) FILTER (WHERE n.ratio >= 0.95) AS at_95, count(*) FILTER (WHERE n.ratio_week >= 0.95) AS at_95_week,
+               count(*) FILTER (WHERE n.ratio >= 0.95) AS at_95,
+               count(*) FILTER (WHERE n.ratio_week >= 0.95) AS at_95_week,
                -- rounded so that two nodes on one ratio (float sums) tie on the name, not on an ulp
                arg_min(n.budget, (round(n.ratio, 9), n.budget)) AS worst, min(round(n.ratio, 9)) AS worst_key,
                arg_min(n.budget, (round(n.ratio_week, 9), n.budget)) AS worst_week,

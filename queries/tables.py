@@ -7,8 +7,10 @@ import io
 from typing import Any
 
 Table = tuple[list[str], list[list[Any]]]
-REPORTS = ("owed_hours", "owed_levels", "wait_by_team", "discarded_work", "wait_by_size", "occupancy", "fairness", "anomalies",
-           "workloads")
+REPORTS = (
+    "owed_hours", "owed_levels", "wait_by_team", "discarded_work", "wait_by_size", "occupancy", "fairness", "anomalies",
+    "workloads",
+)
 
 # A team's standing over the fairness window before an hour: what it ran there ÷ its share of it.
 STANDING_LABELS = {"below_80": "below 80%", "80_to_100": "80-100%", "100_to_150": "100-150%",

@@ -29,8 +29,8 @@ import contextlib
 import logging
 import signal
 import time
-from dataclasses import replace
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from aiokafka.errors import KafkaError
@@ -43,7 +43,8 @@ from ledger.streams.checkpoints import Mark, digest, last_mark, mark_key, occupa
 from ledger.streams.config import WorkerConfig
 from ledger.streams.deadletter import deadletter_headers, parse_headers, source_of
 from ledger.streams.metrics import WorkerMetrics
-from ledger.streams.outbox import Outbox, retrieved as _retrieved
+from ledger.streams.outbox import Outbox
+from ledger.streams.outbox import retrieved as _retrieved
 from ledger.streams.reader import PartitionReader
 from ledger.streams.service import DecisionService, Outcome
 from ledger.streams.snapshot import Serialisation
@@ -304,7 +305,7 @@ class Worker:
                 await self._recover(exc)
 
     async def _recover(self, exc: BaseException) -> None:
-        """Outputs were not acknowledged: pause, then resume every partition from its checkpoint once the broker answers.
+        """Outputs were not acknowledged: pause, then resume each partition from its checkpoint when the broker answers.
 
         What was decided since the last checkpoint is thrown away and decided again; outputs that did
         land meanwhile are found on the decisions topic at the restore and not sent again.

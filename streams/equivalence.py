@@ -153,7 +153,7 @@ async def _read_decisions(
     bootstrap: str, topic: str, security: KafkaSecurity, timeout_s: float, quiet_s: float, worker: asyncio.Future[int],
     consumed: Callable[[], bool],
 ) -> list[Event]:
-    """Read the decisions topic until it stays quiet for ``quiet_s`` once the worker consumed every input (or the timeout).
+    """Read the decisions topic until quiet for ``quiet_s`` once the worker consumed every input (or the timeout).
 
     Quiet alone is not the end: a worker on a busy machine may pause longer than that mid-stream.
     """

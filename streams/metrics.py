@@ -36,7 +36,9 @@ class WorkerMetrics:
         )
         self.decisions = Counter("gpuledger_worker_decisions", "Events emitted to the decisions topic", registry=r)
         self.deadletters = Counter("gpuledger_worker_deadletters", "Records sent to the dead-letter topic", registry=r)
-        self.late = Counter("gpuledger_worker_late_events", "Inputs that arrived after their instant was closed", registry=r)
+        self.late = Counter(
+            "gpuledger_worker_late_events", "Inputs that arrived after their instant was closed", registry=r
+        )
         self.checkpoints = Counter("gpuledger_worker_checkpoints", "Durable checkpoints written", registry=r)
         self.events_per_s = Gauge("gpuledger_worker_events_per_second", "Input records per second", registry=r)
         self.decisions_per_s = Gauge("gpuledger_worker_decisions_per_second", "Outputs per second", registry=r)

@@ -15,7 +15,9 @@ __all__ = ["PartitionReader"]
 class PartitionReader:
     """One group-less consumer, assigned to one partition per read."""
 
-    def __init__(self, bootstrap: str, security: KafkaSecurity, fetch_max_wait_ms: int, request_timeout_ms: int = 40_000):
+    def __init__(
+        self, bootstrap: str, security: KafkaSecurity, fetch_max_wait_ms: int, request_timeout_ms: int = 40_000
+    ):
         self.bootstrap = bootstrap
         self.security = security
         self.fetch_max_wait_ms = fetch_max_wait_ms

@@ -8,7 +8,6 @@ import os
 import signal
 import threading
 from types import FrameType
-
 from typing import TYPE_CHECKING
 
 from ledger.streams.config import WorkerConfig

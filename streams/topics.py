@@ -12,7 +12,6 @@ from ledger.streams.security import KafkaSecurity
 
 __all__ = [
     "CHECKPOINT_MAX_BYTES",
-    "topic_configs",
     "DEADLETTER",
     "DECISIONS",
     "EVENTS",
@@ -24,6 +23,7 @@ __all__ = [
     "ensure_topics_sync",
     "key_partition",
     "occupancy_topic",
+    "topic_configs",
     "worker_topics",
 ]
 
