@@ -29,22 +29,18 @@ def keep_exiting(core: DecisionCore, w: Workload) -> None:
 
 def victim_left(core: DecisionCore, w: Workload, t: int) -> None:
     """Start the waiter of a victim that left before its grace ran out, if none of its other victims remains."""
-    waiter = core.workloads.get(w.exit_by) if w.exit_by is not None and t < w.exit_us else None
-    if waiter is None or waiter.state != STARTING:
-        return
-    if any(v.state == EXITING and v.exit_by == waiter.wid for v in core.workloads.values()):
+    waiter = core.workloads.get(w.exit_by) if t < w.exit_us else None
+    if waiter is None or waiter.state != STARTING or core.workloads.exiting_for(waiter.wid):
         return
     waiter.epoch += 1  # the wake-up at the end of the grace is void
-    core.wake_at(t, START, waiter)
+    core.wakeups.workload(t, START, waiter)
 
 
 def unreserve(core: DecisionCore, w: Workload) -> None:
     """Drop a delayed start's hosts; victims still running out their grace there hold those GPUs again."""
     core.hosts.release(w.wid, w.hosts, w.node)
-    mine = set(w.hosts)
-    for v in core.workloads.values():
-        if v.state == EXITING and not mine.isdisjoint(v.hosts):
-            keep_exiting(core, v)
+    for v in core.workloads.exiting_on(w.hosts):
+        keep_exiting(core, v)
 
 
 def leave_hosts(core: DecisionCore, w: Workload) -> None:

@@ -42,7 +42,7 @@ from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick
 from ledger.core.grace import keep_exiting
 from ledger.core.knobs import format_duration
 from ledger.core.pickling import rebuilt_from_fields
-from ledger.core.placement import Fits, hosts_needed
+from ledger.core.placement import Fits, Hosts, hosts_needed
 from ledger.core.reasons import start_reason
 from ledger.core.wakeups import HOLD
 from ledger.core.walk import walk_allocated
@@ -51,7 +51,7 @@ from ledger.events import Event, from_us
 if TYPE_CHECKING:
     from ledger.core.scheduler import DecisionCore
 
-__all__ = ["TRIES", "TRIES_SOAK", "Hold", "clip", "drop", "pass_holds"]
+__all__ = ["TRIES", "TRIES_SOAK", "Hold", "Holds", "fill_held", "pass_holds"]
 
 _US = 1_000_000
 _NEVER = 1 << 62
@@ -73,45 +73,79 @@ class Hold:
         return rebuilt_from_fields(self)
 
 
+class Holds:
+    """The standing hold (one at most) and when a grant may next be looked for; ``Hosts`` marks the held hosts."""
+
+    def __init__(self) -> None:
+        self.hold: Hold | None = None  # hosts held for the head of the fair-share order
+        self.retry = 0  # µs: no grant is looked for before this
+
+    def snapshot(self) -> dict[str, object]:
+        """Return the holds' state for a snapshot."""
+        return {"hold": self.hold, "retry": self.retry}
+
+    def restore(self, state: dict[str, object]) -> None:
+        """Take the state ``snapshot`` returned."""
+        hold, retry = state["hold"], state["retry"]
+        assert (hold is None or isinstance(hold, Hold)) and isinstance(retry, int)
+        self.hold, self.retry = hold, retry
+
+    def due(self, t: int) -> bool:
+        """Return whether a hold stands whose time has come by ``t``."""
+        hold = self.hold
+        return hold is not None and hold.until <= t
+
+    def may_grant(self, t: int) -> bool:
+        """Return whether a grant may be looked for at ``t``: no hold stands, and none was looked for in vain lately."""
+        return self.hold is None and t >= self.retry
+
+    def retry_after(self, t: int) -> None:
+        """Look for a grant again no sooner than ``t`` (or the next drop)."""
+        self.retry = t
+
+    def grant(self, hold: Hold, hosts: Hosts) -> None:
+        """Stand ``hold``: its hosts are out of the free room every other start sees."""
+        self.hold = hold
+        for i in hold.hosts:
+            hosts.set_held(i, True)
+
+    def drop(self, hosts: Hosts) -> None:
+        """Drop the standing hold (if any): its hosts take any work again."""
+        hold = self.hold
+        if hold is None:
+            return
+        self.hold = None
+        self.retry = 0
+        for i in hold.hosts:
+            hosts.set_held(i, False)
+
+    def clip(self, w: Workload, until: int, hosts: Hosts) -> int:
+        """Return ``until`` cut to the hold's time when ``w`` (not the holder) runs on a held host."""
+        hold = self.hold
+        if hold is None or w.wid == hold.wid or until <= hold.until:
+            return until
+        return hold.until if hosts.any_held(w.hosts) else until
+
+
 def pass_holds(core: DecisionCore, t: int, out: list[Event]) -> None:
     """Run a pass's hold steps, after its allocated starts and preemptions: start the holder, soak, grant."""
     if not isinstance(core.order, FairShareOrder):
         return
-    hold: Hold | None = core.hold
+    hold: Hold | None = core.holds.hold
     if hold is not None:
         holder = core.workloads.get(hold.wid)
         if holder is None or holder.state != WAITING:
-            drop(core)  # started elsewhere, or left the queue
+            core.holds.drop(core.hosts)  # started elsewhere, or left the queue
         elif not _take(core, hold, holder, t, out):
             _soak(core, hold, t, out)
-    if core.hold is None and t >= core.hold_retry and progress.allocated_waiting(core):
+    if core.holds.may_grant(t) and progress.allocated_waiting(core):
         granted = _grant(core, t, out)
         if granted is not None:
             _soak(core, granted, t, out)
         else:
             # nothing to hold for among the first waiters: look again a standing check later (or at the
             # next drop), not at every pass (a grant looks at every run)
-            core.hold_retry = t + max(1, core.knobs.standing_check_s) * _US
-
-
-def drop(core: DecisionCore) -> None:
-    """Drop the standing hold (if any): its hosts take any work again."""
-    hold = core.hold
-    if hold is None:
-        return
-    core.hold = None
-    core.hold_retry = 0
-    for i in hold.hosts:
-        core.hosts.set_held(i, False)
-
-
-def clip(core: DecisionCore, w: Workload, until: int) -> int:
-    """Return ``until`` cut to the hold's time when ``w`` (not the holder) runs on a held host."""
-    hold = core.hold
-    if hold is None or w.wid == hold.wid or until <= hold.until:
-        return until
-    held = core.hosts.hosts
-    return hold.until if any(held[i].held for i in w.hosts) else until
+            core.holds.retry_after(t + max(1, core.knobs.standing_check_s) * _US)
 
 
 # ---------------------------------------------------------------- grant
@@ -132,10 +166,9 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
             found = _earliest_room(core, w, t)
             if found is not None:
                 hosts, until = found
-                hold = core.hold = Hold(w.wid, hosts, until, t, w.size)
-                for i in hosts:
-                    core.hosts.set_held(i, True)
-                core.wake_timed(until, HOLD)
+                hold = Hold(w.wid, hosts, until, t, w.size)
+                core.holds.grant(hold, core.hosts)
+                core.wakeups.timed(until, HOLD)
                 words = _hold_words(core, w, hosts, until, t)
                 out.append(core._decision("hold", w, t, until, words, position=order.position_of(w, t), hosts=hosts))
                 return hold
@@ -245,13 +278,13 @@ def _take(core: DecisionCore, hold: Hold, holder: Workload, t: int, out: list[Ev
         if hl[i].gpus - hl[i].used < size:
             return False
         chosen = [i]
-    drop(core)
+    core.holds.drop(core.hosts)
     position = core.order.position_of(holder, t)
     waited = format_duration((t - hold.since) // _US) if t > hold.since else "0s"
     why = f"on the hosts held for it since {from_us(hold.since):%Y-%m-%d %H:%M} UTC ({waited}); " + start_reason(
         core, holder, _pick(holder, position), chosen, t
     )
-    victims = [v for v in core.workloads.values() if v.state == EXITING and v.exit_by == holder.wid]
+    victims = core.workloads.exiting_for(holder.wid)
     grace = core.knobs.grace_s * _US if victims else 0
     core._start(holder, chosen, t, position, out, why, grace=grace)
     for v in victims:
@@ -324,7 +357,7 @@ def _move(core: DecisionCore, hold: Hold, until: int) -> None:
     """Put the hold's time off to ``until`` (a run on its hosts is still protected) and wake then."""
     if until > hold.until and until < _NEVER:
         hold.until = until
-        core.wake_timed(until, HOLD)
+        core.wakeups.timed(until, HOLD)
 
 
 # ---------------------------------------------------------------- soaking the held room
@@ -380,7 +413,7 @@ def _soak(core: DecisionCore, hold: Hold, t: int, out: list[Event]) -> None:
 
 def fill_held(core: DecisionCore, t: int, out: list[Event]) -> None:
     """Start free fill on the free room of held hosts (it is preempted when the hold's time comes)."""
-    hold = core.hold
+    hold = core.holds.hold
     if hold is None:
         return
     order = core.order

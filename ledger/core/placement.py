@@ -153,6 +153,36 @@ class Hosts:
         self.dirty_cache.add(index)
 
     # ---- questions ------------------------------------------------------------------------
+    def any_held(self, indexes: list[int]) -> bool:
+        """Return whether any of these hosts is held (``holds``)."""
+        hosts = self.hosts
+        return any(hosts[i].held for i in indexes)
+
+    def count(self) -> int:
+        """Return how many hosts there are (retired ones included: indexes are never reused)."""
+        return len(self.hosts)
+
+    def gpus_of(self, index: int, wid: str) -> int:
+        """Return the GPUs workload ``wid`` holds on host ``index`` (it must hold some)."""
+        return self.hosts[index].workloads[wid]
+
+    def room(self, index: int, extra: int) -> int:
+        """Return the room host ``index`` could offer with ``extra`` GPUs freed on it, or -1 when it takes no work."""
+        if not self.healthy[index]:
+            return -1
+        h = self.hosts[index]
+        return min(h.gpus - h.used + extra, self.per_node)
+
+    def touch(self, index: int) -> None:
+        """Note that what host ``index`` could offer changed (``touched``)."""
+        self.dirty_cache.add(index)
+
+    def touched(self) -> set[int]:
+        """Return the hosts whose free GPUs, health or victims changed since the last call, and forget them."""
+        touched = self.dirty_cache
+        self.dirty_cache = set()
+        return touched
+
     def max_free(self) -> int:
         """Return the most free GPUs on one schedulable host. O(gpus_per_node)."""
         for k in range(self.per_node, 0, -1):

@@ -40,21 +40,21 @@ from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
 from ledger.core.queues import least
 from ledger.core.reasons import start_reason
-from ledger.core.rooms import refused_from, room_buckets, room_possible
+from ledger.core.rooms import refused_from, room_possible
 from ledger.core.walk import walk_allocated
 from ledger.events import Event
 
 if TYPE_CHECKING:
     from ledger.core.scheduler import DecisionCore
 
-__all__ = ["eligibility", "make_room", "outranks", "preempt_for", "preempt_once", "priority_pass"]
+__all__ = ["Verdicts", "eligibility", "make_room", "outranks", "preempt_for", "preempt_once", "priority_pass"]
 
 _US = 1_000_000
 
 
 def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     """Walk the allocated waiters once and make the preemptions the rules allow; return whether any was made."""
-    if not core.preemptible or core.knobs.policy == "fifo":
+    if not core.pool.any() or core.knobs.policy == "fifo":
         return False
     if isinstance(core.order, FlatOrder):
         return False  # the priority baseline preempts within its own pass (``priority_pass``)
@@ -66,15 +66,15 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
     smallest = min(sizes)
     free = core.hosts.free_gpus()
     exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
-    if free + core.unalloc_gpus + exposed_total < smallest:
+    if free + core.pool.unallocated_gpus() + exposed_total < smallest:
         return False  # not even every preemptible GPU would seat the smallest waiter: no walk (O(roots))
     per = core.hosts.per_node
-    want = _Wanted(refused_from(room_buckets(core), per))
+    want = _Wanted(refused_from(core.pool.rooms(core.hosts), per))
     if want.cap <= smallest:
         return False
     made = False
     for _node, queue, ahead, walker in walk_allocated(order, t, want):
-        bound = free + core.unalloc_gpus + exposed_total - walker.passed_exposed
+        bound = free + core.pool.unallocated_gpus() + exposed_total - walker.passed_exposed
         if bound < smallest or want.fail <= smallest:
             return made
         for key, size in queue.heads():
@@ -93,7 +93,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                 core._fill(t, out, allocated_only=True)
                 free = core.hosts.free_gpus()
                 exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
-                want.cap = refused_from(room_buckets(core), per)
+                want.cap = refused_from(core.pool.rooms(core.hosts), per)
                 continue
             want.failed(size)
     return made
@@ -128,12 +128,12 @@ class _Wanted:
 
 def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) -> bool:
     """Try to make room for one (newly submitted) allocated waiter only. O(p × depth + p log p)."""
-    if not core.preemptible or core.knobs.policy == "fifo":
+    if not core.pool.any() or core.knobs.policy == "fifo":
         return False
     order = core.order
     if isinstance(order, FairShareOrder):
         exposed = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
-        if waiter.size > core.hosts.free_gpus() + core.unalloc_gpus + exposed:
+        if waiter.size > core.hosts.free_gpus() + core.pool.unallocated_gpus() + exposed:
             return False  # not even every preemptible GPU would make room
     return make_room(core, waiter, eligibility(core, waiter, t), t, out, lambda: order.position_of(waiter, t))
 
@@ -154,13 +154,33 @@ def eligibility(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workl
     # Verdicts depend on the two budget nodes (and, with the margin, the waiter's size and
     # protected runtime) and on the ratios: shared by every attempt of the instant until a meter
     # changes (``occ.version``), so each (waiter node, victim node) pair is decided once.
-    state = (t, core.occ.version)
-    cached = core.rank_cache
-    if cached is None or cached[0] != state:
-        cached = core.rank_cache = (state, {})
     charge = waiter.size * progress.protection_s(core, waiter) if margin else 0
-    verdicts = cached[1].setdefault((waiter.node, charge) if margin else waiter.node, {})
+    verdicts = core.verdicts.of(t, core.occ.version, (waiter.node, charge) if margin else waiter.node)
     return _Eligible(core, waiter, t, margin, charge, verdicts)
+
+
+class Verdicts:
+    """Who may be preempted for whom, kept for an instant until a meter changes: never part of a snapshot.
+
+    (t, meters version) -> {waiter node (and charge with the margin) -> {victim node -> verdict}}.
+    """
+
+    __slots__ = ("kept",)
+
+    def __init__(self) -> None:
+        self.kept: tuple[tuple[int, int], dict[object, dict[str, bool]]] | None = None
+
+    def of(self, t: int, version: int, waiter: object) -> dict[str, bool]:
+        """Return the verdicts kept for ``waiter`` (its node, with its charge under the margin) at ``t``."""
+        state = (t, version)
+        kept = self.kept
+        if kept is None or kept[0] != state:
+            kept = self.kept = (state, {})
+        return kept[1].setdefault(waiter, {})
+
+    def clear(self) -> None:
+        """Forget every verdict: an allocation is worth something else now."""
+        self.kept = None
 
 
 class _Eligible:
@@ -253,7 +273,7 @@ def priority_pass(core: DecisionCore, t: int, out: list[Event], fresh: list[Work
     order = core.order
     assert isinstance(order, FlatOrder)
     queue = order.queue
-    walk = t >= core.walk_after
+    walk = core.passes.walk_due(t)
     may_walk = {w.wid for w in fresh if w.wants_allocation}
     fail = 1 << 62
     while True:
@@ -267,7 +287,7 @@ def priority_pass(core: DecisionCore, t: int, out: list[Event], fresh: list[Work
                 pick = Pick(key, position, ALLOCATED)
                 core._start(waiter, hosts, t, position, out, start_reason(core, waiter, pick, hosts, t))
                 break
-            if size >= fail or not core.preemptible or not (walk or waiter.wid in may_walk):
+            if size >= fail or not core.pool.any() or not (walk or waiter.wid in may_walk):
                 continue
             if make_room(core, waiter, eligibility(core, waiter, t), t, out, queue.position(key) + 1):
                 break
@@ -287,7 +307,7 @@ def make_room(
     """
     hosts = core.hosts
     per = hosts.per_node
-    buckets = room_buckets(core)
+    buckets = core.pool.rooms(hosts)
     if waiter.size >= refused_from(buckets, per):
         return False  # too few hosts could make the room even with every possible victim on them gone
     healthy = hosts.healthy
@@ -297,7 +317,7 @@ def make_room(
         return False  # what the scan below would find, asked of the hosts that could make the room only
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
-    tiers, ready = _victim_tiers(core, t)
+    tiers, ready = core.pool.tiers(t, core.workloads)
 
     chosen_hosts: list[int]
     victims: list[Workload]
@@ -387,27 +407,6 @@ def _reachable(
         for v in tier:
             if may_take(v):
                 yield v
-
-
-def _victim_tiers(core: DecisionCore, t: int) -> tuple[tuple[list[Workload], ...], list[bool]]:
-    """Return the possible victims by cost tier (unallocated, resumable, non-resumable) and which tiers are sorted.
-
-    O(p) to partition; cached for the rest of the instant while the pool is unchanged
-    (``core.pool_version`` moves on every pool change and checkpoint), so the failed attempts of
-    one pass share one partition and one sort per tier instead of O(p log p) each.
-    """
-    key = (t, core.pool_version)
-    cached = core.victims_cache
-    if cached is not None and cached[0] == key:
-        return cached[1], cached[2]
-    pool = core.workloads
-    tiers: tuple[list[Workload], list[Workload], list[Workload]] = ([], [], [])
-    for wid in core.preemptible:
-        v = pool[wid]
-        tiers[0 if not v.allocated else (1 if v.resumable else 2)].append(v)
-    ready = [False, False, False]
-    core.victims_cache = (key, tiers, ready)
-    return tiers, ready
 
 
 def _victim_reason(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workload], str]:

@@ -16,7 +16,6 @@ but the core they are given.
 
 from __future__ import annotations
 
-import heapq
 from typing import TYPE_CHECKING
 
 from ledger.core.contract import RUNNING, Workload
@@ -89,8 +88,8 @@ def protection_ended(core: DecisionCore, w: Workload) -> None:
     """End ``w``'s protected window: its GPUs count as exposed, and it is a victim unless settled."""
     fair = core.knobs.policy == "fairshare"
     if not w.allocated:
-        if fair and w.wid not in core.preemptible:
-            core.pool_add(w)  # free fill: its short protected window is over
+        if fair and not core.pool.has(w.wid):
+            core.pool.add(w, core.hosts)  # free fill: its short protected window is over
         return
     chain = core.chain(w)
     if w.prepaid:
@@ -106,15 +105,15 @@ def protection_ended(core: DecisionCore, w: Workload) -> None:
 def pool_unless_settled(core: DecisionCore, w: Workload) -> None:
     """Make a past-protection run a victim now, or when its spared time ends if that alone holds it back."""
     if not settled(core, w):
-        core.pool_add(w)
+        core.pool.add(w, core.hosts)
     elif w.preemptions < core.knobs.max_preemptions:
-        core.wake_at(_spared_until(core, w), SPARED, w)
+        core.wakeups.workload(_spared_until(core, w), SPARED, w)
 
 
 def spare_ended(core: DecisionCore, w: Workload) -> bool:
     """Make a run spared this long without a checkpoint a victim like any other; return whether it became one."""
-    if w.state == RUNNING and w.exposed and w.wid not in core.preemptible and not settled(core, w):
-        core.pool_add(w)
+    if w.state == RUNNING and w.exposed and not core.pool.has(w.wid) and not settled(core, w):
+        core.pool.add(w, core.hosts)
         return True
     return False
 
@@ -122,9 +121,9 @@ def spare_ended(core: DecisionCore, w: Workload) -> bool:
 def checkpoint_written(core: DecisionCore, w: Workload, t: int) -> bool:
     """Record ``w``'s checkpoint at ``t``; return whether it made a settled run a victim (a pass is due)."""
     w.last_ckpt_us = t
-    core.pool_version += 1  # a victim's cost changed
-    if core.knobs.policy == "fairshare" and w.exposed and w.state == RUNNING and w.wid not in core.preemptible:
-        core.pool_add(w)  # settled past its protection, now holding saved progress
+    core.pool.checkpointed()  # a victim's cost changed
+    if core.knobs.policy == "fairshare" and w.exposed and w.state == RUNNING and not core.pool.has(w.wid):
+        core.pool.add(w, core.hosts)  # settled past its protection, now holding saved progress
         return True
     return False
 
@@ -135,20 +134,17 @@ def queue_recheck(core: DecisionCore, t: int) -> None:
     # minute later with no event in between (a quiet cluster whose runs only checkpoint). A pass
     # for any other reason in the meantime puts the check off.
     check = core.knobs.standing_check_s * _US
-    if check and not core.recheck_pending and core.preemptible and allocated_waiting(core):
-        core.recheck_pending = True
-        core.wseq += 1
-        heapq.heappush(core.wakeups, (t + check, core.wseq, RECHECK, "", 0))
+    if check and not core.wakeups.is_queued(RECHECK) and core.pool.any() and allocated_waiting(core):
+        core.wakeups.once(t + check, RECHECK)
 
 
 def recheck_due(core: DecisionCore, t: int) -> bool:
     """Return whether a standing check due at ``t`` needs a pass (none ran in the last check period)."""
-    core.recheck_pending = False
-    due = core.pass_at + core.knobs.standing_check_s * _US
-    if due > t:
-        queue_recheck(core, core.pass_at)  # a pass ran since this was queued: check a period after it
+    last = core.passes.last
+    if last + core.knobs.standing_check_s * _US > t:
+        queue_recheck(core, last)  # a pass ran since this was queued: check a period after it
         return False
-    return bool(core.preemptible) and allocated_waiting(core)
+    return core.pool.any() and allocated_waiting(core)
 
 
 def allocated_waiting(core: DecisionCore) -> bool:

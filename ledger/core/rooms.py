@@ -2,7 +2,8 @@
 
 Hosts are kept in buckets by that room (0..gpus_per_node; unhealthy hosts in none), recounted
 only for the hosts that changed since the last look (a placement, a release, a health or pool
-change on them: ``Hosts.dirty_cache``), so a look is O(changed hosts). The buckets answer, before
+change on them: ``Hosts.touched``), so a look is O(changed hosts); the victim pool keeps them
+(``pool.VictimPool.rooms``). The buckets answer, before
 any victim is sorted or judged:
 
 * ``refused_from``: the smallest size for which no host (narrow) or too few hosts (wide) could
@@ -21,12 +22,12 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from ledger.core.contract import Workload
-from ledger.core.placement import hosts_needed
+from ledger.core.placement import Hosts, hosts_needed
 
 if TYPE_CHECKING:
     from ledger.core.scheduler import DecisionCore
 
-__all__ = ["RoomBuckets", "refused_from", "room_buckets", "room_possible"]
+__all__ = ["RoomBuckets", "refused_from", "room_possible"]
 
 
 class RoomBuckets:
@@ -39,39 +40,20 @@ class RoomBuckets:
         self.counts = [0] * (per_node + 1)  # counts[k]: hosts that could offer exactly k GPUs
         self.members: list[dict[int, None]] = [{} for _ in range(per_node + 1)]  # the same hosts, by index
 
-
-def room_buckets(core: DecisionCore) -> RoomBuckets:
-    """Return the hosts bucketed by the room they could offer, recounting only hosts changed since the last call.
-
-    ``counts[gpus_per_node]`` is the number of whole hosts that could be wholly freed.
-    """
-    hosts = core.hosts
-    on = core.pool_on_host
-    healthy = hosts.healthy
-    hl = hosts.hosts
-    per = hosts.per_node
-    cached = core.room_cache
-    dirty: Iterable[int]
-    if cached is None or len(cached.rooms) != len(hl):
-        cached = core.room_cache = RoomBuckets(len(hl), per)
-        dirty = range(len(hl))
-    else:
-        dirty = hosts.dirty_cache
-    rooms, counts, members = cached.rooms, cached.counts, cached.members
-    for i in dirty:
-        h = hl[i]
-        room = min(h.gpus - h.used + on.get(i, 0), per) if healthy[i] else -1
-        old = rooms[i]
-        if old != room:
-            if old >= 0:
-                counts[old] -= 1
-                del members[old][i]
-            if room >= 0:
-                counts[room] += 1
-                members[room][i] = None
-            rooms[i] = room
-    hosts.dirty_cache.clear()
-    return cached
+    def recount(self, hosts: Hosts, on_host: dict[int, int], dirty: Iterable[int]) -> None:
+        """Move the ``dirty`` hosts to the buckets of the room they could offer now (``on_host``: victims' GPUs)."""
+        rooms, counts, members = self.rooms, self.counts, self.members
+        for i in dirty:
+            room = hosts.room(i, on_host.get(i, 0))
+            old = rooms[i]
+            if old != room:
+                if old >= 0:
+                    counts[old] -= 1
+                    del members[old][i]
+                if room >= 0:
+                    counts[room] += 1
+                    members[room][i] = None
+                rooms[i] = room
 
 
 def refused_from(buckets: RoomBuckets, per: int) -> int:
@@ -103,7 +85,7 @@ def room_possible(
     """
     hosts = core.hosts
     hl = hosts.hosts
-    pool = core.preemptible
+    pool = core.pool
     workloads = core.workloads
     per = hosts.per_node
     if size <= per:
@@ -112,7 +94,7 @@ def room_possible(
                 h = hl[i]
                 room = h.gpus - h.used
                 for wid, gpus in h.workloads.items():
-                    if wid in pool and reachable(workloads[wid]):
+                    if pool.has(wid) and reachable(workloads[wid]):
                         room += gpus
                         if room >= size:
                             return True  # the scan would stop here: this host is made ready
@@ -123,7 +105,7 @@ def room_possible(
         h = hl[i]
         if h.gpus != per:
             continue
-        if h.used and not all(wid in pool and reachable(workloads[wid]) for wid in h.workloads):
+        if h.used and not all(pool.has(wid) and reachable(workloads[wid]) for wid in h.workloads):
             continue
         ready += 1  # wholly free, or every workload on it may be preempted
         if ready >= need:

@@ -31,10 +31,8 @@ running out a grace period), ``reasons`` (the words of a start decision).
 
 from __future__ import annotations
 
-import heapq
 import math
 import pickle
-from collections import deque
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -44,13 +42,16 @@ from ledger.core.fairshare import FairShareOrder
 from ledger.core.grace import keep_exiting, leave_hosts, unreserve, victim_left
 from ledger.core.knobs import Knobs, format_duration
 from ledger.core.occupancy import Occupancy
+from ledger.core.outputs import Outputs
+from ledger.core.passes import Passes
 from ledger.core.placement import Fits, Hosts, hosts_needed
 from ledger.core.policies import FlatOrder, team_limit
-from ledger.core.preemption import preempt_for, preempt_once, priority_pass
+from ledger.core.pool import VictimPool
+from ledger.core.preemption import Verdicts, preempt_for, preempt_once, priority_pass
 from ledger.core.reasons import start_reason
-from ledger.core.rooms import RoomBuckets
+from ledger.core.roster import Roster
 from ledger.core.tree import BudgetTree
-from ledger.core.wakeups import CYCLE, DRAIN, EXIT, HOLD, PROTECT, RECHECK, SPARED, START, TIMED
+from ledger.core.wakeups import CYCLE, DRAIN, EXIT, HOLD, PROTECT, RECHECK, SPARED, START, TIMED, Wakeups
 from ledger.errors import InputError
 from ledger.events import (
     LATEST,
@@ -69,7 +70,6 @@ from ledger.events import (
     WorkloadSubmitted,
     from_us,
     to_us,
-    trusted,
 )
 
 __all__ = ["SNAPSHOT_MAGIC", "DecisionCore"]
@@ -82,16 +82,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Event times lie before 2100 (the schema's bound): a protected window or a grace period that
 # would end later is told as ending at the last instant an event can hold (nothing later happens)
 _LAST_US = to_us(LATEST) - 1
-_SCHEMA_VERSION: dict[type[Event], int] = {}  # the version each output type is written with
-
-# what a snapshot holds, in the order the attributes are set in ``__init__`` (the order of the
-# bytes); the caches ``victims_cache``, ``room_cache`` and ``rank_cache`` are rebuilt on demand
-_STATE = (
-    "knobs", "cluster", "n", "now", "tree", "occ", "hosts", "workloads", "order", "wakeups", "wseq",
-    "preemptible", "unalloc_gpus", "pool_on_host", "pool_version", "nonpreemptible", "_clock", "finished",
-    "walk_after", "cycle_pending", "lookback", "pending", "pending_fresh", "pass_at", "recheck_pending", "hold",
-    "hold_retry",
-)
 
 
 
@@ -101,44 +91,29 @@ class DecisionCore:
     def __init__(self, knobs: Knobs, cluster: str) -> None:
         self.knobs = knobs
         self.cluster = cluster
-        self.n = 0  # decisions emitted: ids are f"{cluster}/d{n}"
-        self.now = 0
+        self.now = 0  # µs: the core's clock, moved on by events and wake-ups
+        # the standings: the budget tree, its meters and the order of the waiting work
         self.tree = BudgetTree()
         self.occ = Occupancy(knobs.window_s, knobs.half_life_s, knobs.charge == "upfront")
-        self.hosts = Hosts(cluster, knobs.gpus_per_node)
-        self.workloads: dict[str, Workload] = {}
         self.order: FairShareOrder | FlatOrder
         if knobs.policy == "fairshare":
             self.order = FairShareOrder(self.tree, self.occ)
         else:
             self.order = FlatOrder(knobs.policy == "priority")
-        self.wakeups: list[tuple[int, int, int, str, int]] = []  # (time, seq, kind, workload id, epoch)
-        self.wseq = 0
-        self.preemptible: dict[str, None] = {}  # running work that some waiter may preempt
-        self.unalloc_gpus = 0  # GPUs held by running unallocated work
-        self.pool_on_host: dict[int, int] = {}  # host index -> GPUs of possible victims on it
-        self.pool_version = 0  # moves whenever the victim pool or a member's checkpoint changes
-        # derived, never in a snapshot: ((t, pool_version), victims by tier, which tiers are sorted)
-        self.victims_cache: tuple[tuple[int, int], tuple[list[Workload], ...], list[bool]] | None = None
-        self.room_cache: RoomBuckets | None = None  # derived: see rooms.room_buckets
-        # derived: (t, meters version) -> {waiter node (and charge with the margin) -> {victim node -> verdict}}
-        self.rank_cache: tuple[tuple[int, int], dict[object, dict[str, bool]]] | None = None
-        self.nonpreemptible: dict[str, int] = {}  # priority policy: GPUs of non-preemptible work per team
-        self._clock: tuple[int, Any] = (-1, None)  # last (µs, datetime) converted for outputs
-        self.finished: deque[tuple[int, str]] = deque()  # (when, workload id) of finished workloads
-        self.walk_after = 0  # µs: no full preemption walk before this (one per preemption cycle)
-        self.cycle_pending = False  # a wake-up for the next preemption cycle is queued
-        self.pending = False  # facts of instant ``now`` applied and their scheduling pass not yet run
-        self.pending_fresh: list[Workload] = []  # submissions among those facts (tried at once between cycles)
+        self.hosts = Hosts(cluster, knobs.gpus_per_node)  # hosts and placement
+        self.workloads = Roster()  # every known workload
+        self.pool = VictimPool()  # running work a waiter may preempt
+        self.wakeups = Wakeups()
+        self.holds = holds.Holds()  # the standing hold (``holds``)
+        self.passes = Passes()  # pending facts, the last pass and preemption walk
+        self.outputs = Outputs(cluster)  # decision ids and datetimes
+        self.verdicts = Verdicts()  # derived, never in a snapshot: who may preempt whom this instant
+        # a constant of the knobs, for the words of a decision
         self.lookback = (
             f"{format_duration(knobs.half_life_s)} half-life"
             if knobs.half_life_s
             else f"{format_duration(knobs.window_s)} window"
         )
-        self.pass_at = -1  # µs: the last scheduling pass
-        self.recheck_pending = False  # a standing re-check is queued (see ``_pass``)
-        self.hold: holds.Hold | None = None  # hosts held for the head of the fair-share order (``holds``)
-        self.hold_retry = 0  # µs: no grant is looked for before this (``holds``)
 
     # ================================================================ public API
     def handle(self, event: Event, decide: bool = True, t_us: int | None = None) -> list[Event]:
@@ -161,17 +136,13 @@ class DecisionCore:
             if when.__class__ is datetime and when.tzinfo is UTC:
                 # this instant's outputs carry the event's own datetime (equal to a conversion of t), so
                 # t is converted once for the event and its outputs, here and in whatever reads them
-                self._clock = (t, when)
+                self.outputs.seen(t, when)
         else:
             t = self.now  # a late event is applied at the core's clock: decisions never go back in time
         self.now = t
-        self._forget_finished(t)
+        self.workloads.forget(t - self.knobs.window_s * _US)
         if self._apply(event, t, out):
-            self.pending = True
-            if isinstance(event, WorkloadSubmitted):
-                fresh = self.workloads.get(event.workload_id)
-                if fresh is not None:
-                    self.pending_fresh.append(fresh)
+            self.passes.fact(self.workloads.get(event.workload_id) if isinstance(event, WorkloadSubmitted) else None)
         if decide:
             self._instant(t, out)
         return out
@@ -179,55 +150,75 @@ class DecisionCore:
     def advance(self, until_us: int) -> list[Event]:
         """Run the pending pass and every wake-up at or before ``until_us``; return the events they produce."""
         out: list[Event] = []
-        if self.pending and self.now <= until_us:
+        if self.passes.pending and self.now <= until_us:
             self._instant(self.now, out)
-        heap = self.wakeups
-        while heap and heap[0][0] <= until_us:
-            t = heap[0][0]
-            self.now = max(self.now, t)
+        wakeups = self.wakeups
+        while True:
+            first = wakeups.first()
+            if first is None or first[0] > until_us:
+                return out
+            self.now = max(self.now, first[0])
             self._instant(self.now, out)
-        return out
 
     def _instant(self, t: int, out: list[Event]) -> None:
         """Process the wake-ups due by ``t`` (after every fact of ``t``), then one pass if anything changed."""
-        heap = self.wakeups
-        changed = self.pending
-        while heap and heap[0][0] <= t:
-            _, _, kind, wid, epoch = heapq.heappop(heap)
+        wakeups = self.wakeups
+        changed = self.passes.pending
+        while wakeups.due(t):
+            _, _, kind, wid, epoch = wakeups.pop()
             if kind == CYCLE:
-                self.cycle_pending = False
                 changed = True
                 continue
             if kind == RECHECK:
                 changed |= progress.recheck_due(self, t)
                 continue
             if kind == HOLD:
-                hold = self.hold
-                changed |= hold is not None and hold.until <= t  # else dropped, or put off (another wake-up)
+                changed |= self.holds.due(t)  # else dropped, or put off (another wake-up)
                 continue
             w = self.workloads.get(wid)
             if w is not None and w.epoch == epoch:
                 changed |= self._wake(kind, w, t, out)
-        fresh = self.pending_fresh
-        self.pending = False
-        self.pending_fresh = []
+        fresh = self.passes.take()
         if changed:
             self._pass(t, out, fresh)
 
     def next_wakeup(self) -> int | None:
         """Return the time (µs) of the next pending wake-up, or None."""
-        heap = self.wakeups
-        while heap:
-            _, _, kind, wid, epoch = heap[0]
+        wakeups = self.wakeups
+        while True:
+            first = wakeups.first()
+            if first is None:
+                return None
+            _, _, kind, wid, epoch = first
             w = self.workloads.get(wid)
             if kind in TIMED or (w is not None and w.epoch == epoch):
-                return heap[0][0]
-            heapq.heappop(heap)  # stale: its workload moved on
-        return None
+                return first[0]
+            wakeups.pop()  # stale: its workload moved on
+
+    @property
+    def hold(self) -> holds.Hold | None:
+        """Return the standing hold (``holds``), or None."""
+        return self.holds.hold
+
+    @property
+    def pending(self) -> bool:
+        """Return whether facts of the core's instant were applied and their scheduling pass has not run yet."""
+        return self.passes.pending
 
     def state(self) -> dict[str, object]:
-        """Return the state a snapshot holds: every attribute but the derived caches, in a fixed order."""
-        return {name: getattr(self, name) for name in _STATE}
+        """Return the state a snapshot holds: the core's own fields and each component's state, caches left out."""
+        return {
+            "knobs": self.knobs, "cluster": self.cluster, "now": self.now,
+            # one object graph: the order refers to the tree and the meters it ranks by
+            "standings": (self.tree, self.occ, self.order),
+            "hosts": self.hosts,
+            "workloads": self.workloads.snapshot(),
+            "pool": self.pool.snapshot(),
+            "wakeups": self.wakeups.snapshot(),
+            "holds": self.holds.snapshot(),
+            "passes": self.passes.snapshot(),
+            "outputs": self.outputs.snapshot(),
+        }
 
     def snapshot(self) -> bytes:
         """Return the whole state as bytes (same history -> same bytes); for trusted storage only."""
@@ -243,8 +234,15 @@ class DecisionCore:
             raise InputError("not a decision-core snapshot: bad header")
         state: dict[str, Any] = pickle.loads(data[len(SNAPSHOT_MAGIC) :])  # own snapshots only (trusted)
         core = cls(state["knobs"], state["cluster"])
-        for name in _STATE:
-            setattr(core, name, state[name])
+        core.now = state["now"]
+        core.tree, core.occ, core.order = state["standings"]
+        core.hosts = state["hosts"]
+        core.workloads.restore(state["workloads"])
+        core.pool.restore(state["pool"])
+        core.wakeups.restore(state["wakeups"])
+        core.holds.restore(state["holds"])
+        core.passes.restore(state["passes"])
+        core.outputs.restore(state["outputs"])
         return core
 
     # ---- queries -------------------------------------------------------------------------
@@ -311,7 +309,7 @@ class DecisionCore:
         if isinstance(e, AllocationChanged):
             return self._allocation(e, t, out)
         if isinstance(e, ClusterCapacityChanged):
-            holds.drop(self)  # hosts come and go: the next pass holds afresh
+            self.holds.drop(self.hosts)  # hosts come and go: the next pass holds afresh
             retired = self.hosts.resize(e.gpus, e.gpus_per_node)
             self._shares_changed(t)
             for i in retired:
@@ -347,7 +345,7 @@ class DecisionCore:
         if old is not None:
             w.attempt, w.epoch, w.preemptions = old.attempt, old.epoch + 1, old.preemptions
         w.key = (0 if self.knobs.policy == "fifo" else -w.priority, w.submit_us, w.wid)
-        self.workloads[w.wid] = w
+        self.workloads.add(w)
         self.order.add(w)
         return True
 
@@ -377,28 +375,11 @@ class DecisionCore:
             leave_hosts(self, w)
             self._account_stop(w, t)
         exiting = w.state == EXITING
-        self._finish(w, t)
+        self.workloads.finish(w, t)
         w.epoch += 1
         if exiting:
             victim_left(self, w, t)
         return True
-
-    def _finish(self, w: Workload, t: int) -> None:
-        w.state = DONE
-        self.finished.append((t, w.wid))
-
-    def _forget_finished(self, t: int) -> None:
-        """Drop workloads finished more than one window ago (amortised O(1)): state stays bounded.
-
-        A duplicate of their submission arriving later than that would be taken as new.
-        """
-        horizon = t - self.knobs.window_s * _US
-        finished = self.finished
-        while finished and finished[0][0] < horizon:
-            _, wid = finished.popleft()
-            w = self.workloads.get(wid)
-            if w is not None and w.state == DONE:
-                del self.workloads[wid]
 
     def _allocation(self, e: AllocationChanged, t: int, out: list[Event]) -> bool:
         reason = ""
@@ -410,9 +391,10 @@ class DecisionCore:
             reason = f"{e.set_by} manages neither {e.path} nor any budget node above it"
         if reason:
             out.append(
-                self._new(
-                    AllocationRefused, t, path=e.path, share=e.share, set_by=e.set_by,
-                    refused_event_id=e.event_id, reason=reason,
+                self.outputs.new(
+                    AllocationRefused, t,
+                    {"path": e.path, "share": e.share, "set_by": e.set_by, "refused_event_id": e.event_id,
+                     "reason": reason},
                 )
             )
             return False
@@ -426,7 +408,7 @@ class DecisionCore:
             self.order.capacity = self.hosts.capacity
             self.order.invalidate()
             self.order.retarget(t)
-        self.rank_cache = None
+        self.verdicts.clear()
 
     def _health(self, e: HostHealthChanged, t: int, out: list[Event]) -> bool:
         i = self.hosts.by_name.get(e.host)
@@ -436,7 +418,7 @@ class DecisionCore:
         if e.state == h.state:
             return False
         if h.held:
-            holds.drop(self)  # a held host changed health: the next pass holds afresh
+            self.holds.drop(self.hosts)  # a held host changed health: the next pass holds afresh
         self.hosts.set_state(i, e.state)
         why = f"host {h.name} is {e.state}" + (f" ({e.reason})" if e.reason else "")
         if e.state == "healthy":
@@ -489,19 +471,9 @@ class DecisionCore:
                 why + f": draining, it leaves when its protected window ends at {from_us(until):%Y-%m-%d %H:%M:%S} UTC",
             )
         )
-        self.wake_at(until, DRAIN, w)
+        self.wakeups.workload(until, DRAIN, w)
 
     # ================================================================ wake-ups
-    def wake_at(self, t: int, kind: int, w: Workload) -> None:
-        """Wake ``w`` at ``t`` for ``kind`` (``wakeups``), unless its epoch has moved on by then."""
-        self.wseq += 1
-        heapq.heappush(self.wakeups, (t, self.wseq, kind, w.wid, w.epoch))
-
-    def wake_timed(self, t: int, kind: int) -> None:
-        """Wake the core itself at ``t`` for ``kind`` (a ``TIMED`` wake-up, which carries no workload)."""
-        self.wseq += 1
-        heapq.heappush(self.wakeups, (t, self.wseq, kind, "", 0))
-
     def _wake(self, kind: int, w: Workload, t: int, out: list[Event]) -> bool:
         if kind == PROTECT:
             progress.protection_ended(self, w)
@@ -521,14 +493,6 @@ class DecisionCore:
             return True
         return False
 
-    def pool_add(self, w: Workload) -> None:
-        """Make a running workload a possible victim (and count its GPUs per host). O(hosts of w)."""
-        self.preemptible[w.wid] = None
-        self.pool_version += 1
-        for i in w.hosts:
-            self.pool_on_host[i] = self.pool_on_host.get(i, 0) + self.hosts.hosts[i].workloads[w.wid]
-            self.hosts.dirty_cache.add(i)
-
     # ================================================================ runs
     def chain(self, w: Workload) -> list[str]:
         """Return the budget nodes ``w`` is charged to, its own node first (none when unallocated)."""
@@ -544,21 +508,16 @@ class DecisionCore:
 
     def _detach(self, w: Workload) -> None:
         """Free a run's hosts and take it out of the victim pool (its charge runs on until it exits)."""
-        if w.wid in self.preemptible:
-            del self.preemptible[w.wid]
-            self.pool_version += 1
-            for i in w.hosts:
-                self.pool_on_host[i] -= self.hosts.hosts[i].workloads[w.wid]
-                self.hosts.dirty_cache.add(i)
+        self.pool.discard(w, self.hosts)
         self.hosts.release(w.wid, w.hosts, w.node)
         if w.exposed:
             self.occ.exposed_changed(self.chain(w), -w.held)
             w.exposed = False
         if not w.allocated:
-            self.unalloc_gpus -= w.held
+            self.pool.run_unallocated(-w.held)
         if w.shielded:
             assert w.node is not None
-            self.nonpreemptible[w.node] -= w.held
+            self.pool.shield(w.node, -w.held)
             w.shielded = False
 
     def _begin_run(self, w: Workload, t: int, out: list[Event]) -> None:
@@ -573,29 +532,30 @@ class DecisionCore:
             w.protected_until = t + protect * _US
             if w.shielded:
                 assert w.node is not None
-                self.nonpreemptible[w.node] = self.nonpreemptible.get(w.node, 0) + w.held
+                self.pool.shield(w.node, w.held)
             if self.knobs.policy == "fairshare":
                 if self.occ.upfront:
                     self.occ.prepaid_changed(chain, w.held, w.protected_until)
                     w.prepaid = True
-                self.wake_at(w.protected_until, PROTECT, w)
+                self.wakeups.workload(w.protected_until, PROTECT, w)
         else:
             # unallocated, or (priority policy) allocated work beyond its team's non-preemptible limit
             w.protected_until = t
             if not w.allocated:
-                self.unalloc_gpus += w.held
+                self.pool.run_unallocated(w.held)
                 if self.knobs.policy == "fairshare" and self.knobs.fill_protect_s:
                     # (on a held host never past the hold's time)
-                    w.protected_until = holds.clip(self, w, t + protect * _US)
+                    w.protected_until = self.holds.clip(w, t + protect * _US, self.hosts)
                     if w.protected_until > t:
-                        self.wake_at(w.protected_until, PROTECT, w)
+                        self.wakeups.workload(w.protected_until, PROTECT, w)
             if self.knobs.policy != "fifo" and w.protected_until == t:
-                self.pool_add(w)
+                self.pool.add(w, self.hosts)
         out.append(
-            self._new(
-                WorkloadStarted, t, workload_id=w.wid, nodes=self.hosts.names(w.hosts), gpus=w.held,
-                allocated=w.allocated, protected_until=_EPOCH + timedelta(0, 0, min(w.protected_until, _LAST_US)),
-                attempt=w.attempt,  # the window's end as ``from_us`` gives it, without its interpreted call
+            self.outputs.new(
+                WorkloadStarted, t,
+                {"workload_id": w.wid, "nodes": self.hosts.names(w.hosts), "gpus": w.held, "allocated": w.allocated,
+                 # the window's end as ``from_us`` gives it, without its interpreted call
+                 "protected_until": _EPOCH + timedelta(0, 0, min(w.protected_until, _LAST_US)), "attempt": w.attempt},
             )
         )
 
@@ -613,7 +573,7 @@ class DecisionCore:
         if grace:
             w.state = STARTING
             w.epoch += 1
-            self.wake_at(t + grace, START, w)
+            self.wakeups.workload(t + grace, START, w)
         else:
             self._begin_run(w, t, out)
 
@@ -623,7 +583,7 @@ class DecisionCore:
             return False
         assert w.node is not None
         limit = team_limit(self.tree.fraction(w.node), self.hosts.capacity, self.hosts.per_node)
-        return self.nonpreemptible.get(w.node, 0) + w.size <= limit
+        return self.pool.shielded_gpus(w.node) + w.size <= limit
 
     def _cancel_start(self, w: Workload, t: int, out: list[Event], why: str) -> None:
         unreserve(self, w)
@@ -649,7 +609,7 @@ class DecisionCore:
         w.exit_us = t + grace
         out.append(self._decision("preempt", w, t, t + grace, why, for_workload=w.exit_by, position=position))
         if grace:
-            self.wake_at(t + grace, EXIT, w)
+            self.wakeups.workload(t + grace, EXIT, w)
             if by is None:
                 keep_exiting(self, w)  # no waiter takes its GPUs: it holds them all until it leaves
         else:
@@ -661,18 +621,20 @@ class DecisionCore:
         self._account_stop(w, t)
         w.epoch += 1
         reason: Any = w.exit_reason
-        out.append(self._new(WorkloadPreempted, t, workload_id=w.wid, reason=reason, preempted_by=w.exit_by))
+        out.append(
+            self.outputs.new(WorkloadPreempted, t, {"workload_id": w.wid, "reason": reason, "preempted_by": w.exit_by})
+        )
         if w.resumable:
             w.state = WAITING
             self.order.add(w)
             out.append(self._decision("requeue", w, t, t, "resumable: requeued automatically, keeps its submit time"))
-            out.append(self._new(WorkloadRequeued, t, workload_id=w.wid))
+            out.append(self.outputs.new(WorkloadRequeued, t, {"workload_id": w.wid}))
         else:
-            self._finish(w, t)
+            self.workloads.finish(w, t)
             out.append(
                 self._decision("complete", w, t, t, "not resumable: cancelled by the preemption, must be resubmitted")
             )
-            out.append(self._new(WorkloadCompleted, t, workload_id=w.wid, outcome="cancelled"))
+            out.append(self.outputs.new(WorkloadCompleted, t, {"workload_id": w.wid, "outcome": "cancelled"}))
         victim_left(self, w, t)
 
     # ================================================================ the scheduling pass
@@ -684,35 +646,35 @@ class DecisionCore:
             # strictly by priority: a waiter preempts for room before lower-priority work backfills it
             priority_pass(self, t, out, fresh or [])
             self._cycle_done(t)
-            self.pass_at = t
+            self.passes.ran(t)
             return
         while True:
             self._fill(t, out, allocated_only=True)
-            if fresh and t < self.walk_after:
+            walk = self.passes.walk_due(t)
+            if fresh and not walk:
                 # a new submission is tried at once (O(p log p)) even between preemption cycles
                 waiter = fresh.pop(0)
                 if waiter.state == WAITING and waiter.wants_allocation and preempt_for(self, waiter, t, out):
                     continue
                 if fresh:
                     continue
-            if t >= self.walk_after and preempt_once(self, t, out):
+            if walk and preempt_once(self, t, out):
                 continue
             self._cycle_done(t)
             break
         holds.pass_holds(self, t, out)  # the head's hold: its start, the held room soaked, or a grant
         self._fill(t, out)
         holds.fill_held(self, t, out)
-        self.pass_at = t
+        self.passes.ran(t)
         progress.queue_recheck(self, t)
 
     def _cycle_done(self, t: int) -> None:
         """Close the pass's preemption cycle: a walk at ``t`` puts the next one a cycle later, else wake for it."""
-        if t >= self.walk_after:
-            self.walk_after = t + self.knobs.preempt_cycle_s * _US
-        elif not self.cycle_pending and self.preemptible:
-            self.cycle_pending = True
-            self.wseq += 1
-            heapq.heappush(self.wakeups, (self.walk_after, self.wseq, CYCLE, "", 0))
+        passes = self.passes
+        if passes.walk_due(t):
+            passes.walked(t, self.knobs.preempt_cycle_s * _US)
+        elif self.pool.any():
+            self.wakeups.once(passes.walk_after, CYCLE)
 
     def _fill(self, t: int, out: list[Event], allocated_only: bool = False) -> None:
         order = self.order
@@ -753,25 +715,6 @@ class DecisionCore:
         return free - math.ceil(knobs.fill_headroom * self.hosts.capacity)
 
     # ================================================================ events out
-    def _at(self, t: int) -> Any:
-        """Return ``t`` as a datetime; the outputs of one instant share one conversion (and one object)."""
-        clock = self._clock
-        if clock[0] != t:
-            clock = self._clock = (t, _EPOCH + timedelta(0, 0, t))  # == from_us(t); positional: cheaper
-        return clock[1]
-
-    def _new(self, cls: type[Event], t: int, **fields: Any) -> Any:
-        self.n += 1
-        when = self._at(t)
-        eid = f"{self.cluster}/d{self.n}"
-        version = _SCHEMA_VERSION.get(cls)
-        if version is None:
-            version = _SCHEMA_VERSION[cls] = cls.model_fields["schema_version"].default
-        # every field given: ``trusted`` takes the dict as it is (no defaults merged in)
-        return trusted(
-            cls, {"event_id": eid, "cluster": self.cluster, "time": when, "schema_version": version, **fields}
-        )
-
     def _decision(
         self, action: str, w: Workload, t: int, effective: int, reason: str,
         for_workload: str | None = None, position: int | None = None, hosts: list[int] | None = None,
@@ -780,11 +723,12 @@ class DecisionCore:
         if w.node is not None and isinstance(self.order, FairShareOrder) and self.hosts.capacity:
             r = self.order.ratio(w.node, t)
             ratio = r if math.isfinite(r) else None
-        result: SchedulingDecision = self._new(
-            SchedulingDecision, t, action=action, workload_id=w.wid,
-            nodes=self.hosts.names(w.hosts if hosts is None else hosts),
-            reason=reason, for_workload=for_workload, budget_ratio=ratio, queue_position=position,
-            effective_time=self._at(min(effective, _LAST_US)),
+        outputs = self.outputs
+        result: SchedulingDecision = outputs.new(
+            SchedulingDecision, t,
+            {"action": action, "workload_id": w.wid, "nodes": self.hosts.names(w.hosts if hosts is None else hosts),
+             "reason": reason, "for_workload": for_workload, "budget_ratio": ratio, "queue_position": position,
+             "effective_time": outputs.at(min(effective, _LAST_US))},
         )
         return result
 

@@ -146,12 +146,21 @@ def test_no_c_compiler_means_the_pure_build(monkeypatch: pytest.MonkeyPatch, tmp
 
 @pytest.mark.skipif(ledger.core.COMPILED, reason="compiled objects have no __dict__ to compare with")
 def test_snapshots_name_every_field_but_the_caches() -> None:
-    # The field lists a snapshot is made of (needed by the compiled build, which has no __dict__)
-    # must follow the classes: an attribute added to an __init__ and not to its list would be lost.
-    from ledger.core import fairshare, placement, scheduler
+    # What a snapshot is made of (named by hand: the compiled build has no __dict__) must follow the
+    # classes: an attribute added to an __init__ and not to its component's snapshot would be lost.
+    from ledger.core import fairshare, placement
 
     core = morning()
-    assert set(core.__dict__) - set(scheduler._STATE) == {"victims_cache", "room_cache", "rank_cache"}
+    state = core.state()
+    components = {"workloads", "pool", "wakeups", "holds", "passes", "outputs"}
+    derived = {"verdicts", "lookback"}  # rebuilt on demand, and a constant of the knobs
+    assert set(core.__dict__) == set(state) - {"standings"} | {"tree", "occ", "order"} | components | derived
+    # what a restored component gets elsewhere: its caches, and the cluster's name (from the core)
+    elsewhere = {"pool": {"tiers_cache", "rooms_cache"}, "outputs": {"cluster"}}
+    for name in components:
+        part = getattr(core, name)
+        kept = set(state[name])  # type: ignore[call-overload]
+        assert set(part.__dict__) - elsewhere.get(name, set()) == set(part.snapshot()) == kept, name
     assert isinstance(core.order, fairshare.FairShareOrder)
     assert set(core.order.__dict__) == set(fairshare._STATE)
     assert set(core.hosts.__dict__) - set(placement._STATE) == {"dirty_cache"}
