@@ -24,9 +24,13 @@ Wake-ups (a heap, O(log w) each): end of a protected window, end of a grace peri
 exits, waiter starts), a drain falling due (``wakeups``). Stale wake-ups are recognised by an epoch
 counter.
 
-The rules live in modules of their own, functions of this core's state: ``preemption`` (who may
-preempt whom), ``progress`` (protected windows, sparing, the standing check), ``grace`` (victims
-running out a grace period), ``reasons`` (the words of a start decision).
+The state is held by components that own their data (docs/design.md draws them): the standings
+(``tree``, ``occ``, ``order``), ``hosts``, ``workloads`` (``roster``), the victim ``pool``,
+``wakeups``, ``holds``, ``passes`` and ``outputs``; a snapshot is each one's own state. The rules
+live in modules of their own, functions of this core that change it through those components:
+``preemption`` (who may preempt whom), ``progress`` (protected windows, sparing, the standing
+check), ``grace`` (victims running out a grace period), ``holds`` (no starvation), ``reasons``
+(the words of a start decision).
 """
 
 from __future__ import annotations
