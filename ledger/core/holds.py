@@ -284,7 +284,9 @@ def _take(core: DecisionCore, hold: Hold, holder: Workload, t: int, out: list[Ev
     why = f"on the hosts held for it since {from_us(hold.since):%Y-%m-%d %H:%M} UTC ({waited}); " + start_reason(
         core, holder, _pick(holder, position), chosen, t
     )
-    victims = core.workloads.exiting_for(holder.wid)
+    # victims still running out a grace period for the holder (none without a grace: they left at once); the
+    # scan looks at every workload the core knows, so it is made only when there can be some
+    victims = core.workloads.exiting_for(holder.wid) if core.knobs.grace_s else []
     grace = core.knobs.grace_s * _US if victims else 0
     core._start(holder, chosen, t, position, out, why, grace=grace)
     for v in victims:
