@@ -165,22 +165,22 @@ class Verdicts:
     (t, meters version) -> {waiter node (and charge with the margin) -> {victim node -> verdict}}.
     """
 
-    __slots__ = ("kept",)
+    __slots__ = ("cache",)
 
     def __init__(self) -> None:
-        self.kept: tuple[tuple[int, int], dict[object, dict[str, bool]]] | None = None
+        self.cache: tuple[tuple[int, int], dict[object, dict[str, bool]]] | None = None
 
     def of(self, t: int, version: int, waiter: object) -> dict[str, bool]:
         """Return the verdicts kept for ``waiter`` (its node, with its charge under the margin) at ``t``."""
         state = (t, version)
-        kept = self.kept
+        kept = self.cache
         if kept is None or kept[0] != state:
-            kept = self.kept = (state, {})
+            kept = self.cache = (state, {})
         return kept[1].setdefault(waiter, {})
 
     def clear(self) -> None:
         """Forget every verdict: an allocation is worth something else now."""
-        self.kept = None
+        self.cache = None
 
 
 class _Eligible:
