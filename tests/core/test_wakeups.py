@@ -1,4 +1,4 @@
-"""The core's wake-ups: earliest first, in the order asked within one time; its own kinds queued once until they fire."""
+"""The core's wake-ups: earliest first, in the order asked at one time; its own kinds queued once until they fire."""
 
 from __future__ import annotations
 
