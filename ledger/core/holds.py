@@ -10,8 +10,11 @@ Rules (fair share; docs/rules.md, "Holds"):
   period, when it leaves). A host held by a *settled* run (preempted ``max_preemptions`` times and
   not checkpointed since: it keeps its GPUs until it checkpoints or ends), by a starting run, or by
   a run of the holder's own budget (ahead of it inside the leaf) frees at no known time and is not
-  chosen. When the head cannot be held so, the next waiters in
-  the order are tried (``TRIES`` in all). One hold stands at a time.
+  chosen. The hold's time must lie ahead: when the hosts chosen are past protection already, the
+  room is the preemption step's (under its swap test, which refused it), and the waiter waits for
+  a standing change or for room whose protection ends later, not for a hold that preempts at once.
+  When the head cannot be held so, the next waiters in the order are tried (``TRIES`` in all). One
+  hold stands at a time.
 * **While it stands.** Held hosts are out of the free room every other start and preemption sees.
   Allocated work may start on them only when its protected window ends by the hold's time
   (``soak``, in fair-share order, at most ``TRIES_SOAK`` candidates a pass); free fill may start
@@ -164,7 +167,10 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
                 continue  # one host or less: the rules of a single host's room apply (see the docstring)
             w = core.workloads[key[2]]
             found = _earliest_room(core, w, t)
-            if found is not None:
+            # a hold's time lies ahead: room that is free of protection now is the preemption step's to give,
+            # under its swap test, and a hold at "now" would take it with no test at all (the churn of two
+            # budgets taking each other's hosts through holds, each restarted elsewhere at once)
+            if found is not None and found[1] > t:
                 hosts, until = found
                 hold = Hold(w.wid, hosts, until, t, w.size)
                 core.holds.grant(hold, core.hosts)
