@@ -12,7 +12,9 @@ Rules (fair share; docs/rules.md, "Holds"):
   a run of the holder's own budget (ahead of it inside the leaf) frees at no known time and is not
   chosen. The hold's time must lie ahead: when the hosts chosen are past protection already, the
   room is the preemption step's (under its swap test, which refused it), and the waiter waits for
-  a standing change or for room whose protection ends later, not for a hold that preempts at once.
+  a standing change or for room whose protection ends later, not for a hold that preempts at once
+  — unless it has waited ``hold_span_s`` since it last began to wait (submitted or requeued), so
+  the stated bound still holds.
   When the head cannot be held so, the next waiters in the order are tried (``TRIES`` in all). One
   hold stands at a time.
 * **While it stands.** Held hosts are out of the free room every other start and preemption sees.
@@ -40,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ledger.core import progress
-from ledger.core.contract import EXITING, RUNNING, WAITING, Workload
+from ledger.core.contract import EXITING, RUNNING, WAITING, Workload, hold_span_s
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick
 from ledger.core.grace import keep_exiting
 from ledger.core.knobs import format_duration
@@ -169,8 +171,9 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
             found = _earliest_room(core, w, t)
             # a hold's time lies ahead: room that is free of protection now is the preemption step's to give,
             # under its swap test, and a hold at "now" would take it with no test at all (the churn of two
-            # budgets taking each other's hosts through holds, each restarted elsewhere at once)
-            if found is not None and found[1] > t:
+            # budgets taking each other's hosts through holds, each restarted elsewhere at once); only a
+            # waiter that has waited a hold's span already is held for at "now" (the bound stays as stated)
+            if found is not None and (found[1] > t or t - _waiting_since(w) >= hold_span_s(core.knobs) * _US):
                 hosts, until = found
                 hold = Hold(w.wid, hosts, until, t, w.size)
                 core.holds.grant(hold, core.hosts)
@@ -179,6 +182,11 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
                 out.append(core._decision("hold", w, t, until, words, position=order.position_of(w, t), hosts=hosts))
                 return hold
     return None
+
+
+def _waiting_since(w: Workload) -> int:
+    """Return when (µs) ``w`` last began to wait: its submission, or the end of its last run."""
+    return w.exit_us if w.attempt else w.submit_us
 
 
 def _frees_at(core: DecisionCore, v: Workload, t: int, holder: Workload | None = None) -> int:
@@ -246,7 +254,8 @@ def _earliest_room(core: DecisionCore, w: Workload, t: int) -> tuple[list[int], 
 def _hold_words(core: DecisionCore, w: Workload, hosts: list[int], until: int, t: int) -> str:
     what = f"{len(hosts)} hosts" if len(hosts) > 1 else f"host {core.hosts.hosts[hosts[0]].name}"
     when = (
-        "now: the runs there are past their protected windows"
+        f"now: the runs there are past their protected windows, and it has waited "
+        f"{format_duration((t - _waiting_since(w)) // _US)}"
         if until <= t
         else f"{from_us(until):%Y-%m-%d %H:%M} UTC, when the last protected window on them ends "
         f"(in {format_duration((until - t + _US - 1) // _US)})"
