@@ -158,10 +158,10 @@ class DecisionCore:
             self._instant(self.now, out)
         wakeups = self.wakeups
         while True:
-            first = wakeups.first()
-            if first is None or first[0] > until_us:
+            at = wakeups.next_time()
+            if at < 0 or at > until_us:
                 return out
-            self.now = max(self.now, first[0])
+            self.now = max(self.now, at)
             self._instant(self.now, out)
 
     def _instant(self, t: int, out: list[Event]) -> None:
@@ -189,15 +189,13 @@ class DecisionCore:
     def next_wakeup(self) -> int | None:
         """Return the time (µs) of the next pending wake-up, or None."""
         wakeups = self.wakeups
-        while True:
-            first = wakeups.first()
-            if first is None:
-                return None
-            _, _, kind, wid, epoch = first
+        while wakeups.next_time() >= 0:
+            at, _, kind, wid, epoch = wakeups.peek()
             w = self.workloads.get(wid)
             if kind in TIMED or (w is not None and w.epoch == epoch):
-                return first[0]
+                return at
             wakeups.pop()  # stale: its workload moved on
+        return None
 
     @property
     def hold(self) -> holds.Hold | None:

@@ -69,10 +69,14 @@ class Wakeups:
         heap = self.heap
         return bool(heap) and heap[0][0] <= t
 
-    def first(self) -> Wake | None:
-        """Return the earliest wake-up without taking it, or None."""
+    def next_time(self) -> int:
+        """Return the time (µs) of the earliest wake-up, or -1 when none is queued."""
         heap = self.heap
-        return heap[0] if heap else None
+        return heap[0][0] if heap else -1
+
+    def peek(self) -> Wake:
+        """Return the earliest wake-up without taking it (one must be queued)."""
+        return self.heap[0]  # a plain tuple, not an optional one: compiled, it is returned unboxed
 
     def pop(self) -> Wake:
         """Take the earliest wake-up (one of its kind may be queued ``once`` again)."""

@@ -21,7 +21,7 @@ def test_wakeups_come_earliest_first_and_in_the_order_asked_at_one_time() -> Non
     assert [wakeups.pop() for _ in range(3)] == [
         (10, 2, PROTECT, "first", 1), (10, 3, HOLD, "", 0), (20, 1, EXIT, "late", 3)
     ]
-    assert wakeups.first() is None and not wakeups.due(1 << 60)
+    assert wakeups.next_time() == -1 and not wakeups.due(1 << 60)
 
 
 def test_a_preemption_cycle_or_standing_check_is_queued_once_until_it_fires() -> None:
