@@ -127,7 +127,7 @@ def replayed(run: Path) -> dict[str, float]:
 
     report = json.loads((run / "replay.json").read_text())
     audit = json.loads((run / "audit.json").read_text())
-    buckets = audit["wait_by_size"]["buckets"]
+    buckets = [b for b in audit["wait_by_size"]["buckets"] if b["jobs"]]  # an empty bucket has no mean
     started = sum(b["jobs"] for b in buckets)
     return {"jobs": report["events_by_type"].get("WorkloadCompleted", 0),
             "makespan_s": (parse_time(audit["period"]["end"]) - EPOCH).total_seconds(),
@@ -158,6 +158,9 @@ def measure(repeat: int, where: Path) -> dict[str, Any]:
                                  "--policy", "fifo")
         row["gpuledger"] |= replayed(run)
         runs.append(row)
+        print(f"  run {len(runs)} of {repeat}: simulator {row['simulator']['wall']:.2f} s wall, "
+              f"{row['simulator']['cpu']:.2f} s CPU; gpuledger replay {row['gpuledger']['wall']:.2f} s wall, "
+              f"{row['gpuledger']['cpu']:.2f} s CPU; load {row['load']:.1f}", flush=True)
     return {"jobs": jobs, "gpus": inputs.gpus, "nodes": nodes, "simulator": str(folder), "runs": runs}
 
 
