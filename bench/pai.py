@@ -185,8 +185,8 @@ def report(m: dict[str, Any]) -> list[str]:
                      f"target >= {TARGET:g}x: {'met' if ratios[key] >= TARGET else 'NOT met'})")
     for name in ("simulator", "gpuledger"):
         got = runs[-1][name]
-        lines.append(f"  {name:9} simulated {got['jobs']:,} jobs done, the last at {got['makespan_s'] / 86_400:.2f} "
-                     f"days, mean wait {got['mean_wait_s'] / 3600:.2f} h")
+        lines.append(f"  {name:9} simulated {got['jobs']:,} jobs done, the last at {got['makespan_s']:,.0f} s "
+                     f"({got['makespan_s'] / 86_400:.2f} days), mean wait {got['mean_wait_s']:,.0f} s")
     m["ratios"] = ratios
     return lines
 
