@@ -1,0 +1,227 @@
+"""Column tools of the file readers: fields as pyarrow columns, rules as masks, a rejection's message per row.
+
+A reader takes a file's fields a column at a time and applies each of its rules to whole
+columns: a rule is a mask of the rows it refuses. ``Rules`` keeps them in the order the format
+states them; a row is refused by the first rule that refuses it, and only then is that row's own
+text read back to phrase the message (file, line, field, value). Rules that depend on one
+field's value alone (a Slurm state, a TRES string, a time limit, a budget path) are written as
+functions of that value and applied once per distinct value (``per_value``); times of the fixed
+``YYYY-MM-DD[T ]HH:MM:SS`` form, which are nearly all distinct, are read with numpy
+(``times``), and any other form by ``parse_local_time``, once per distinct value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta, tzinfo
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ledger import events as ev
+from ledger.adapters.common import EARLIEST_US, LATEST_US, RowError, parse_local_time
+
+__all__ = [
+    "WHITESPACE",
+    "Bools",
+    "Ints",
+    "Rules",
+    "codes_of",
+    "ints",
+    "mask",
+    "per_value",
+    "strip",
+    "times",
+]
+
+Ints = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+T = TypeVar("T")
+
+WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+"""What ``str.strip`` takes off (Unicode whitespace and the separators \\x1c-\\x1f): ``strip`` takes the same."""
+
+_US_PER_DAY = 86_400_000_000
+
+
+def mask(arr: pa.Array | pa.ChunkedArray) -> Bools:
+    """Return a pyarrow boolean column as a numpy mask (a null is False)."""
+    out: Bools = np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=np.bool_)
+    return out
+
+
+def ints(arr: pa.Array) -> Ints:
+    """Return a pyarrow integer column as numpy int64."""
+    out: Ints = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return out
+
+
+def strip(arr: pa.Array) -> pa.Array:
+    """Return each string as ``str.strip`` leaves it."""
+    return pc.utf8_trim(arr, characters=WHITESPACE)
+
+
+def per_value(arr: pa.Array, fn: Callable[[str], T]) -> tuple[list[T | None], list[str | None], Ints]:
+    """Apply ``fn`` once to each distinct value of a column; return (results, errors, each row's code).
+
+    ``results[c]`` and ``errors[c]`` belong to the value of code c: the result, or the message of
+    the RowError ``fn`` raised for it (then the result is None).
+    """
+    encoded = pc.dictionary_encode(arr)
+    results: list[T | None] = []
+    errors: list[str | None] = []
+    for value in encoded.dictionary.to_pylist():
+        try:
+            results.append(fn(value))
+            errors.append(None)
+        except RowError as exc:
+            results.append(None)
+            errors.append(str(exc))
+    return results, errors, ints(encoded.indices)
+
+
+def codes_of(*columns: pa.Array) -> tuple[Ints, list[tuple[Any, ...]]]:
+    """Return a code per row for the combination of several columns' values, and each code's values."""
+    key = np.zeros(len(columns[0]), np.int64)
+    dictionaries = []
+    for col in columns:
+        encoded = pc.dictionary_encode(col)
+        dictionary = encoded.dictionary.to_pylist()
+        dictionaries.append(dictionary)
+        key = key * max(len(dictionary), 1) + ints(encoded.indices)
+    uniq, inverse = np.unique(key, return_inverse=True)
+    found: list[tuple[Any, ...]] = []
+    for k in uniq.tolist():
+        parts = []
+        for dictionary in reversed(dictionaries):
+            k, i = divmod(k, max(len(dictionary), 1))
+            parts.append(dictionary[i])
+        found.append(tuple(reversed(parts)))
+    codes: Ints = inverse.reshape(-1).astype(np.int64)
+    return codes, found
+
+
+class Rules:
+    """The rules of a format in their order: a row is refused by the first one whose mask holds for it."""
+
+    def __init__(self, n: int) -> None:
+        self.why = np.full(n, -1, np.int64)
+        self.phrases: list[Callable[[int], str]] = []
+
+    def add(self, refused: Bools, phrase: Callable[[int], str]) -> None:
+        """Add a rule: the rows it refuses, and how to phrase the reason for one of them (by row index)."""
+        self.why[(self.why < 0) & refused] = len(self.phrases)
+        self.phrases.append(phrase)
+
+    @property
+    def ok(self) -> Bools:
+        """Return where no rule refused the row."""
+        out: Bools = self.why < 0
+        return out
+
+    def refused(self) -> list[tuple[int, str]]:
+        """Return (row index, reason) of every refused row, in row order."""
+        rows = np.flatnonzero(self.why >= 0)
+        return [(r, self.phrases[k](r)) for r, k in zip(rows.tolist(), self.why[rows].tolist(), strict=True)]
+
+
+_DIGIT_AT = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18]
+_DAYS_IN = np.array([0, 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31], np.int64)
+
+
+def _days_from_civil(y: Ints, m: Ints, d: Ints) -> Ints:
+    """Return days since 1970-01-01 of proleptic Gregorian dates (H. Hinnant's algorithm; years >= 1)."""
+    y = y - (m <= 2)
+    era = y // 400
+    yoe = y - era * 400
+    doy = (153 * ((m + 9) % 12) + 2) // 5 + d - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    out: Ints = era * 146_097 + doe - 719_468
+    return out
+
+
+def _offset_us(zone: tzinfo, minute: int) -> int:
+    """Return the zone's UTC offset at a wall-clock minute, as ``parse_local_time`` takes it (fold=0)."""
+    wall = datetime(1970, 1, 1) + timedelta(minutes=minute)
+    delta = wall.replace(tzinfo=zone).utcoffset()
+    return 0 if delta is None else (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _fixed_times(arr: pa.Array, zone: tzinfo) -> tuple[Ints, Bools]:
+    """Return (µs since the epoch, ok) of ``YYYY-MM-DD[T ]HH:MM:SS`` fields read in ``zone`` (fold=0).
+
+    ok is False for any other form, a date or time that does not exist, and an instant outside
+    the ledger's range: ``times`` reads those with ``parse_local_time``, which says why.
+    """
+    n = len(arr)
+    us = np.zeros(n, np.int64)
+    lengths = ints(pc.fill_null(pc.binary_length(arr), 0))
+    ok = lengths == 19
+    rows = np.flatnonzero(ok)
+    if not len(rows):
+        return us, ok
+    fixed = pc.cast(arr if len(rows) == n else arr.filter(pa.array(ok)), pa.binary())
+    if isinstance(fixed, pa.ChunkedArray):
+        fixed = fixed.combine_chunks()
+    _, offsets_buf, data_buf = fixed.buffers()
+    first = int(np.frombuffer(offsets_buf, np.int32, count=1, offset=fixed.offset * 4)[0])
+    # all 19 bytes long, one after the other: the column's bytes are a matrix of 19 columns
+    m = np.frombuffer(data_buf, np.uint8, count=19 * len(rows), offset=first).reshape(-1, 19)
+    d = m.astype(np.int32) - 48
+    good = (m[:, _DIGIT_AT] - np.uint8(48) <= 9).all(axis=1)  # (wraps below '0': also > 9)
+    good &= (m[:, 4] == 45) & (m[:, 7] == 45) & ((m[:, 10] == 84) | (m[:, 10] == 32)) & (m[:, 13] == 58)
+    good &= m[:, 16] == 58
+    year = d[:, 0] * 1000 + d[:, 1] * 100 + d[:, 2] * 10 + d[:, 3]
+    month = d[:, 5] * 10 + d[:, 6]
+    day = d[:, 8] * 10 + d[:, 9]
+    hour = d[:, 11] * 10 + d[:, 12]
+    minute = d[:, 14] * 10 + d[:, 15]
+    second = d[:, 17] * 10 + d[:, 18]
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    good &= (year >= 1) & (month >= 1) & (month <= 12) & (day >= 1) & (hour < 24) & (minute < 60) & (second < 60)
+    good &= day <= _DAYS_IN[np.clip(month, 0, 12)] + (leap & (month == 2))
+    days = _days_from_civil(year.astype(np.int64), month.astype(np.int64), day.astype(np.int64))
+    wall = days * _US_PER_DAY + ((hour * 60 + minute) * 60 + second).astype(np.int64) * 1_000_000
+    if zone is not UTC:
+        # an offset per distinct wall-clock minute (no zone changes its offset inside a minute)
+        minutes = wall // 60_000_000
+        uniq, inverse = np.unique(np.where(good, minutes, 0), return_inverse=True)
+        offs = np.array([_offset_us(zone, int(u)) for u in uniq.tolist()], np.int64)
+        wall = wall - offs[inverse.reshape(-1)]
+    good &= (wall >= EARLIEST_US) & (wall < LATEST_US)
+    us[rows] = np.where(good, wall, 0)
+    ok[rows] = good
+    return us, ok
+
+
+def times(arr: pa.Array, zone: tzinfo, what: str) -> tuple[Ints, Bools, Callable[[int], str]]:
+    """Return (µs since the epoch, refused, the reason for a refused row) of a column of ISO 8601 times.
+
+    A time without an offset is read in ``zone``; the fixed form is read a column at a time, every
+    other value by ``parse_local_time`` once per distinct value (which also phrases the refusals).
+    """
+    us, ok = _fixed_times(arr, zone)
+    refused = np.zeros(len(arr), np.bool_)
+    errors: dict[int, str] = {}
+    rest = np.flatnonzero(~ok)
+    if len(rest):
+        results, why, codes = per_value(arr.take(pa.array(rest)), lambda t: ev.to_us(parse_local_time(t, zone, what)))
+        got = np.array([0 if r is None else r for r in results], np.int64)[codes]
+        bad = np.array([e is not None for e in why], np.bool_)[codes]
+        us[rest] = got
+        refused[rest] = bad
+        errors = {int(r): why[c] or "" for r, c in zip(rest[bad].tolist(), codes[bad].tolist(), strict=True)}
+    return us, refused, errors.__getitem__
+
+
+def time_at(us: int) -> str:
+    """Return an instant as the messages name it (ISO 8601, UTC)."""
+    return ev.from_us(us).isoformat()
+
+
+def lists(values: Sequence[Any]) -> list[Any]:
+    """Return a column's values as a Python list (numpy or pyarrow)."""
+    return values.tolist() if isinstance(values, np.ndarray) else list(values)
