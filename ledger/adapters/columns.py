@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ledger import events as ev
-from ledger.adapters.common import EARLIEST_US, LATEST_US, RowError, parse_local_time
+from ledger.adapters.common import EARLIEST_US, LATEST_US, ImportResult, Rejection, RowError, parse_local_time
+from ledger.adapters.history import History
 
 __all__ = [
     "WHITESPACE",
@@ -30,10 +31,14 @@ __all__ = [
     "Ints",
     "Rules",
     "codes_of",
+    "group_of",
     "ints",
     "mask",
     "per_value",
+    "put_back",
     "strip",
+    "text",
+    "time_at",
     "times",
 ]
 
@@ -45,6 +50,33 @@ WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
 """What ``str.strip`` takes off (Unicode whitespace and the separators \\x1c-\\x1f): ``strip`` takes the same."""
 
 _US_PER_DAY = 86_400_000_000
+
+
+# Text that UTF-8 cannot hold (a lone surrogate, which only a caller's own strings can carry: files
+# are decoded) cannot enter a pyarrow column. It is read as a private-use character instead, which
+# every rule treats alike (no digit, no space, no separator), and put back in what the reader keeps,
+# so that the log's encoder refuses it naming the event and the value, as for any other reader.
+_PRIVATE = {c: 0xF0000 + c - 0xD800 for c in range(0xD800, 0xE000)}
+_BACK = {v: k for k, v in _PRIVATE.items()}
+
+
+def text(values: Sequence[str]) -> tuple[pa.StringArray, bool]:
+    """Return strings as a column, and whether lone surrogates had to be stood in for (``put_back``)."""
+    try:
+        return pa.array(values, pa.string()), False
+    except UnicodeEncodeError:
+        return pa.array([v.translate(_PRIVATE) for v in values], pa.string()), True
+
+
+def put_back(kept: list[tuple[History, str, str]], res: ImportResult) -> None:
+    """Put back the lone surrogates ``text`` stood in for, in the histories kept and the reasons given."""
+    for h, _, _ in kept:
+        h.workload_id, h.budget = h.workload_id.translate(_BACK), h.budget.translate(_BACK)
+        h.user = h.user.translate(_BACK)
+        for run in h.runs:
+            run.hosts = tuple(host.translate(_BACK) for host in run.hosts)
+    kept[:] = [(h, cluster.translate(_BACK), source) for h, cluster, source in kept]
+    res.rejected[:] = [Rejection(r.file, r.line, r.reason.translate(_BACK)) for r in res.rejected]
 
 
 def mask(arr: pa.Array | pa.ChunkedArray) -> Bools:
@@ -85,23 +117,24 @@ def per_value(arr: pa.Array, fn: Callable[[str], T]) -> tuple[list[T | None], li
 
 def codes_of(*columns: pa.Array) -> tuple[Ints, list[tuple[Any, ...]]]:
     """Return a code per row for the combination of several columns' values, and each code's values."""
+    codes, first = _combined(columns)
+    picked = [col.take(pa.array(first, pa.int64())).to_pylist() for col in columns]
+    return codes, list(zip(*picked, strict=True))
+
+
+def group_of(*columns: pa.Array) -> Ints:
+    """Return a code per row for the combination of several columns' values (equal values, equal codes)."""
+    return _combined(columns)[0]
+
+
+def _combined(columns: Sequence[pa.Array]) -> tuple[Ints, Ints]:
     key = np.zeros(len(columns[0]), np.int64)
-    dictionaries = []
     for col in columns:
         encoded = pc.dictionary_encode(col)
-        dictionary = encoded.dictionary.to_pylist()
-        dictionaries.append(dictionary)
-        key = key * max(len(dictionary), 1) + ints(encoded.indices)
-    uniq, inverse = np.unique(key, return_inverse=True)
-    found: list[tuple[Any, ...]] = []
-    for k in uniq.tolist():
-        parts = []
-        for dictionary in reversed(dictionaries):
-            k, i = divmod(k, max(len(dictionary), 1))
-            parts.append(dictionary[i])
-        found.append(tuple(reversed(parts)))
+        key = key * max(len(encoded.dictionary), 1) + ints(encoded.indices)
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
     codes: Ints = inverse.reshape(-1).astype(np.int64)
-    return codes, found
+    return codes, first
 
 
 class Rules:
@@ -197,21 +230,35 @@ def _fixed_times(arr: pa.Array, zone: tzinfo) -> tuple[Ints, Bools]:
     return us, ok
 
 
-def times(arr: pa.Array, zone: tzinfo, what: str) -> tuple[Ints, Bools, Callable[[int], str]]:
-    """Return (µs since the epoch, refused, the reason for a refused row) of a column of ISO 8601 times.
+def times(
+    arr: pa.Array,
+    zone: tzinfo | None,
+    what: str,
+    read: Callable[[str], int] | None = None,
+    known: tuple[Ints, Bools] | None = None,
+) -> tuple[Ints, Bools, Callable[[int], str]]:
+    """Return (µs since the epoch, refused, the reason for a refused row) of a column of times.
 
-    A time without an offset is read in ``zone``; the fixed form is read a column at a time, every
-    other value by ``parse_local_time`` once per distinct value (which also phrases the refusals).
+    ``known``: (µs, ok) of the rows a reader has read a column at a time already (Unix seconds,
+    say). The fixed ISO form is read here in ``zone``, a column at a time; every other value by
+    ``read`` (default: ``parse_local_time`` in ``zone``) once per distinct value, which also
+    phrases the refusals. ``zone`` None: no fixed ISO form (the reader's times are not ISO).
     """
-    us, ok = _fixed_times(arr, zone)
+    if zone is not None:
+        us, ok = _fixed_times(arr, zone)
+    else:
+        us, ok = np.zeros(len(arr), np.int64), np.zeros(len(arr), np.bool_)
+    if known is not None:
+        us = np.where(known[1], known[0], us)
+        ok = ok | known[1]
     refused = np.zeros(len(arr), np.bool_)
     errors: dict[int, str] = {}
     rest = np.flatnonzero(~ok)
     if len(rest):
-        results, why, codes = per_value(arr.take(pa.array(rest)), lambda t: ev.to_us(parse_local_time(t, zone, what)))
-        got = np.array([0 if r is None else r for r in results], np.int64)[codes]
+        scalar = read or (lambda t: ev.to_us(parse_local_time(t, zone or UTC, what)))
+        results, why, codes = per_value(arr.take(pa.array(rest, pa.int64())), scalar)
+        us[rest] = np.array([0 if r is None else r for r in results], np.int64)[codes]
         bad = np.array([e is not None for e in why], np.bool_)[codes]
-        us[rest] = got
         refused[rest] = bad
         errors = {int(r): why[c] or "" for r, c in zip(rest[bad].tolist(), codes[bad].tolist(), strict=True)}
     return us, refused, errors.__getitem__
@@ -220,8 +267,3 @@ def times(arr: pa.Array, zone: tzinfo, what: str) -> tuple[Ints, Bools, Callable
 def time_at(us: int) -> str:
     """Return an instant as the messages name it (ISO 8601, UTC)."""
     return ev.from_us(us).isoformat()
-
-
-def lists(values: Sequence[Any]) -> list[Any]:
-    """Return a column's values as a Python list (numpy or pyarrow)."""
-    return values.tolist() if isinstance(values, np.ndarray) else list(values)

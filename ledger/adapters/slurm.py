@@ -64,7 +64,7 @@ before submit, bad GPU count) are rejected with file, line and reason.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, tzinfo
 from functools import lru_cache
@@ -77,7 +77,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ledger import events as ev
-from ledger.adapters.columns import Bools, Ints, Rules, codes_of, ints, mask, per_value, strip, time_at, times
+from ledger.adapters.columns import (
+    Bools,
+    Ints,
+    Rules,
+    codes_of,
+    group_of,
+    ints,
+    mask,
+    per_value,
+    put_back,
+    strip,
+    text,
+    time_at,
+    times,
+)
 from ledger.adapters.common import LATEST_US, UTF8_BOM, ImportResult, RowError, budget_path
 from ledger.adapters.history import History, Run, check_history
 from ledger.adapters.hostlist import expand_hostlist, expand_ranges
@@ -251,6 +265,17 @@ def _numbers(results: list[int | None], codes: Ints) -> npt.NDArray[Any]:
     return values[codes]
 
 
+def _tres_reason(name: str, tres: pa.StringArray, errors: list[str | None], code: Ints) -> Callable[[int], str]:
+    """Return how to phrase a TRES column's refusal of a row: the column, its value, why."""
+    return lambda r: f"{name} {tres[r].as_py()!r}: {errors[code[r]]}"
+
+
+def _timelimit(text: str) -> int:
+    """Return a time limit in seconds, -1 when unlimited."""
+    limit = parse_timelimit(text)
+    return -1 if limit is None else limit
+
+
 def _flags(values: list[Any], codes: Ints) -> Bools:
     """Return where a per-value result is not None (a per-value error, mostly)."""
     out: Bools = np.array([v is not None for v in values], np.bool_)[codes]
@@ -267,8 +292,10 @@ def import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = No
     res = ImportResult("slurm", file)
     res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")
     with paused_gc():  # many small objects, no cycles: see paused_gc
-        column = pc.utf8_rtrim(pa.array(list(lines), pa.string()), characters="\r\n")
-        kept = _read(column, res, opts)
+        column, stood_in = text(list(lines))
+        kept = _read(pc.utf8_rtrim(column, characters="\r\n"), res, opts)
+        if stood_in:
+            put_back(kept, res)
         res.add_histories(kept)
         res.workloads += len(kept)
         res.sort_events()
@@ -348,7 +375,7 @@ def _read(lines: pa.StringArray, res: ImportResult, opts: SlurmOptions) -> list[
         tres = values.take(pa.array(first + k))
         counts, errors, code = per_value(tres, parse_gpus)
         wrong = _flags(errors, code) & ~decided
-        rules.add(wrong, lambda r, t=tres, e=errors, c=code, f=name: f"{f} {t[r].as_py()!r}: {e[c[r]]}")
+        rules.add(wrong, _tres_reason(name, tres, errors, code))
         here = _numbers(counts, code)
         gpus = np.where(decided, gpus, here)
         decided |= wrong | (here > 0)
@@ -365,24 +392,24 @@ def _read(lines: pa.StringArray, res: ImportResult, opts: SlurmOptions) -> list[
     nodes = _numbers(counts, code)
     min_rt = np.full(n, opts.min_runtime_s, np.int64)
     if "timelimit" in lay.idx:
-        limits, limit_errors, limit_code = per_value(col("timelimit"), parse_timelimit)
+        limits, limit_errors, limit_code = per_value(col("timelimit"), _timelimit)
         rules.add(_flags(limit_errors, limit_code), lambda r: str(limit_errors[limit_code[r]]))
-        cut = [opts.min_runtime_s if t is None or t >= opts.min_runtime_s else t for t in limits]
+        cut = [opts.min_runtime_s if t is None or t < 0 or t >= opts.min_runtime_s else t for t in limits]
         min_rt = np.array(cut, np.int64)[limit_code]
     ranges = np.flatnonzero(mask(pc.match_substring(jobid, "_[")))
     tasks: dict[int, list[str]] = {}
     task_errors: dict[int, str] = {}
-    for r, text in zip(ranges.tolist(), jobid.take(pa.array(ranges, pa.int64())).to_pylist(), strict=True):
+    for r, value in zip(ranges.tolist(), jobid.take(pa.array(ranges, pa.int64())).to_pylist(), strict=True):
         try:
-            tasks[r] = _array_tasks(text)
+            tasks[r] = _array_tasks(value)
         except RowError as exc:
             task_errors[r] = str(exc)
     array_wrong = np.zeros(n, np.bool_)
     array_wrong[list(task_errors)] = True
     rules.add(array_wrong, task_errors.__getitem__)
-    refused += [(int(line[r]), why) for r, why in rules.refused()]
-    for at, why in sorted(refused, key=lambda x: x[0]):
-        res.reject(at, why)
+    refused += [(int(line[r]), reason) for r, reason in rules.refused()]
+    for number, reason in sorted(refused, key=lambda x: x[0]):
+        res.reject(number, reason)
 
     # Jobs: the rows the rules kept, less revoked rows and job steps, a record per array task
     revoked_code = states.index("REVOKED") if "REVOKED" in states else -1
@@ -407,7 +434,7 @@ def _read(lines: pa.StringArray, res: ImportResult, opts: SlurmOptions) -> list[
         src = job_rows
         rec_ids = jobid.take(pa.array(src, pa.int64()))
     step_jobs = pc.list_element(pc.split_pattern(jobid.take(pa.array(step_rows, pa.int64())), ".", max_splits=1), 0)
-    keys, _ = codes_of(
+    keys = group_of(
         pa.concat_arrays([cluster.take(pa.array(src, pa.int64())), cluster.take(pa.array(step_rows, pa.int64()))]),
         pa.concat_arrays([rec_ids, step_jobs]),
     )
@@ -432,8 +459,29 @@ def _read(lines: pa.StringArray, res: ImportResult, opts: SlurmOptions) -> list[
     step_gpus = np.zeros(len(keys), gpus.dtype)
     np.maximum.at(step_gpus, step_key, gpus[step_rows])
     src, rec_key, rec_ids = src[kept], rec_key[kept], rec_ids.filter(pa.array(kept))
+    budget_code, budget_keys = codes_of(cluster, col("account"), user)
+    kind_code, kind_keys = codes_of(col("partition"))
+    host_code, host_keys = codes_of(nodelist, cluster)
+    names = _Names(
+        [budget_path(c, a, u) for c, a, u in budget_keys], budget_code, [_kind(p) for (p,) in kind_keys], kind_code,
+        [_hosts(nl, c) for nl, c in host_keys], host_code, cluster, user,
+    )  # fmt: skip
     return _jobs(_Records(src, rec_key, rec_ids, line, submit, start, end, ran, ended, gpus, nodes, min_rt,
-                          states, state_code, cluster, col, user), step_gpus, res, opts)  # fmt: skip
+                          states, state_code), names, step_gpus, res, opts)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class _Names:
+    """What a row's names stand for, each made once per distinct value: budget paths, kinds, hosts."""
+
+    budgets: list[str]
+    budget: Ints
+    kinds: list[ev.WorkloadKind]
+    kind: Ints
+    hosts: list[tuple[str, ...]]
+    host: Ints
+    cluster: pa.StringArray
+    user: pa.StringArray
 
 
 class _Records:
@@ -442,7 +490,7 @@ class _Records:
     def __init__(
         self, src: Ints, key: Ints, ids: pa.StringArray, line: Ints, submit: Ints, start: Ints, end: Ints,
         ran: Bools, ended: Bools, gpus: npt.NDArray[Any], nodes: npt.NDArray[Any], min_rt: Ints,
-        states: list[str | None], state_code: Ints, cluster: pa.StringArray, col: Any, user: pa.StringArray,
+        states: list[str | None], state_code: Ints,
     ) -> None:  # fmt: skip
         # a job's records in order: by submit, then start (none last), then line
         first_seen = np.full(int(key.max()) + 1 if len(key) else 0, len(key), np.int64)
@@ -465,16 +513,10 @@ class _Records:
         self.min_rt = min_rt[take]
         self.state = state_code[take]
         self.states = states
-        rows = pa.array(take, pa.int64())
-        self.cluster = cluster.take(rows)
-        self.account = col("account").take(rows)
-        self.user = user.take(rows)
-        self.partition = col("partition").take(rows)
-        self.nodelist = col("nodelist").take(rows)
 
 
 def _jobs(
-    recs: _Records, step_gpus: npt.NDArray[Any], res: ImportResult, opts: SlurmOptions
+    recs: _Records, names: _Names, step_gpus: npt.NDArray[Any], res: ImportResult, opts: SlurmOptions
 ) -> list[tuple[History, str, str]]:
     """Join each job's records into its history (runs, requeues, outcome) and check it."""
     m = len(recs.row)
@@ -510,8 +552,8 @@ def _jobs(
     n_runs = runs_done[stops] - runs_done[starts]
     the_run = np.maximum.reduceat(np.where(recs.ran, np.arange(m), -1), starts)
     run_rows = np.flatnonzero(recs.ran)
-    host_code, host_keys = codes_of(recs.nodelist, recs.cluster)
-    hosts = [_hosts(nl, c) for nl, c in host_keys]
+    hosts = names.hosts
+    host_code = names.host[recs.row]
     run_ends = zip(recs.end[run_rows].tolist(), recs.ended[run_rows].tolist(), strict=True)
     end_or_none = [e if k else None for e, k in run_ends]
     runs = [
@@ -521,10 +563,8 @@ def _jobs(
             reason[run_rows].tolist(), requeued[run_rows].tolist(), strict=True,
         )
     ]  # fmt: skip
-    budget_code, budget_keys = codes_of(recs.cluster, recs.account, recs.user)
-    budgets = [budget_path(c, a, u) for c, a, u in budget_keys]
-    kind_code, kind_keys = codes_of(recs.partition)
-    kinds = [_kind(p) for (p,) in kind_keys]
+    budgets, kinds = names.budgets, names.kinds
+    budget_code, kind_code = names.budget[recs.row], names.kind[recs.row]
     nodes = np.maximum.reduceat(recs.nodes, starts).tolist()
     succeeded = np.array([o == "succeeded" for o in outcome_of], np.bool_)
     only = np.maximum(the_run, 0)
@@ -534,27 +574,28 @@ def _jobs(
     unended = np.array([o is not None for o in outcome_of], np.bool_) & ~recs.ended[lasts]
     resumable = (n_runs > 1) | requeue_state[lasts] | opts.resumable
     first = pa.array(starts, pa.int64())
+    first_rows = pa.array(recs.row[starts], pa.int64())
+    # a job of several records, or whose last one ended it without an End, is looked at alone
+    alone = (((stops - starts) > 1) | unended) & wanted
     kept: list[tuple[History, str, str]] = []
-    for g, (wid, submit, budget, user, n_gpus, min_rt, again, r0, r1, outcome, end, n_nodes, kind, work, cluster) in (
+    for g, (wid, submit, budget, user, n_gpus, min_rt, again, r0, r1, outcome, end, n_nodes, kind, work, cluster,
+             special) in (
         enumerate(zip(
             recs.ids.take(first).to_pylist(), recs.submit[starts].tolist(),
-            [budgets[c] for c in budget_code[starts].tolist()], recs.user.take(first).to_pylist(), gpus.tolist(),
+            [budgets[c] for c in budget_code[starts].tolist()], names.user.take(first_rows).to_pylist(), gpus.tolist(),
             recs.min_rt[lasts].tolist(), resumable.tolist(), runs_done[starts].tolist(), runs_done[stops].tolist(),
             outcome_of, recs.end[lasts].tolist(), nodes, [kinds[c] for c in kind_code[starts].tolist()], work_s,
-            recs.cluster.take(first).to_pylist(), strict=True,
+            names.cluster.take(first_rows).to_pylist(), (~wanted | alone).tolist(), strict=True,
         ))
     ):  # fmt: skip
-        if not wanted[g]:
-            continue
-        a, b = int(starts[g]), int(stops[g])
-        why = _contradiction(recs, a, b) if b - a > 1 else None
-        if why is None and unended[g]:
-            why = f"State {state[recs.state[b - 1]]} but End is Unknown"
-        if why is None and b - a > 1 and outcome is not None:
-            why = _ended_before_a_run(recs, a, b)
-        if why is not None:
-            res.reject(int(recs.line[b - 1]), why)
-            continue
+        if special:
+            if wanted[g]:
+                why = _why_not(recs, int(starts[g]), int(stops[g]), bool(unended[g]), outcome is not None)
+                if why is not None:
+                    res.reject(int(recs.line[stops[g] - 1]), why)
+                    continue
+            else:
+                continue
         h = History(  # positional, in field order (see History)
             wid, submit, budget, user, n_gpus, min_rt, again, runs[r0:r1], outcome,
             end if outcome is not None else None, n_nodes, 0, kind, work,
@@ -562,10 +603,20 @@ def _jobs(
         try:
             check_history(h)
         except RowError as exc:
-            res.reject(int(recs.line[b - 1]), str(exc))
+            res.reject(int(recs.line[stops[g] - 1]), str(exc))
             continue
         kept.append((h, cluster, "slurm"))
     return kept
+
+
+def _why_not(recs: _Records, a: int, b: int, unended: bool, ends: bool) -> str | None:
+    """Return why the records ``a:b`` of one job make no history, in the order the rules are stated (None: they do)."""
+    why = _contradiction(recs, a, b) if b - a > 1 else None
+    if why is None and unended:
+        why = f"State {recs.states[recs.state[b - 1]]} but End is Unknown"
+    if why is None and b - a > 1 and ends:
+        why = _ended_before_a_run(recs, a, b)
+    return why
 
 
 def _contradiction(recs: _Records, a: int, b: int) -> str | None:
