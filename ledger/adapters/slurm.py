@@ -78,6 +78,7 @@ import pyarrow.compute as pc
 
 from ledger import events as ev
 from ledger.adapters.columns import (
+    WHITESPACE,
     Bools,
     Ints,
     Rules,
@@ -283,29 +284,43 @@ def _flags(values: list[Any], codes: Ints) -> Bools:
 
 
 _NO_TIMES = pa.array(sorted(_NO_TIME), pa.string())
+_SPACES = pa.array(list(WHITESPACE), pa.string())
 _REASONS: tuple[ev.PreemptReason | None, ...] = (None, "fair_share", "host_failure", "user")
 
 
 def import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = None) -> ImportResult:
     """Read sacct --parsable2 lines and return the events they stand for, with the import summary."""
-    opts = opts or SlurmOptions()
+    column, stood_in = text(list(lines))
+    return _import(pc.utf8_rtrim(column, characters="\r\n"), stood_in, file, opts or SlurmOptions())
+
+
+# What ``str.splitlines`` ends a line at, besides "\n" and "\r\n" (a file with any of them is split by it)
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def import_sacct_bytes(data: bytes, file: str, opts: SlurmOptions | None = None) -> ImportResult:
+    """Read a sacct file's bytes (UTF-8; a byte that is not is read as U+FFFD and named by the row checks)."""
+    text = data.removeprefix(UTF8_BOM).decode("utf-8", errors="replace")  # a mark an editor put before line 1
+    if "\r" in text and _OTHER_BREAKS.search(text.replace("\r\n", "\n")):
+        return import_sacct(text.splitlines(keepends=True), file, opts)  # lines as Python splits them
+    whole = pa.array([text], pa.large_string() if len(text) >= 1 << 30 else pa.string())
+    lines = pc.split_pattern(whole, "\n").values  # a column of lines, split in one call
+    if "\r" in text:
+        lines = pc.utf8_rtrim(lines, characters="\r\n")
+    return _import(lines, False, file, opts or SlurmOptions())
+
+
+def _import(lines: pa.StringArray, stood_in: bool, file: str, opts: SlurmOptions) -> ImportResult:
     res = ImportResult("slurm", file)
     res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")
     with paused_gc():  # many small objects, no cycles: see paused_gc
-        column, stood_in = text(list(lines))
-        kept = _read(pc.utf8_rtrim(column, characters="\r\n"), res, opts)
+        kept = _read(lines, res, opts)
         if stood_in:
             put_back(kept, res)
         res.add_histories(kept)
         res.workloads += len(kept)
         res.sort_events()
     return res
-
-
-def import_sacct_bytes(data: bytes, file: str, opts: SlurmOptions | None = None) -> ImportResult:
-    """Read a sacct file's bytes (UTF-8; a byte that is not is read as U+FFFD and named by the row checks)."""
-    text = data.removeprefix(UTF8_BOM).decode("utf-8", errors="replace")  # a mark an editor put before line 1
-    return import_sacct(text.splitlines(keepends=True) if "\r" in text else text.split("\n"), file, opts)
 
 
 def import_sacct_file(path: str | Path, opts: SlurmOptions | None = None) -> ImportResult:
@@ -319,7 +334,11 @@ def _read(lines: pa.StringArray, res: ImportResult, opts: SlurmOptions) -> list[
     Rows read, skips and rejections go to ``res``. The first line that is not blank decides the
     layout (a header names the fields; otherwise the 26-field ``--noheader`` layout).
     """
-    filled = np.flatnonzero(~mask(pc.equal(strip(lines), "")))  # a blank line is no row
+    # a blank line (empty, or spaces only) is no row; only one that starts with a space can be one of spaces
+    blank = mask(pc.equal(lines, ""))
+    spaced = np.flatnonzero(mask(pc.is_in(pc.utf8_slice_codeunits(lines, 0, 1), value_set=_SPACES)))
+    blank[spaced] = mask(pc.equal(strip(lines.take(pa.array(spaced, pa.int64()))), ""))
+    filled = np.flatnonzero(~blank)
     if not len(filled):
         return []
     head = str(lines[int(filled[0])].as_py()).split("|")
