@@ -34,6 +34,7 @@ __all__ = [
     "group_of",
     "ints",
     "mask",
+    "numbers",
     "per_value",
     "put_back",
     "strip",
@@ -113,6 +114,29 @@ def per_value(arr: pa.Array, fn: Callable[[str], T]) -> tuple[list[T | None], li
             results.append(None)
             errors.append(str(exc))
     return results, errors, ints(encoded.indices)
+
+
+def numbers(arr: pa.Array, read: Callable[[str], int]) -> tuple[npt.NDArray[Any], list[str | None], Ints]:
+    """Return (integers, errors, each row's error code) of a column of whole numbers.
+
+    Plain ASCII digits (up to 18) are read a column at a time; any other value by ``read``, once
+    per distinct value (its RowError, if any, is ``errors[code]``; code -1 where there is none).
+    """
+    digits = mask(pc.match_substring_regex(arr, "^[0-9]{1,18}$"))
+    values: npt.NDArray[Any] = np.zeros(len(arr), np.int64)
+    if digits.any():
+        values[digits] = ints(pc.cast(arr.filter(pa.array(digits)), pa.int64()))
+    code = np.full(len(arr), -1, np.int64)
+    rest = np.flatnonzero(~digits)
+    errors: list[str | None] = []
+    if len(rest):
+        results, errors, rest_code = per_value(arr.take(pa.array(rest, pa.int64())), read)
+        got = [0 if r is None else r for r in results]
+        if not all(-(1 << 62) < r < 1 << 62 for r in got):  # Python integers beyond 64 bits: kept whole
+            values = values.astype(object)
+        values[rest] = np.array(got, values.dtype)[rest_code]
+        code[rest] = rest_code
+    return values, errors, code
 
 
 def codes_of(*columns: pa.Array) -> tuple[Ints, list[tuple[Any, ...]]]:

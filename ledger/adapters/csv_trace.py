@@ -39,15 +39,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ledger import events as ev
-from ledger.adapters.columns import Bools, Ints, Rules, ints, mask, per_value, put_back, strip, text, times
+from ledger.adapters.columns import Bools, Ints, Rules, ints, mask, numbers, per_value, put_back, strip, text, times
 from ledger.adapters.common import (
     EARLIEST_US,
     LATEST_US,
@@ -220,8 +218,11 @@ def _integer(text: str, what: str) -> int:
         raise RowError(f"{what} {text!r} is not an integer") from None
 
 
-def import_csv(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResult:
-    """Read CSV lines (header first) and return the events they stand for, with the import summary."""
+def import_csv(lines: Iterable[str], file: str, opts: CsvOptions, plain: bool = False) -> ImportResult:
+    """Read CSV lines (header first) and return the events they stand for, with the import summary.
+
+    ``plain``: the text has no quote character, so each row is one line.
+    """
     res = ImportResult("csv", file)
     rows = csv.reader(lines, delimiter=opts.delimiter)
     header = next(rows, None)
@@ -233,12 +234,16 @@ def import_csv(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResul
     if reader.epoch is not None:
         res.notes.append(f"times are seconds after {reader.epoch.isoformat()}")
     with paused_gc():  # many small objects, no cycles: see paused_gc
-        table: list[list[str]] = []
-        numbers: list[int] = []
-        for row in rows:  # the csv module splits (quotes, line breaks inside them); line_num is where a row ends
-            table.append(row)
-            numbers.append(rows.line_num)
-        found, stood_in = _histories(table, np.array(numbers, np.int64), reader, res)
+        if plain:  # no quotes: a row per line (blank ones too), the header on the first
+            table = list(rows)
+            at = np.arange(2, len(table) + 2, dtype=np.int64)
+        else:
+            table, where = [], []
+            for row in rows:  # the csv module splits (quotes, line breaks inside them); line_num is where a row ends
+                table.append(row)
+                where.append(rows.line_num)
+            at = np.array(where, np.int64)
+        found, stood_in = _histories(table, at, reader, res)
         add_histories(res, found, opts.cluster, "csv")
         if stood_in:
             put_back(res.histories, res)
@@ -253,7 +258,8 @@ def _line(r: Rejection) -> int:
 def import_csv_bytes(data: bytes, file: str, opts: CsvOptions) -> ImportResult:
     """Read a CSV file's bytes (UTF-8; a byte-order mark before the header is skipped)."""
     data = data.removeprefix(UTF8_BOM)  # Excel's "CSV UTF-8" puts a byte-order mark before the header
-    return import_csv(io.StringIO(data.decode("utf-8"), newline=""), file, opts)
+    text = data.decode("utf-8")
+    return import_csv(io.StringIO(text, newline=""), file, opts, plain='"' not in text)
 
 
 def import_csv_file(path: str | Path, opts: CsvOptions) -> ImportResult:
@@ -262,7 +268,7 @@ def import_csv_file(path: str | Path, opts: CsvOptions) -> ImportResult:
 
 
 def _histories(
-    table: list[list[str]], numbers: Ints, reader: _Reader, res: ImportResult
+    table: list[list[str]], at: Ints, reader: _Reader, res: ImportResult
 ) -> tuple[list[tuple[int, History | None]], bool]:
     """Return (line, history) of each row the rules keep (None: 0 GPUs), and whether ``text`` stood in for any.
 
@@ -277,9 +283,9 @@ def _histories(
         blank[r] = not table[r][0].strip()  # a line of spaces
     res.rows_read += int((~blank).sum())
     for r in np.flatnonzero(~blank & (found != width)).tolist():
-        res.reject(int(numbers[r]), f"expected {width} fields, found {found[r]}")
+        res.reject(int(at[r]), f"expected {width} fields, found {found[r]}")
     good = np.flatnonzero(~blank & (found == width))
-    line = numbers[good]
+    line = at[good]
     n = len(good)
     columns = list(zip(*(table[r] for r in good.tolist()), strict=True)) if n else [()] * width
     empty = pa.nulls(n, pa.string()).fill_null("")
@@ -298,9 +304,8 @@ def _histories(
     rules = Rules(n)
     wid = col(i.workload_id)
     rules.add(mask(pc.equal(wid, "")), lambda r: "workload_id is empty")
-    values, errors, code = per_value(col(i.gpus), lambda t: _whole(t, "gpus"))
-    rules.add(_refused(errors, code), lambda r: str(errors[code[r]]))
-    gpus = _numbers(values, code)
+    gpus, errors, code = numbers(col(i.gpus), lambda t: _whole(t, "gpus"))
+    rules.add(_failed(errors, code), lambda r: str(errors[code[r]]))
     live = gpus != 0  # a row of 0 GPUs is no GPU workload: skipped and counted, not read further
     t_submit, t_start, t_end = col(i.submit), col(i.start), col(i.end)
     submit, bad, why = reader.times(t_submit, "submit")
@@ -312,9 +317,8 @@ def _histories(
     rules.add(bad & has_end & live, why)
     t_duration = col(i.duration)
     has_duration = ~mask(pc.equal(t_duration, ""))
-    values, d_errors, d_code = per_value(t_duration, lambda t: _whole(t, "duration") if t else 0)
-    rules.add(_refused(d_errors, d_code) & has_duration & live, lambda r: str(d_errors[d_code[r]]))
-    duration = _numbers(values, d_code)
+    duration, d_errors, d_code = numbers(t_duration, lambda t: _whole(t, "duration") if t else 0)
+    rules.add(_failed(d_errors, d_code) & has_duration & live, lambda r: str(d_errors[d_code[r]]))
     rules.add(
         has_start & (start < submit) & live, lambda r: f"start {t_start[r]} is before submit {t_submit[r]}"
     )
@@ -339,12 +343,10 @@ def _histories(
     kinds, k_errors, k_code = per_value(pc.if_else(pc.equal(kind, ""), pa.scalar("batch"), kind), _kind)
     rules.add(_refused(k_errors, k_code) & live, lambda r: str(k_errors[k_code[r]]))
     t_min = col(i.min_runtime)
-    values, m_errors, m_code = per_value(t_min, lambda t: _whole(t, "min_runtime") if t else reader.opts.min_runtime_s)
-    rules.add(_refused(m_errors, m_code) & live, lambda r: str(m_errors[m_code[r]]))
-    min_rt = _numbers(values, m_code)
-    values, p_errors, p_code = per_value(col(i.priority), lambda t: _integer(t, "priority") if t else 0)
-    rules.add(_refused(p_errors, p_code) & live, lambda r: str(p_errors[p_code[r]]))
-    priority = _numbers(values, p_code)
+    min_rt, m_errors, m_code = numbers(t_min, lambda t: _whole(t, "min_runtime") if t else reader.opts.min_runtime_s)
+    rules.add(_failed(m_errors, m_code) & live, lambda r: str(m_errors[m_code[r]]))
+    priority, p_errors, p_code = numbers(col(i.priority), lambda t: _integer(t, "priority") if t else 0)
+    rules.add(_failed(p_errors, p_code) & live, lambda r: str(p_errors[p_code[r]]))
     for r, reason in rules.refused():
         res.reject(int(line[r]), reason)
     user = col(i.user)
@@ -378,11 +380,10 @@ def _refused(errors: list[str | None], codes: Ints) -> Bools:
     return out
 
 
-def _numbers(results: list[Any], codes: Ints) -> npt.NDArray[Any]:
-    """Return per-value integers as a column (int64, or Python ints when one does not fit 63 bits)."""
-    fits = all(r is None or -(1 << 62) < r < 1 << 62 for r in results)
-    values = np.array([0 if r is None else r for r in results], np.int64 if fits else object)
-    return values[codes]
+def _failed(errors: list[str | None], codes: Ints) -> Bools:
+    """Return where ``numbers`` read a value that its rule refused."""
+    out: Bools = np.array([e is not None for e in [*errors, None]], np.bool_)[codes]  # (code -1: none)
+    return out
 
 
 def _outcome(text: str) -> ev.Outcome | None:
