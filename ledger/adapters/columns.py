@@ -260,6 +260,7 @@ def times(
     what: str,
     read: Callable[[str], int] | None = None,
     known: tuple[Ints, Bools] | None = None,
+    skip: Bools | None = None,
 ) -> tuple[Ints, Bools, Callable[[int], str]]:
     """Return (µs since the epoch, refused, the reason for a refused row) of a column of times.
 
@@ -267,6 +268,7 @@ def times(
     say). The fixed ISO form is read here in ``zone``, a column at a time; every other value by
     ``read`` (default: ``parse_local_time`` in ``zone``) once per distinct value, which also
     phrases the refusals. ``zone`` None: no fixed ISO form (the reader's times are not ISO).
+    ``skip``: rows that hold no time (an empty field, "Unknown"): neither read nor refused.
     """
     if zone is not None:
         us, ok = _fixed_times(arr, zone)
@@ -277,7 +279,7 @@ def times(
         ok = ok | known[1]
     refused = np.zeros(len(arr), np.bool_)
     errors: dict[int, str] = {}
-    rest = np.flatnonzero(~ok)
+    rest = np.flatnonzero(~ok if skip is None else ~ok & ~skip)
     if len(rest):
         scalar = read or (lambda t: ev.to_us(parse_local_time(t, zone or UTC, what)))
         results, why, codes = per_value(arr.take(pa.array(rest, pa.int64())), scalar)

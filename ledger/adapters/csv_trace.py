@@ -143,7 +143,7 @@ class _Reader:
             raise ConfigError(f"--budget {budget!r} is not a budget path like org/team")
         self.budget = budget
 
-    def times(self, arr: pa.Array, what: str) -> tuple[Ints, Bools, Callable[[int], str]]:
+    def times(self, arr: pa.Array, what: str, skip: Bools | None = None) -> tuple[Ints, Bools, Callable[[int], str]]:
         """Return (µs, refused, the reason for a refused row) of a column of times, as ``time`` reads each."""
         seconds = mask(pc.match_substring_regex(arr, "^[0-9]{1,12}$"))  # whole seconds, the common case
         us = np.zeros(len(arr), np.int64)
@@ -151,7 +151,7 @@ class _Reader:
             us[seconds] = self.epoch_us + ints(pc.cast(arr.filter(pa.array(seconds)), pa.int64())) * 1_000_000
         seconds &= (us >= EARLIEST_US) & (us < LATEST_US)  # (out of range: ``time`` says why)
         zone = self.opts.tz if self.epoch is None else None  # the fixed ISO form, when no time is relative
-        return times(arr, zone, what, lambda t: self.time(t, what), (us, seconds))
+        return times(arr, zone, what, lambda t: self.time(t, what), (us, seconds), skip)
 
     def time(self, text: str, what: str) -> int:
         """Return a time field as µs since the epoch: seconds after --epoch, Unix seconds, or ISO 8601."""
@@ -311,9 +311,9 @@ def _histories(
     submit, bad, why = reader.times(t_submit, "submit")
     rules.add(bad & live, why)
     has_start, has_end = ~mask(pc.equal(t_start, "")), ~mask(pc.equal(t_end, ""))
-    start, bad, why = reader.times(t_start, "start")
+    start, bad, why = reader.times(t_start, "start", ~has_start)
     rules.add(bad & has_start & live, why)
-    end, bad, why = reader.times(t_end, "end")
+    end, bad, why = reader.times(t_end, "end", ~has_end)
     rules.add(bad & has_end & live, why)
     t_duration = col(i.duration)
     has_duration = ~mask(pc.equal(t_duration, ""))
