@@ -284,6 +284,7 @@ def _flags(values: list[Any], codes: Ints) -> Bools:
 
 
 _NO_TIMES = pa.array(sorted(_NO_TIME), pa.string())
+_LARGE = 1 << 30  # characters: a file this long is split into a column of 64-bit offsets
 _SPACES = pa.array(list(WHITESPACE), pa.string())
 _REASONS: tuple[ev.PreemptReason | None, ...] = (None, "fair_share", "host_failure", "user")
 
@@ -303,7 +304,7 @@ def import_sacct_bytes(data: bytes, file: str, opts: SlurmOptions | None = None)
     text = data.removeprefix(UTF8_BOM).decode("utf-8", errors="replace")  # a mark an editor put before line 1
     if "\r" in text and _OTHER_BREAKS.search(text.replace("\r\n", "\n")):
         return import_sacct(text.splitlines(keepends=True), file, opts)  # lines as Python splits them
-    whole = pa.array([text], pa.large_string() if len(text) >= 1 << 30 else pa.string())
+    whole = pa.array([text], pa.large_string() if len(text) >= _LARGE else pa.string())
     lines = pc.split_pattern(whole, "\n").values  # a column of lines, split in one call
     if "\r" in text:
         lines = pc.utf8_rtrim(lines, characters="\r\n")
@@ -448,7 +449,7 @@ def _read(lines: pa.StringArray, res: ImportResult, opts: SlurmOptions) -> list[
         at = np.searchsorted(src, expand)
         for r, k in zip(expand, at.tolist(), strict=True):
             ids[k : k + len(tasks[r])] = tasks[r]
-        rec_ids = pa.array(ids, pa.string())
+        rec_ids = pa.array(ids, jobid.type)
     else:
         src = job_rows
         rec_ids = jobid.take(pa.array(src, pa.int64()))
