@@ -55,7 +55,10 @@ class PartitionReader:
         """Return the records from ``offset`` up to ``end`` (excluded) or the partition's end; [] if out of range.
 
         The end is the high watermark fetch responses carry, not ``end_offsets()``: some Kafka-protocol
-        brokers answer ListOffsets with the last *batch's* base offset + 1.
+        brokers answer ListOffsets with the last *batch's* base offset + 1. A range asked for up to ``end``
+        waits for a high watermark below it: a newly elected leader's lags the old one's for a fetch round
+        or two, and the records under it are not lost (only an offset past the log's end is, which the
+        broker refuses as out of range).
         """
         from aiokafka import TopicPartition
         from aiokafka.errors import OffsetOutOfRangeError
@@ -74,7 +77,7 @@ class PartitionReader:
             out.extend(m for m in batch.get(tp, []) if end is None or m.offset < end)
             # only a high watermark says where the partition ends: a slow fetch is not an empty partition
             high = c.highwater(tp)
-            if high is not None and await c.position(tp) >= (high if end is None else min(end, high)):
+            if high is not None and await c.position(tp) >= (high if end is None else end):
                 return out
             if time.monotonic() - started >= 30:
                 raise BrokerError(f"{topic}/{partition}: offsets from {offset} not readable in 30 s")
