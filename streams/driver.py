@@ -45,6 +45,7 @@ from ledger.streams.deadletter import deadletter_headers, parse_headers, source_
 from ledger.streams.metrics import WorkerMetrics
 from ledger.streams.outbox import Outbox
 from ledger.streams.outbox import retrieved as _retrieved
+from ledger.streams.producer import abandon, acked
 from ledger.streams.reader import PartitionReader
 from ledger.streams.service import DecisionService, Outcome
 from ledger.streams.snapshot import Serialisation
@@ -160,15 +161,12 @@ class Worker:
 
     def _clients(self) -> None:
         """Make new clients (a client whose start failed is not started again)."""
-        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+        from aiokafka import AIOKafkaConsumer
 
         cfg = self.cfg
         sec = cfg.security.aiokafka_kwargs()
         timeout_ms = int(cfg.request_timeout_s * 1000)
-        self.producer = AIOKafkaProducer(
-            bootstrap_servers=cfg.bootstrap, acks="all", enable_idempotence=False, linger_ms=0,
-            max_batch_size=512 * 1024, max_request_size=CHECKPOINT_MAX_BYTES, request_timeout_ms=timeout_ms, **sec,
-        )
+        self.producer = self._new_producer()
         self.reader = PartitionReader(cfg.bootstrap, cfg.security, cfg.fetch_max_wait_ms, timeout_ms)
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=cfg.bootstrap, group_id=cfg.app_id, group_instance_id=cfg.instance_id,
@@ -177,6 +175,42 @@ class Worker:
             heartbeat_interval_ms=int(min(1.0, cfg.session_timeout_s / 3) * 1000),
             rebalance_timeout_ms=int(cfg.rebalance_timeout_s * 1000), request_timeout_ms=timeout_ms, **sec,
         )
+
+    def _new_producer(self) -> Any:
+        """Return a new idempotent producer for outputs and checkpoints (``streams.producer``)."""
+        from aiokafka import AIOKafkaProducer
+
+        cfg = self.cfg
+        return AIOKafkaProducer(
+            bootstrap_servers=cfg.bootstrap, acks="all", enable_idempotence=True, linger_ms=0,
+            max_batch_size=512 * 1024, max_request_size=CHECKPOINT_MAX_BYTES,
+            request_timeout_ms=int(cfg.request_timeout_s * 1000), **cfg.security.aiokafka_kwargs(),
+        )
+
+    async def _renew_producer(self) -> None:
+        """Drop the producer and start a new one, retrying with backoff while the broker does not answer.
+
+        An idempotent producer retries its batches until the broker takes them: kept after an outage,
+        it would land what the worker gave up on behind what the restore decides again.
+        """
+        abandon(self.producer)
+        self.producer = self.outbox = None
+        backoff = Backoff()
+        while not self.stopping.is_set():
+            producer = self._new_producer()
+            try:
+                await self._until_stopped(asyncio.wait_for(producer.start(), self.cfg.request_timeout_s))
+            except TRANSIENT as exc:
+                abandon(producer)
+                log.warning("cannot start a producer (%s: %s): retrying in %.1f s", type(exc).__name__, exc,
+                            backoff.next_s)
+                await self._sleep(backoff.wait())
+                continue
+            if self.stopping.is_set():
+                abandon(producer)
+                return
+            self.producer, self.outbox = producer, Outbox(producer)
+            return
 
     async def _start_retrying(self) -> None:
         """Create the topics and connect, again and again with backoff while the broker does not answer."""
@@ -327,7 +361,9 @@ class Worker:
             self.assigning = True
             self._pause(partitions)
             await self._sleep(Backoff.FIRST_S)
-            await self._take(partitions, kept=set())
+            await self._renew_producer()
+            if self.producer is not None:
+                await self._take(partitions, kept=set())
 
     async def _continuous(self, batch: dict[Any, list[Any]]) -> bool:
         """Return whether the log still holds each partition's last input; checked after any (re)connection.
@@ -577,7 +613,7 @@ class Worker:
             self.outbox.discard()
             return
         await self.outbox.send()
-        for tag, end in (await self.outbox.acked()).items():
+        for tag, end in (await self.outbox.acked(self.cfg.request_timeout_s)).items():
             if not tag:
                 self.dl_end = max(self.dl_end, end)
                 continue
@@ -677,8 +713,9 @@ class Worker:
                         views.append(await self.producer.send(self.occ_topic, value, key=key.encode(),
                                                               partition=st.partition))
             named = {p: dict(self.marks[p].states or {}) if p in self.marks else {} for p in marks}
+            timeout_s = self.cfg.request_timeout_s
             for st, fut in zip(states, sent, strict=True):
-                offset = self._landed(st.partition, (await fut).offset)
+                offset = self._landed(st.partition, (await acked(fut, timeout_s)).offset)
                 named.setdefault(st.partition, {})[st.cluster] = offset
             if self.halted is not None:
                 return
@@ -687,8 +724,8 @@ class Worker:
             sent = [await self.producer.send(self.ckpt_topic, mark.to_bytes(), key=mark_key(p).encode(), partition=p)
                     for p, mark in marks.items()]
             for p, fut in zip(marks, sent, strict=True):
-                self._landed(p, (await fut).offset)
-            await asyncio.gather(*views)
+                self._landed(p, (await acked(fut, timeout_s)).offset)
+            await acked(asyncio.gather(*views), timeout_s)
         except BaseException:
             self.service.dirty.update(st.cluster for st in states if st.cluster in self.service.states)
             self.unacked += 1
