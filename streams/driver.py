@@ -187,30 +187,16 @@ class Worker:
             request_timeout_ms=int(cfg.request_timeout_s * 1000), **cfg.security.aiokafka_kwargs(),
         )
 
-    async def _renew_producer(self) -> None:
-        """Drop the producer and start a new one, retrying with backoff while the broker does not answer.
-
-        An idempotent producer retries its batches until the broker takes them: kept after an outage,
-        it would land what the worker gave up on behind what the restore decides again.
-        """
-        abandon(self.producer)
-        self.producer = self.outbox = None
-        backoff = Backoff()
-        while not self.stopping.is_set():
+    async def _producer_ready(self) -> None:
+        """Start a new producer if the last one was dropped (after an outage: ``_recover``)."""
+        if self.producer is None:
             producer = self._new_producer()
             try:
-                await self._until_stopped(asyncio.wait_for(producer.start(), self.cfg.request_timeout_s))
-            except TRANSIENT as exc:
+                await producer.start()
+            except BaseException:
                 abandon(producer)
-                log.warning("cannot start a producer (%s: %s): retrying in %.1f s", type(exc).__name__, exc,
-                            backoff.next_s)
-                await self._sleep(backoff.wait())
-                continue
-            if self.stopping.is_set():
-                abandon(producer)
-                return
+                raise
             self.producer, self.outbox = producer, Outbox(producer)
-            return
 
     async def _start_retrying(self) -> None:
         """Create the topics and connect, again and again with backoff while the broker does not answer."""
@@ -222,11 +208,18 @@ class Worker:
             self._clients()
             try:
                 log.info("creating topics")
-                await ensure_topics(cfg.bootstrap, worker_topics(cfg.partitions, cfg.app_id, cfg.topic_prefix),
-                                    cfg.request_timeout_s, replication_factor=cfg.replication_factor,
-                                    security=cfg.security)
+                # side by side: each is a few round trips to the broker, and a restart waits for all of them
+                outcomes = await asyncio.gather(
+                    ensure_topics(cfg.bootstrap, worker_topics(cfg.partitions, cfg.app_id, cfg.topic_prefix),
+                                  cfg.request_timeout_s, replication_factor=cfg.replication_factor,
+                                  security=cfg.security),
+                    self._start(), return_exceptions=True,
+                )
+                for outcome in outcomes:
+                    if isinstance(outcome, BaseException):
+                        raise outcome
                 log.info("connecting")
-                await self._start()
+                self._subscribe()
                 return
             except TRANSIENT as exc:
                 log.warning("broker not answering at start-up (%s: %s): retrying in %.1f s",
@@ -253,6 +246,13 @@ class Worker:
             task.result()
 
     async def _start(self) -> None:
+        """Start the producer and the two consumers side by side."""
+        assert self.producer is not None and self.reader is not None
+        await asyncio.gather(self.producer.start(), self.reader.start(), self.consumer.start())
+        self.outbox = Outbox(self.producer)
+
+    def _subscribe(self) -> None:
+        """Join the group on the events topic (once its topics are known to exist with the right counts)."""
         from aiokafka import ConsumerRebalanceListener
 
         worker = self
@@ -264,11 +264,6 @@ class Worker:
             async def on_partitions_assigned(self, assigned: Any) -> None:
                 await worker.on_assigned({tp.partition for tp in assigned})
 
-        assert self.producer is not None and self.reader is not None
-        await self.producer.start()
-        self.outbox = Outbox(self.producer)
-        await self.reader.start()
-        await self.consumer.start()
         self.consumer.subscribe([self.topics.events], listener=Listener())
 
     async def _stop_clients(self, budget_s: float) -> None:
@@ -360,10 +355,12 @@ class Worker:
             partitions = set(self.assigned)
             self.assigning = True
             self._pause(partitions)
+            # An idempotent producer retries its batches until the broker takes them: kept, it would land
+            # what was given up on behind what the restore decides again. A new one starts with the restore.
+            abandon(self.producer)
+            self.producer = self.outbox = None
             await self._sleep(Backoff.FIRST_S)
-            await self._renew_producer()
-            if self.producer is not None:
-                await self._take(partitions, kept=set())
+            await self._take(partitions, kept=set())
 
     async def _continuous(self, batch: dict[Any, list[Any]]) -> bool:
         """Return whether the log still holds each partition's last input; checked after any (re)connection.
@@ -488,6 +485,7 @@ class Worker:
 
     async def _restore(self, partitions: set[int], kept: set[int]) -> None:
         assert self.reader is not None
+        await self._producer_ready()
         marks: dict[int, Mark] = {}
         loaded: dict[int, dict[str, bytes]] = {}
         for p in sorted(partitions):  # every partition checked before any state is taken

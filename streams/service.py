@@ -50,6 +50,8 @@ from ledger.streams.topics import key_partition
 
 __all__ = ["DecisionService", "Outcome", "Record", "Tick"]
 
+PLAY_BUDGET_S = 0.05  # wall time one cluster's wake-ups may take in one timer call (``due``)
+
 Kind = Literal["applied", "duplicate", "replayed", "deadletter"]
 Loader = Callable[[str], bytes | None]
 Record = tuple[bytes | None, bytes | None, int, int]  # value, key, partition, offset
@@ -222,7 +224,14 @@ class DecisionService:
                                                                    and w <= horizon):
                 continue
             t0 = time.perf_counter()
-            outputs = core.advance(horizon)  # the pending pass, then each wake-up due, instant by instant
+            # the pending pass, then each wake-up due, instant by instant (as the replay plays them), for
+            # at most PLAY_BUDGET_S: a history play-out can span years of standing checks, and the rest
+            # waits for the next call rather than stall the worker's loop (heartbeats, a stop, its pages)
+            outputs = core.advance(core.now) if core.pending and core.now <= horizon else []
+            while (w := core.next_wakeup()) is not None and w <= horizon:
+                outputs += core.advance(w)
+                if time.perf_counter() - t0 >= PLAY_BUDGET_S:
+                    break
             self.core_s += time.perf_counter() - t0
             st.closed_us = core.now
             for out in outputs:
