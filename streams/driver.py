@@ -58,6 +58,7 @@ log = logging.getLogger("gpuledger.worker")
 
 KafkaErrors = (KafkaError, BrokerError)  # what a broker away or slow to answer raises
 TRANSIENT = (KafkaError, BrokerError, OSError, TimeoutError)  # ... and the connections under it
+PLAY_BUDGET_S = 0.05  # wall time one timer call may spend playing one cluster's wake-ups (the loop stays live)
 STOP_GRACE_S = 0.5  # how long the step under way may take to end by itself once a stop is asked for
 
 
@@ -642,7 +643,7 @@ class Worker:
                     self.metrics.lag.labels(str(p)).set(max(0, high - nxt))
             self.service.hold(waiting)
             self.unsettled = True
-            for tick in self.service.due():
+            for tick in self.service.due(budget_s=PLAY_BUDGET_S):
                 await self._emit(tick.cluster, tick.partition, tick.emit)
             await self._await_sent()
             due = time.monotonic() - self.last_checkpoint >= self.cfg.checkpoint_interval_s
