@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -10,6 +11,8 @@ from ledger.streams.security import KafkaSecurity
 from ledger.streams.topics import CHECKPOINT_MAX_BYTES
 
 __all__ = ["PartitionReader"]
+
+HIGH_WATERMARK_WAIT_S = 5.0  # how long a new leader's high watermark may trail a record known to be there
 
 
 class PartitionReader:
@@ -75,6 +78,11 @@ class PartitionReader:
             # only a high watermark says where the partition ends: a slow fetch is not an empty partition
             high = c.highwater(tp)
             if high is not None and await c.position(tp) >= (high if end is None else min(end, high)):
-                return out
+                # A leader just elected answers with its own high watermark, which trails the log it holds
+                # until its followers fetch again: a record asked for by offset (``end``) that lies above
+                # it is waited for a moment before the partition is taken to end there.
+                if end is None or high >= end or time.monotonic() - started >= HIGH_WATERMARK_WAIT_S:
+                    return out
+                await asyncio.sleep(0.1)
             if time.monotonic() - started >= 30:
                 raise BrokerError(f"{topic}/{partition}: offsets from {offset} not readable in 30 s")
