@@ -73,7 +73,12 @@ class PartitionReader:
             try:
                 batch = await c.getmany(tp, timeout_ms=50)
             except OffsetOutOfRangeError:
-                return out
+                if end is None or time.monotonic() - started >= HIGH_WATERMARK_WAIT_S:
+                    return out
+                await asyncio.sleep(0.1)  # a record known to be there: asked again for a moment, as below
+                c.seek(tp, offset)
+                out = []
+                continue
             out.extend(m for m in batch.get(tp, []) if end is None or m.offset < end)
             # only a high watermark says where the partition ends: a slow fetch is not an empty partition
             high = c.highwater(tp)
