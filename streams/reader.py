@@ -72,11 +72,13 @@ class PartitionReader:
         c.seek(tp, offset)
         out: list[Any] = []
         started = time.monotonic()
+        short_since: float | None = None  # when the partition first answered that it ends before ``end``
         while True:
             try:
                 batch = await c.getmany(tp, timeout_ms=50)
             except OffsetOutOfRangeError:
-                if end is None or time.monotonic() - started >= HIGH_WATERMARK_WAIT_S:
+                short_since = short_since or time.monotonic()
+                if end is None or time.monotonic() - short_since >= HIGH_WATERMARK_WAIT_S:
                     return out
                 await asyncio.sleep(0.1)  # a record known to be there: asked again for a moment, as below
                 c.seek(tp, offset)
@@ -89,7 +91,10 @@ class PartitionReader:
                 # A leader just elected answers with its own high watermark, which trails the log it holds
                 # until its followers fetch again: a record asked for by offset (``end``) that lies above
                 # it is waited for a moment before the partition is taken to end there.
-                if end is None or high >= end or time.monotonic() - started >= HIGH_WATERMARK_WAIT_S:
+                if end is None or high >= end:
+                    return out
+                short_since = short_since or time.monotonic()  # the first answer that ends before it
+                if time.monotonic() - short_since >= HIGH_WATERMARK_WAIT_S:
                     return out
                 await asyncio.sleep(0.1)
             if time.monotonic() - started >= 30:
