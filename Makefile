@@ -28,8 +28,11 @@ lint: $(STAMP)
 	$(PY) -m mypy
 	$(VENV)/bin/lint-imports
 
+# Two test processes: the Kafka tests (one group, sharing the session's brokers) mostly wait on
+# brokers and workers, the rest mostly compute; TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 test: build lint kafka-jars
-	$(PY) -m pytest
+	$(PY) -m pytest $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 # Apache Kafka for the tests and the streaming benchmark: the jars deploy/kafka/pom.xml pins, copied
 # by Maven into .kafka/libs once (again only when the pom changes). The tests start KRaft nodes from

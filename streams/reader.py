@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -11,8 +10,6 @@ from ledger.streams.security import KafkaSecurity
 from ledger.streams.topics import CHECKPOINT_MAX_BYTES
 
 __all__ = ["PartitionReader"]
-
-HIGH_WATERMARK_WAIT_S = 5.0  # how long a new leader's high watermark may trail a record known to be there
 
 
 class PartitionReader:
@@ -58,7 +55,9 @@ class PartitionReader:
         """Return the records from ``offset`` up to ``end`` (excluded) or the partition's end; [] if out of range.
 
         The end is the high watermark fetch responses carry, and at least the latest offset ListOffsets
-        gave before the read.
+        gave before the read. A range asked for up to ``end`` waits for a high watermark below it: a newly
+        elected leader's lags the old one's for a fetch round or two, and the records under it are not
+        lost (only an offset past the log's end is, which the broker refuses as out of range).
         """
         from aiokafka import TopicPartition
         from aiokafka.errors import OffsetOutOfRangeError
@@ -72,30 +71,15 @@ class PartitionReader:
         c.seek(tp, offset)
         out: list[Any] = []
         started = time.monotonic()
-        short_since: float | None = None  # when the partition first answered that it ends before ``end``
         while True:
             try:
                 batch = await c.getmany(tp, timeout_ms=50)
             except OffsetOutOfRangeError:
-                short_since = short_since or time.monotonic()
-                if end is None or time.monotonic() - short_since >= HIGH_WATERMARK_WAIT_S:
-                    return out
-                await asyncio.sleep(0.1)  # a record known to be there: asked again for a moment, as below
-                c.seek(tp, offset)
-                out = []
-                continue
+                return out
             out.extend(m for m in batch.get(tp, []) if end is None or m.offset < end)
             # only a high watermark says where the partition ends: a slow fetch is not an empty partition
             high = c.highwater(tp)
-            if high is not None and await c.position(tp) >= (max(high, floor) if end is None else min(end, high)):
-                # A leader just elected answers with its own high watermark, which trails the log it holds
-                # until its followers fetch again: a record asked for by offset (``end``) that lies above
-                # it is waited for a moment before the partition is taken to end there.
-                if end is None or high >= end:
-                    return out
-                short_since = short_since or time.monotonic()  # the first answer that ends before it
-                if time.monotonic() - short_since >= HIGH_WATERMARK_WAIT_S:
-                    return out
-                await asyncio.sleep(0.1)
+            if high is not None and await c.position(tp) >= (max(high, floor) if end is None else end):
+                return out
             if time.monotonic() - started >= 30:
                 raise BrokerError(f"{topic}/{partition}: offsets from {offset} not readable in 30 s")

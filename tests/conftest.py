@@ -58,3 +58,10 @@ def kafka_cluster(_three_nodes: KafkaCluster) -> Iterator[KafkaCluster]:
         for node in _three_nodes.nodes:
             node.wait_listening()
         _three_nodes.wait_ready()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep every Kafka test on one process under ``pytest -n``: they share the session's brokers."""
+    for item in items:
+        if item.get_closest_marker("kafka"):
+            item.add_marker(pytest.mark.xdist_group("kafka"))
