@@ -66,7 +66,7 @@ def plain_units(reason: str, own_ratio: float | None = None) -> str:
     """Return a decision's reason with its units spelled as the rest of the story (GPU-hours, hours, percentages).
 
     The core writes its reasons compactly (``10560 GPU-seconds``, ``protected for 245m``, ``3600 s
-    protected``, ``1%``); ``own_ratio`` is the exact standing the decision logged for its own budget.
+    protected``, ``(in 85m)``, ``1%``); ``own_ratio`` is the exact standing the decision logged for its own budget.
     """
     text = re.sub(r"\b(\d+) GPU-seconds\b", lambda m: f"{int(m.group(1)) / 3600:,.2f} GPU-hours", reason)
     text = re.sub(r"\b(\d+) s protected\b", lambda m: f"{duration(int(m.group(1)))} protected", text)
@@ -74,6 +74,9 @@ def plain_units(reason: str, own_ratio: float | None = None) -> str:
                   lambda m: f"{duration(int(m.group(1)) * _UNIT_S[m.group(2)])}{m.group(3)}", text)
     text = re.sub(r"\bprotected for (\d+)([smhdw])\b",
                   lambda m: f"protected for {duration(int(m.group(1)) * _UNIT_S[m.group(2)])}", text)
+    # a hold's span, "(in 85m)", and the holder's wait on its hosts, "since ... UTC (85m)"
+    text = re.sub(r"\((in )?(\d+)([smhdw])\)",
+                  lambda m: f"({m.group(1) or ''}{duration(int(m.group(2)) * _UNIT_S[m.group(3)])})", text)
     if own_ratio is not None:  # the rounded percent of the reason, exact from the decision's own field
         text = re.sub(r"has used \d+% of its allocation", f"has used {pct(own_ratio)} of its allocation", text, count=1)
     return re.sub(r"\b(\d+)%", r"\1 %", text)

@@ -10,8 +10,13 @@ Rules (fair share; docs/rules.md, "Holds"):
   period, when it leaves). A host held by a *settled* run (preempted ``max_preemptions`` times and
   not checkpointed since: it keeps its GPUs until it checkpoints or ends), by a starting run, or by
   a run of the holder's own budget (ahead of it inside the leaf) frees at no known time and is not
-  chosen. When the head cannot be held so, the next waiters in
-  the order are tried (``TRIES`` in all). One hold stands at a time.
+  chosen. The hold's time must lie ahead: when the hosts chosen are past protection already, the
+  room is the preemption step's (under its swap test, which refused it), and the waiter waits for
+  a standing change or for room whose protection ends later, not for a hold that preempts at once
+  — unless it has waited ``hold_span_s`` since it last began to wait (submitted or requeued), so
+  the stated bound still holds.
+  When the head cannot be held so, the next waiters in the order are tried (``TRIES`` in all). One
+  hold stands at a time.
 * **While it stands.** Held hosts are out of the free room every other start and preemption sees.
   Allocated work may start on them only when its protected window ends by the hold's time
   (``soak``, in fair-share order, at most ``TRIES_SOAK`` candidates a pass); free fill may start
@@ -37,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ledger.core import progress
-from ledger.core.contract import EXITING, RUNNING, WAITING, Workload
+from ledger.core.contract import EXITING, RUNNING, WAITING, Workload, hold_span_s
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick
 from ledger.core.grace import keep_exiting
 from ledger.core.knobs import format_duration
@@ -130,7 +135,11 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
                 continue  # one host or less: the rules of a single host's room apply (see the docstring)
             w = core.workloads[key[2]]
             found = _earliest_room(core, w, t)
-            if found is not None:
+            # a hold's time lies ahead: room that is free of protection now is the preemption step's to give,
+            # under its swap test, and a hold at "now" would take it with no test at all (the churn of two
+            # budgets taking each other's hosts through holds, each restarted elsewhere at once); only a
+            # waiter that has waited a hold's span already is held for at "now" (the bound stays as stated)
+            if found is not None and (found[1] > t or t - _waiting_since(w) >= hold_span_s(core.knobs) * _US):
                 hosts, until = found
                 hold = core.hold = Hold(w.wid, hosts, until, t, w.size)
                 for i in hosts:
@@ -140,6 +149,11 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
                 out.append(core._decision("hold", w, t, until, words, position=order.position_of(w, t), hosts=hosts))
                 return hold
     return None
+
+
+def _waiting_since(w: Workload) -> int:
+    """Return when (µs) ``w`` last began to wait: its submission, or the end of its last run."""
+    return w.exit_us if w.attempt else w.submit_us
 
 
 def _frees_at(core: DecisionCore, v: Workload, t: int, holder: Workload | None = None) -> int:
@@ -207,7 +221,8 @@ def _earliest_room(core: DecisionCore, w: Workload, t: int) -> tuple[list[int], 
 def _hold_words(core: DecisionCore, w: Workload, hosts: list[int], until: int, t: int) -> str:
     what = f"{len(hosts)} hosts" if len(hosts) > 1 else f"host {core.hosts.hosts[hosts[0]].name}"
     when = (
-        "now: the runs there are past their protected windows"
+        f"now: the runs there are past their protected windows, and it has waited "
+        f"{format_duration((t - _waiting_since(w)) // _US)}"
         if until <= t
         else f"{from_us(until):%Y-%m-%d %H:%M} UTC, when the last protected window on them ends "
         f"(in {format_duration((until - t + _US - 1) // _US)})"
@@ -251,7 +266,13 @@ def _take(core: DecisionCore, hold: Hold, holder: Workload, t: int, out: list[Ev
     why = f"on the hosts held for it since {from_us(hold.since):%Y-%m-%d %H:%M} UTC ({waited}); " + start_reason(
         core, holder, _pick(holder, position), chosen, t
     )
-    victims = [v for v in core.workloads.values() if v.state == EXITING and v.exit_by == holder.wid]
+    # victims still running out a grace period for the holder (none without a grace: they left at once); the
+    # scan looks at every workload the core knows, so it is made only when there can be some
+    victims = (
+        [v for v in core.workloads.values() if v.state == EXITING and v.exit_by == holder.wid]
+        if core.knobs.grace_s
+        else []
+    )
     grace = core.knobs.grace_s * _US if victims else 0
     core._start(holder, chosen, t, position, out, why, grace=grace)
     for v in victims:

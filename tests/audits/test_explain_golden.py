@@ -50,8 +50,11 @@ def test_explain_on_a_replay_quotes_the_core_including_the_hold_that_preempted_i
     assert "GPU-seconds" not in text and not re.search(r"\de-\d", text) and not re.search(r"\b\d+m\b", text)
     # det-2 (16 GPUs, two whole hosts) was held for at 02:00 and took seg-1's host when the hold's time came
     assert "on a host held since 2026-03-02 02:00 UTC for det-2 (16 GPUs), whose time has come" in text
-    # the later preemption is the ordinary kind, with the final-share test's reason quoted in units people read
-    assert "so the swap would not swap back: det-2 needs the room; it discards 9.33 GPU-hours" in text
+    # seg-1 is then held for in turn: its hold's time lies ahead (a hold never preempts at the instant it is
+    # granted), and the spans are quoted in units people read
+    assert "holding 2 hosts for seg-1 (16 GPUs) until 2026-03-02 07:25 UTC, when the last protected window on them " \
+           "ends (in 85.0 min)" in text
+    assert "on the hosts held for it since 2026-03-02 06:00 UTC (85.0 min)" in text and "until now" not in text
     assert "held by pre-1" in _explain(capsys, run, "det-2")  # det-2's own story names what held the room
 
 

@@ -160,3 +160,33 @@ def test_a_restored_core_keeps_its_hold_and_decides_the_same() -> None:
     later = [e.complete(45, "b1"), e.submit(47, "b-short", "lab/b", gpus=4, min_runtime_s=15 * 60)]
     assert pickle.dumps(run(core, later)) == pickle.dumps(run(copy, later))
     assert pickle.dumps(core.advance(ev.to_us(at(70)))) == pickle.dumps(copy.advance(ev.to_us(at(70))))
+
+
+def test_a_hold_at_now_is_granted_only_once_the_waiter_has_waited_a_holds_span() -> None:
+    # Cap 1 h, so a hold's span is an hour. Teams a and b each run two 8-GPU hosts, protected five
+    # minutes; at 00:10 a asks for two whole hosts. b's hosts are past protection, so room for it is
+    # there "now", but the final-share test refuses the swap (a, charged its hour on 16 GPUs, would
+    # rank behind b), and both teams' usage then grows alike: it never allows it.
+    e = Events()
+    knobs = Knobs(max_min_runtime_s=3600)
+    core = DecisionCore(knobs, "lab")
+    run(core, [
+        *_cluster(e),
+        e.submit(0, "b1", "lab/b", gpus=8, min_runtime_s=300, resumable=False),
+        e.submit(0, "b2", "lab/b", gpus=8, min_runtime_s=300, resumable=False),
+        e.submit(1, "a1", "lab/a", gpus=8, min_runtime_s=300, resumable=False),
+        e.submit(1, "a2", "lab/a", gpus=8, min_runtime_s=300, resumable=False),
+    ])
+    out = run(core, [e.submit(10, "wide", "lab/a", gpus=16, min_runtime_s=3600)])
+    # no hold that would preempt at the instant of its grant, with no swap test
+    assert not _decisions(out, "hold") and "wide" in core.waiting()
+    out = core.advance(ev.to_us(at(69)))
+    assert not _decisions(out, "hold") and not _decisions(out, "preempt") and "wide" in core.waiting()
+    # 01:10: it has waited a hold's span, so it is held for at "now" after all and takes b's hosts
+    assert hold_span_s(knobs) == 3600
+    out = core.advance(ev.to_us(at(71)))
+    [hold] = _decisions(out, "hold")
+    assert hold.effective_time == hold.time == at(70)  # type: ignore[attr-defined]
+    assert "until now: the runs there are past their protected windows, and it has waited 1h" in hold.reason  # type: ignore[attr-defined]
+    assert {p.workload_id for p in of(out, ev.WorkloadPreempted)} == {"b1", "b2"}  # type: ignore[attr-defined]
+    assert "wide" in _started(out)
