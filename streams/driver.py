@@ -45,6 +45,7 @@ from ledger.streams.deadletter import deadletter_headers, parse_headers, source_
 from ledger.streams.metrics import WorkerMetrics
 from ledger.streams.outbox import Outbox
 from ledger.streams.outbox import retrieved as _retrieved
+from ledger.streams.producer import abandon, acked
 from ledger.streams.reader import PartitionReader
 from ledger.streams.service import DecisionService, Outcome
 from ledger.streams.snapshot import Serialisation
@@ -57,6 +58,7 @@ log = logging.getLogger("gpuledger.worker")
 
 KafkaErrors = (KafkaError, BrokerError)  # what a broker away or slow to answer raises
 TRANSIENT = (KafkaError, BrokerError, OSError, TimeoutError)  # ... and the connections under it
+PLAY_BUDGET_S = 0.05  # wall time one timer call may spend playing one cluster's wake-ups (the loop stays live)
 STOP_GRACE_S = 0.5  # how long the step under way may take to end by itself once a stop is asked for
 
 
@@ -160,15 +162,12 @@ class Worker:
 
     def _clients(self) -> None:
         """Make new clients (a client whose start failed is not started again)."""
-        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+        from aiokafka import AIOKafkaConsumer
 
         cfg = self.cfg
         sec = cfg.security.aiokafka_kwargs()
         timeout_ms = int(cfg.request_timeout_s * 1000)
-        self.producer = AIOKafkaProducer(
-            bootstrap_servers=cfg.bootstrap, acks="all", enable_idempotence=False, linger_ms=0,
-            max_batch_size=512 * 1024, max_request_size=CHECKPOINT_MAX_BYTES, request_timeout_ms=timeout_ms, **sec,
-        )
+        self.producer = self._new_producer()
         self.reader = PartitionReader(cfg.bootstrap, cfg.security, cfg.fetch_max_wait_ms, timeout_ms)
         self.consumer = AIOKafkaConsumer(
             bootstrap_servers=cfg.bootstrap, group_id=cfg.app_id, group_instance_id=cfg.instance_id,
@@ -177,6 +176,28 @@ class Worker:
             heartbeat_interval_ms=int(min(1.0, cfg.session_timeout_s / 3) * 1000),
             rebalance_timeout_ms=int(cfg.rebalance_timeout_s * 1000), request_timeout_ms=timeout_ms, **sec,
         )
+
+    def _new_producer(self) -> Any:
+        """Return a new idempotent producer for outputs and checkpoints (``streams.producer``)."""
+        from aiokafka import AIOKafkaProducer
+
+        cfg = self.cfg
+        return AIOKafkaProducer(
+            bootstrap_servers=cfg.bootstrap, acks="all", enable_idempotence=True, linger_ms=0,
+            max_batch_size=512 * 1024, max_request_size=CHECKPOINT_MAX_BYTES,
+            request_timeout_ms=int(cfg.request_timeout_s * 1000), **cfg.security.aiokafka_kwargs(),
+        )
+
+    async def _producer_ready(self) -> None:
+        """Start a new producer if the last one was dropped (after an outage: ``_recover``)."""
+        if self.producer is None:
+            producer = self._new_producer()
+            try:
+                await producer.start()
+            except BaseException:
+                abandon(producer)
+                raise
+            self.producer, self.outbox = producer, Outbox(producer)
 
     async def _start_retrying(self) -> None:
         """Create the topics and connect, again and again with backoff while the broker does not answer."""
@@ -188,11 +209,18 @@ class Worker:
             self._clients()
             try:
                 log.info("creating topics")
-                await ensure_topics(cfg.bootstrap, worker_topics(cfg.partitions, cfg.app_id, cfg.topic_prefix),
-                                    cfg.request_timeout_s, replication_factor=cfg.replication_factor,
-                                    security=cfg.security)
+                # side by side: each is a few round trips to the broker, and a restart waits for all of them
+                outcomes = await asyncio.gather(
+                    ensure_topics(cfg.bootstrap, worker_topics(cfg.partitions, cfg.app_id, cfg.topic_prefix),
+                                  cfg.request_timeout_s, replication_factor=cfg.replication_factor,
+                                  security=cfg.security),
+                    self._start(), return_exceptions=True,
+                )
+                for outcome in outcomes:
+                    if isinstance(outcome, BaseException):
+                        raise outcome
                 log.info("connecting")
-                await self._start()
+                self._subscribe()
                 return
             except TRANSIENT as exc:
                 log.warning("broker not answering at start-up (%s: %s): retrying in %.1f s",
@@ -219,6 +247,13 @@ class Worker:
             task.result()
 
     async def _start(self) -> None:
+        """Start the producer and the two consumers side by side."""
+        assert self.producer is not None and self.reader is not None
+        await asyncio.gather(self.producer.start(), self.reader.start(), self.consumer.start())
+        self.outbox = Outbox(self.producer)
+
+    def _subscribe(self) -> None:
+        """Join the group on the events topic (once its topics are known to exist with the right counts)."""
         from aiokafka import ConsumerRebalanceListener
 
         worker = self
@@ -230,11 +265,6 @@ class Worker:
             async def on_partitions_assigned(self, assigned: Any) -> None:
                 await worker.on_assigned({tp.partition for tp in assigned})
 
-        assert self.producer is not None and self.reader is not None
-        await self.producer.start()
-        self.outbox = Outbox(self.producer)
-        await self.reader.start()
-        await self.consumer.start()
         self.consumer.subscribe([self.topics.events], listener=Listener())
 
     async def _stop_clients(self, budget_s: float) -> None:
@@ -326,6 +356,10 @@ class Worker:
             partitions = set(self.assigned)
             self.assigning = True
             self._pause(partitions)
+            # An idempotent producer retries its batches until the broker takes them: kept, it would land
+            # what was given up on behind what the restore decides again. A new one starts with the restore.
+            abandon(self.producer)
+            self.producer = self.outbox = None
             await self._sleep(Backoff.FIRST_S)
             await self._take(partitions, kept=set())
 
@@ -452,6 +486,7 @@ class Worker:
 
     async def _restore(self, partitions: set[int], kept: set[int]) -> None:
         assert self.reader is not None
+        await self._producer_ready()
         marks: dict[int, Mark] = {}
         loaded: dict[int, dict[str, bytes]] = {}
         for p in sorted(partitions):  # every partition checked before any state is taken
@@ -577,7 +612,7 @@ class Worker:
             self.outbox.discard()
             return
         await self.outbox.send()
-        for tag, end in (await self.outbox.acked()).items():
+        for tag, end in (await self.outbox.acked(self.cfg.request_timeout_s)).items():
             if not tag:
                 self.dl_end = max(self.dl_end, end)
                 continue
@@ -608,7 +643,7 @@ class Worker:
                     self.metrics.lag.labels(str(p)).set(max(0, high - nxt))
             self.service.hold(waiting)
             self.unsettled = True
-            for tick in self.service.due():
+            for tick in self.service.due(budget_s=PLAY_BUDGET_S):
                 await self._emit(tick.cluster, tick.partition, tick.emit)
             await self._await_sent()
             due = time.monotonic() - self.last_checkpoint >= self.cfg.checkpoint_interval_s
@@ -677,8 +712,9 @@ class Worker:
                         views.append(await self.producer.send(self.occ_topic, value, key=key.encode(),
                                                               partition=st.partition))
             named = {p: dict(self.marks[p].states or {}) if p in self.marks else {} for p in marks}
+            timeout_s = self.cfg.request_timeout_s
             for st, fut in zip(states, sent, strict=True):
-                offset = self._landed(st.partition, (await fut).offset)
+                offset = self._landed(st.partition, (await acked(fut, timeout_s)).offset)
                 named.setdefault(st.partition, {})[st.cluster] = offset
             if self.halted is not None:
                 return
@@ -687,8 +723,8 @@ class Worker:
             sent = [await self.producer.send(self.ckpt_topic, mark.to_bytes(), key=mark_key(p).encode(), partition=p)
                     for p, mark in marks.items()]
             for p, fut in zip(marks, sent, strict=True):
-                self._landed(p, (await fut).offset)
-            await asyncio.gather(*views)
+                self._landed(p, (await acked(fut, timeout_s)).offset)
+            await acked(asyncio.gather(*views), timeout_s)
         except BaseException:
             self.service.dirty.update(st.cluster for st in states if st.cluster in self.service.states)
             self.unacked += 1

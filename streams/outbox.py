@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ledger.streams.producer import acked
+
 __all__ = ["Outbox", "Sent", "acked_ends", "retrieved"]
 
 
@@ -69,12 +71,16 @@ class Outbox:
         future = await self.producer.send_batch(box.builder, slot[0], partition=slot[1])
         self.sent.append(Sent(future, box.tags))
 
-    async def acked(self) -> dict[str, int]:
-        """Wait for every batch handed over; return, per tag, the offset after its last record."""
+    async def acked(self, timeout_s: float) -> dict[str, int]:
+        """Wait for every batch handed over; return, per tag, the offset after its last record.
+
+        Raise TimeoutError if they are not all acknowledged within ``timeout_s`` (an idempotent
+        producer never gives up on a batch by itself: ``streams.producer``).
+        """
         sent, self.sent = self.sent, []
         if not sent:
             return {}
-        results = await asyncio.gather(*(s.future for s in sent))
+        results = await acked(asyncio.gather(*(s.future for s in sent)), timeout_s)
         return acked_ends(sent, results)
 
     def discard(self) -> None:
@@ -83,15 +89,6 @@ class Outbox:
         sent, self.sent = self.sent, []
         for s in sent:
             s.future.add_done_callback(retrieved)
-
-    async def settle(self) -> None:
-        """Wait for every batch handed over, ignoring failures (a handover that gives up)."""
-        sent, self.sent = self.sent, []
-        for s in sent:
-            try:
-                await s.future
-            except Exception:  # nothing to do with a failure here: the caller is giving up
-                continue
 
 
 def retrieved(future: Any) -> None:

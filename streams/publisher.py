@@ -5,13 +5,13 @@ record leaves the spool only after the broker acknowledged it and every record b
 broker that is down, slow or restarting therefore costs nothing but time: the records wait in
 the spool and are resent in order by the next ``publish``/``flush``.
 
-The producer is idempotent: while one producer lives, the broker drops a batch it already wrote
-when the producer retries it (a lost acknowledgement, a partition leader that died and was
-replaced), so such retries leave no copy. A round not acknowledged within the request timeout
-fails (an idempotent producer would retry it for ever) and drops the producer, and the
-spool's resend goes out under a new producer id, which the broker cannot match to the old
-writes: a record whose acknowledgement was lost may then reach the topic twice, and consumers
-drop the copy by ``event_id``.
+The producer is idempotent (``streams.producer``): while one producer lives, the broker drops a
+batch it already wrote when the producer retries it (a lost acknowledgement, a partition leader
+that died and was replaced), so such retries leave no copy. A round not acknowledged within the
+request timeout fails (an idempotent producer would retry it for ever) and the producer is dropped
+with what it still held; the spool's resend goes out under a new producer id, which the broker
+cannot match to the old writes: a record whose acknowledgement was lost may then reach the topic
+twice, and consumers drop the copy by ``event_id``.
 
 ``AsyncPublisher`` is the asyncio API; ``Publisher`` wraps it for synchronous callers (it owns
 a private event loop in a daemon thread, so it also works inside a program that runs its own loop).
@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from ledger.codec import encode
 from ledger.events import Event
+from ledger.streams.producer import abandon, acked
 from ledger.streams.security import KafkaSecurity
 from ledger.streams.spool import Spool
 from ledger.streams.topics import EVENTS
@@ -98,11 +99,10 @@ class AsyncPublisher:
             self._producer = producer
         return self._producer
 
-    async def _drop_producer(self) -> None:
+    def _drop_producer(self) -> None:
+        """Drop a producer whose round failed, with the batches it still holds (the spool resends them)."""
         producer, self._producer = self._producer, None
-        if producer is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(producer.stop(), self.request_timeout_s)
+        abandon(producer)
 
     def enqueue(self, events: Iterable[Event]) -> int:
         """Spool events durably (fsync) without sending; return how many; raise BrokerError if the spool fails."""
@@ -140,13 +140,13 @@ class AsyncPublisher:
                 futures = await asyncio.wait_for(self._send_all(producer, batch), self.request_timeout_s)
             except Exception as exc:  # connection refused, metadata timeout, ...: keep everything spooled
                 self.last_error = f"{type(exc).__name__}: {exc}"
-                await self._drop_producer()
+                self._drop_producer()
                 return sent
             acked_to = None
             failure: BaseException | None = None
             for (end, _key, _value), fut in zip(batch, futures, strict=True):
                 try:
-                    await asyncio.wait_for(fut, max(0.0, deadline - time.monotonic()))
+                    await acked(fut, max(0.0, deadline - time.monotonic()))
                 except Exception as exc:
                     failure = exc
                     break
@@ -157,9 +157,7 @@ class AsyncPublisher:
             if failure is not None:
                 # Later records of the round may still arrive; they stay spooled and are resent (dropped by event_id).
                 self.last_error = f"{type(failure).__name__}: {failure}"
-                for fut in futures:
-                    fut.cancel()
-                await self._drop_producer()
+                self._drop_producer()
                 return sent
         self.last_error = None
         return sent
@@ -170,7 +168,10 @@ class AsyncPublisher:
 
     async def close(self) -> None:
         """Stop the producer (spooled records stay on disk for the next publisher)."""
-        await self._drop_producer()
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(producer.stop(), self.request_timeout_s)
 
 
 class Publisher:

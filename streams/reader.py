@@ -54,17 +54,19 @@ class PartitionReader:
     async def read(self, topic: str, partition: int, offset: int, end: int | None = None) -> list[Any]:
         """Return the records from ``offset`` up to ``end`` (excluded) or the partition's end; [] if out of range.
 
-        The end is the high watermark fetch responses carry, not ``end_offsets()``: some Kafka-protocol
-        brokers answer ListOffsets with the last *batch's* base offset + 1. A range asked for up to ``end``
-        waits for a high watermark below it: a newly elected leader's lags the old one's for a fetch round
-        or two, and the records under it are not lost (only an offset past the log's end is, which the
-        broker refuses as out of range).
+        The end is the high watermark fetch responses carry, and at least the latest offset ListOffsets
+        gave before the read. A range asked for up to ``end`` waits for a high watermark below it: a newly
+        elected leader's lags the old one's for a fetch round or two, and the records under it are not
+        lost (only an offset past the log's end is, which the broker refuses as out of range).
         """
         from aiokafka import TopicPartition
         from aiokafka.errors import OffsetOutOfRangeError
 
         tp = TopicPartition(topic, partition)
         c = self.consumer
+        # to the end: at least where ListOffsets says it is (a leader just elected answers that only once
+        # its high watermark covers what it holds, while its fetch answers may still carry a lower one)
+        floor = await self.latest(topic, partition) if end is None else 0
         c.assign([tp])
         c.seek(tp, offset)
         out: list[Any] = []
@@ -77,7 +79,7 @@ class PartitionReader:
             out.extend(m for m in batch.get(tp, []) if end is None or m.offset < end)
             # only a high watermark says where the partition ends: a slow fetch is not an empty partition
             high = c.highwater(tp)
-            if high is not None and await c.position(tp) >= (high if end is None else end):
+            if high is not None and await c.position(tp) >= (max(high, floor) if end is None else end):
                 return out
             if time.monotonic() - started >= 30:
                 raise BrokerError(f"{topic}/{partition}: offsets from {offset} not readable in 30 s")

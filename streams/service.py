@@ -208,8 +208,12 @@ class DecisionService:
         extra = (idle - self.idle_after_s) * self.idle_clock_rate if self.idle_clock_rate else 0.0
         return st.last_event_us + int(min(extra, 3e9) * 1_000_000)  # capped: ~95 years is "forever"
 
-    def due(self, now: float | None = None) -> list[Tick]:
-        """Close the instants and play the wake-ups that have fallen due in every cluster; return what they emitted."""
+    def due(self, now: float | None = None, budget_s: float | None = None) -> list[Tick]:
+        """Close the instants and play the wake-ups that have fallen due in every cluster; return what they emitted.
+
+        With ``budget_s``, a cluster's wake-ups are played for at most that much wall time per call (the
+        rest on the next call, in the same order): the worker's loop must not stall on a long play-out.
+        """
         ticks = []
         for cluster, st in self.states.items():
             if st.last_event_us == 0:
@@ -222,7 +226,13 @@ class DecisionService:
                                                                    and w <= horizon):
                 continue
             t0 = time.perf_counter()
-            outputs = core.advance(horizon)  # the pending pass, then each wake-up due, instant by instant
+            # the pending pass, then each wake-up due, instant by instant (as the replay plays them); a
+            # history play-out can span years of standing checks (a queue that never drains re-arms one)
+            outputs = core.advance(core.now) if core.pending and core.now <= horizon else []
+            while (w := core.next_wakeup()) is not None and w <= horizon:
+                outputs += core.advance(w)
+                if budget_s is not None and time.perf_counter() - t0 >= budget_s:
+                    break
             self.core_s += time.perf_counter() - t0
             st.closed_us = core.now
             for out in outputs:

@@ -5,7 +5,10 @@
 * ``csv_trace``: any CSV through a column map (``import_csv_file``);
 * ``kueue``: Kueue Workload objects, listed or watched (``import_kueue_file``).
 
-Each format has one reader, row by row, which defines every rule of that format.
+Each format has one reader, which defines every rule of that format. The file readers of sacct
+and CSV take the file a column at a time (``ledger.adapters.columns``): each rule is a mask over
+the rows, applied in the order the format states them, and a refused row's own fields are read
+back only to phrase its rejection (file, line, field, value).
 
 File adapters return an ``ImportResult``: the events as checked Avro records (time-ordered,
 times in integer microseconds, ids derived from the source record so a repeated import adds

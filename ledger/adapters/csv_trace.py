@@ -35,19 +35,24 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from ledger import events as ev
+from ledger.adapters.columns import Bools, Ints, Rules, ints, mask, numbers, per_value, put_back, strip, text, times
 from ledger.adapters.common import (
     EARLIEST_US,
     LATEST_US,
     UTF8_BOM,
     ImportResult,
+    Rejection,
     RowError,
-    WallClock,
     check_time,
     parse_local_time,
 )
@@ -58,7 +63,6 @@ from ledger.gcpause import paused_gc
 __all__ = [
     "FIELDS",
     "CsvOptions",
-    "histories",
     "import_csv",
     "import_csv_bytes",
     "import_csv_file",
@@ -112,7 +116,7 @@ class CsvOptions:
 
 
 class _Reader:
-    """Turns one row into a History (or None for a skipped row)."""
+    """What a file's header and the options fix: where each field is, the epoch, the default budget; how times read."""
 
     def __init__(self, header: list[str], opts: CsvOptions, file: str) -> None:
         names = [h.strip() for h in header]
@@ -122,10 +126,8 @@ class _Reader:
             raise InputError(f"{file}:1: no column for {', '.join(absent)} (the header has {', '.join(names)})")
         self.idx = _Columns(**{f: pos[c] for f, c in opts.columns.items()})
         self.hosts = (f"{opts.cluster}-unknown",)
-        self.budgets: set[str] = set()
         self.opts = opts
         self.width = len(names)
-        self.clock = WallClock(opts.tz)
         self.epoch: datetime | None = None
         self.epoch_us = 0
         if opts.epoch is not None:
@@ -140,7 +142,16 @@ class _Reader:
         if not _PATH.match(budget):
             raise ConfigError(f"--budget {budget!r} is not a budget path like org/team")
         self.budget = budget
-        self.iso = self.clock.us if self.epoch is None else None  # the wall clock, when no time is relative
+
+    def times(self, arr: pa.Array, what: str, skip: Bools | None = None) -> tuple[Ints, Bools, Callable[[int], str]]:
+        """Return (µs, refused, the reason for a refused row) of a column of times, as ``time`` reads each."""
+        seconds = mask(pc.match_substring_regex(arr, "^[0-9]{1,12}$"))  # whole seconds, the common case
+        us = np.zeros(len(arr), np.int64)
+        if seconds.any():
+            us[seconds] = self.epoch_us + ints(pc.cast(arr.filter(pa.array(seconds)), pa.int64())) * 1_000_000
+        seconds &= (us >= EARLIEST_US) & (us < LATEST_US)  # (out of range: ``time`` says why)
+        zone = self.opts.tz if self.epoch is None else None  # the fixed ISO form, when no time is relative
+        return times(arr, zone, what, lambda t: self.time(t, what), (us, seconds), skip)
 
     def time(self, text: str, what: str) -> int:
         """Return a time field as µs since the epoch: seconds after --epoch, Unix seconds, or ISO 8601."""
@@ -148,8 +159,6 @@ class _Reader:
             us = self.epoch_us + int(text) * 1_000_000
             if EARLIEST_US <= us < LATEST_US:
                 return us  # (out of range: the general path below says why)
-        elif len(text) == 19 and text[10] in "T " and self.epoch is None:
-            return self.clock.us(text, what)  # the common ISO form, without trying it as a number first
         if self.epoch is not None or _looks_numeric(text):
             seconds = _number(text, what)
             try:
@@ -157,79 +166,7 @@ class _Reader:
             except (OverflowError, ValueError, OSError):
                 raise RowError(f"{what} {text!r} lies outside {ev.EARLIEST:%Y}..{ev.LATEST:%Y}") from None
             return ev.to_us(check_time(t, what))
-        return self.clock.us(text, what)
-
-    def history(self, row: list[str]) -> History | None:
-        i = self.idx
-        wid = row[i.workload_id].strip()
-        if not wid:
-            raise RowError("workload_id is empty")
-        g = row[i.gpus].strip()
-        gpus = int(g) if g.isdigit() and g.isascii() else _whole(g, "gpus")
-        if gpus == 0:
-            return None
-        # ISO times without --epoch (most exports) go straight to the wall clock: what ``time`` does with them
-        time, iso = self.time, self.iso
-        t_text = row[i.submit].strip()
-        submit = iso(t_text, "submit") if iso and len(t_text) == 19 and t_text[10] in "T " else time(t_text, "submit")
-        s_text = row[i.start].strip() if i.start is not None else ""
-        e_text = row[i.end].strip() if i.end is not None else ""
-        d_text = row[i.duration].strip() if i.duration is not None else ""
-        start = time(s_text, "start") if s_text else None
-        end = time(e_text, "end") if e_text else None
-        if not d_text:
-            duration = None
-        else:
-            duration = int(d_text) if d_text.isdigit() and d_text.isascii() else _whole(d_text, "duration")
-        if start is not None:
-            if start < submit:
-                raise RowError(f"start {s_text} is before submit {row[i.submit].strip()}")
-            if end is None and duration is not None:
-                end = start + duration * 1_000_000
-            if end is not None and end < start:
-                raise RowError(f"end {e_text} is before start {s_text}")
-        elif end is not None and end < submit:
-            raise RowError(f"end {e_text} is before submit {row[i.submit].strip()}")
-        outcome: ev.Outcome | None = None
-        o_text = row[i.outcome].strip() if i.outcome is not None else ""
-        if o_text:
-            outcome = _OUTCOMES.get(o_text.lower())
-            if outcome is None:
-                raise RowError(f"outcome {o_text!r} is not one of {', '.join(sorted(set(_OUTCOMES)))}")
-        if end is not None:
-            if start is None:
-                outcome = "cancelled"  # it never ran: whatever the file says, it left the queue unrun
-            elif outcome is None:
-                outcome = "succeeded"
-        budget = (row[i.budget].strip() if i.budget is not None else "") or self.budget
-        if budget not in self.budgets:
-            if not _PATH.match(budget):
-                raise RowError(f"budget {budget!r} is not a budget path like org/team")
-            self.budgets.add(budget)
-        kind = (row[i.kind].strip() if i.kind is not None else "") or "batch"
-        if kind not in _KINDS:
-            raise RowError(f"kind {kind!r} is not one of {', '.join(sorted(_KINDS))}")
-        work_s = duration
-        if work_s is None and start is not None and end is not None and outcome == "succeeded":
-            work_s = (end - start) // 1_000_000
-        m_text = row[i.min_runtime].strip() if i.min_runtime is not None else ""
-        p_text = row[i.priority].strip() if i.priority is not None else ""
-        return History(  # positional, in field order (a keyword call costs more, once per row)
-            wid,
-            submit,
-            budget,
-            (row[i.user].strip() if i.user is not None else "") or "unknown",
-            gpus,
-            _whole(m_text, "min_runtime") if m_text else self.opts.min_runtime_s,
-            False,  # resumable
-            [Run(start, end, self.hosts)] if start is not None else [],
-            outcome if end is not None else None,
-            end,
-            0,  # nodes
-            _integer(p_text, "priority") if p_text else 0,
-            kind,  # type: ignore[arg-type]
-            work_s,
-        )
+        return ev.to_us(parse_local_time(text, self.opts.tz, what))
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,8 +218,11 @@ def _integer(text: str, what: str) -> int:
         raise RowError(f"{what} {text!r} is not an integer") from None
 
 
-def import_csv(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResult:
-    """Read CSV lines (header first) and return the events they stand for, with the import summary."""
+def import_csv(lines: Iterable[str], file: str, opts: CsvOptions, plain: bool = False) -> ImportResult:
+    """Read CSV lines (header first) and return the events they stand for, with the import summary.
+
+    ``plain``: the text has no quote character, so each row is one line.
+    """
     res = ImportResult("csv", file)
     rows = csv.reader(lines, delimiter=opts.delimiter)
     header = next(rows, None)
@@ -294,41 +234,175 @@ def import_csv(lines: Iterable[str], file: str, opts: CsvOptions) -> ImportResul
     if reader.epoch is not None:
         res.notes.append(f"times are seconds after {reader.epoch.isoformat()}")
     with paused_gc():  # many small objects, no cycles: see paused_gc
-        add_histories(res, histories(((rows.line_num, row) for row in rows), reader, res), opts.cluster, "csv")
+        if plain:  # no quotes: a row per line (blank ones too), the header on the first
+            table = list(rows)
+            at = np.arange(2, len(table) + 2, dtype=np.int64)
+        else:
+            table, where = [], []
+            for row in rows:  # the csv module splits (quotes, line breaks inside them); line_num is where a row ends
+                table.append(row)
+                where.append(rows.line_num)
+            at = np.array(where, np.int64)
+        found, stood_in = _histories(table, at, reader, res)
+        add_histories(res, found, opts.cluster, "csv")
+        if stood_in:
+            put_back(res.histories, res)
+        res.rejected.sort(key=_line)  # the rules' refusals and the repeated ids', in line order
     return res
+
+
+def _line(r: Rejection) -> int:
+    return r.line
 
 
 def import_csv_bytes(data: bytes, file: str, opts: CsvOptions) -> ImportResult:
     """Read a CSV file's bytes (UTF-8; a byte-order mark before the header is skipped)."""
     data = data.removeprefix(UTF8_BOM)  # Excel's "CSV UTF-8" puts a byte-order mark before the header
-    return import_csv(io.StringIO(data.decode("utf-8"), newline=""), file, opts)
-
-
-def histories(
-    rows: Iterable[tuple[int, list[str]]], reader: _Reader, res: ImportResult
-) -> Iterator[tuple[int, History | None]]:
-    """Yield (line, history) for each good (line, row); report malformed rows to ``res``: the per-row rules."""
-    width = reader.width
-    history = reader.history
-    read = 0
-    try:
-        for line_num, row in rows:
-            if len(row) != width or width == 1:
-                if not row or (len(row) == 1 and not row[0].strip()):
-                    continue  # a blank line
-                if len(row) != width:
-                    read += 1
-                    res.reject(line_num, f"expected {width} fields, found {len(row)}")
-                    continue
-            read += 1
-            try:
-                yield line_num, history(row)
-            except RowError as exc:
-                res.reject(line_num, str(exc))
-    finally:
-        res.rows_read += read
+    text = data.decode("utf-8")
+    return import_csv(io.StringIO(text, newline=""), file, opts, plain='"' not in text)
 
 
 def import_csv_file(path: str | Path, opts: CsvOptions) -> ImportResult:
     """Read a CSV trace file."""
     return import_csv_bytes(Path(path).read_bytes(), str(path), opts)
+
+
+def _histories(
+    table: list[list[str]], at: Ints, reader: _Reader, res: ImportResult
+) -> tuple[list[tuple[int, History | None]], bool]:
+    """Return (line, history) of each row the rules keep (None: 0 GPUs), and whether ``text`` stood in for any.
+
+    The others are refused in ``res``.
+    The rules are applied a column at a time, in the order they are stated; a row is refused by
+    the first that refuses it (``Rules``).
+    """
+    width = reader.width
+    found = np.fromiter(map(len, table), np.int64, len(table))
+    blank = found == 0
+    for r in np.flatnonzero(found == 1).tolist():
+        blank[r] = not table[r][0].strip()  # a line of spaces
+    res.rows_read += int((~blank).sum())
+    for r in np.flatnonzero(~blank & (found != width)).tolist():
+        res.reject(int(at[r]), f"expected {width} fields, found {found[r]}")
+    good = np.flatnonzero(~blank & (found == width))
+    line = at[good]
+    n = len(good)
+    columns = list(zip(*(table[r] for r in good.tolist()), strict=True)) if n else [()] * width
+    empty = pa.nulls(n, pa.string()).fill_null("")
+    i = reader.idx
+    stood_in = False
+
+    def col(k: int | None) -> pa.StringArray:
+        """Return a mapped field's column, stripped (an unmapped field is empty)."""
+        nonlocal stood_in
+        if k is None:
+            return empty
+        arr, mapped = text(columns[k])
+        stood_in |= mapped
+        return strip(arr)
+
+    rules = Rules(n)
+    wid = col(i.workload_id)
+    rules.add(mask(pc.equal(wid, "")), lambda r: "workload_id is empty")
+    gpus, errors, code = numbers(col(i.gpus), lambda t: _whole(t, "gpus"))
+    rules.add(_failed(errors, code), lambda r: str(errors[code[r]]))
+    live = gpus != 0  # a row of 0 GPUs is no GPU workload: skipped and counted, not read further
+    t_submit, t_start, t_end = col(i.submit), col(i.start), col(i.end)
+    submit, bad, why = reader.times(t_submit, "submit")
+    rules.add(bad & live, why)
+    has_start, has_end = ~mask(pc.equal(t_start, "")), ~mask(pc.equal(t_end, ""))
+    start, bad, why = reader.times(t_start, "start", ~has_start)
+    rules.add(bad & has_start & live, why)
+    end, bad, why = reader.times(t_end, "end", ~has_end)
+    rules.add(bad & has_end & live, why)
+    t_duration = col(i.duration)
+    has_duration = ~mask(pc.equal(t_duration, ""))
+    duration, d_errors, d_code = numbers(t_duration, lambda t: _whole(t, "duration") if t else 0)
+    rules.add(_failed(d_errors, d_code) & has_duration & live, lambda r: str(d_errors[d_code[r]]))
+    rules.add(
+        has_start & (start < submit) & live, lambda r: f"start {t_start[r]} is before submit {t_submit[r]}"
+    )
+    end = np.where(has_end, end, start + duration * 1_000_000)  # a duration gives the end of a run
+    ended = has_end | (has_start & has_duration)
+    rules.add(has_start & ended & (end < start) & live, lambda r: f"end {t_end[r]} is before start {t_start[r]}")
+    rules.add(
+        ~has_start & has_end & (end < submit) & live, lambda r: f"end {t_end[r]} is before submit {t_submit[r]}"
+    )
+    t_outcome = col(i.outcome)
+    outcomes, o_errors, o_code = per_value(t_outcome, _outcome)
+    rules.add(_refused(o_errors, o_code) & live, lambda r: str(o_errors[o_code[r]]))
+    # it never ran: whatever the file says, it left the queue unrun; a run that ended succeeded unless told
+    said = [v or "succeeded" for v in outcomes]
+    outcome = [("cancelled" if not s else said[c]) if e else None for c, s, e in zip(
+        o_code.tolist(), has_start.tolist(), ended.tolist(), strict=True)]  # fmt: skip
+    budget = col(i.budget)
+    budget = pc.if_else(pc.equal(budget, ""), pa.scalar(reader.budget), budget)
+    budgets, b_errors, b_code = per_value(budget, _budget)
+    rules.add(_refused(b_errors, b_code) & live, lambda r: str(b_errors[b_code[r]]))
+    kind = col(i.kind)
+    kinds, k_errors, k_code = per_value(pc.if_else(pc.equal(kind, ""), pa.scalar("batch"), kind), _kind)
+    rules.add(_refused(k_errors, k_code) & live, lambda r: str(k_errors[k_code[r]]))
+    t_min = col(i.min_runtime)
+    min_rt, m_errors, m_code = numbers(t_min, lambda t: _whole(t, "min_runtime") if t else reader.opts.min_runtime_s)
+    rules.add(_failed(m_errors, m_code) & live, lambda r: str(m_errors[m_code[r]]))
+    priority, p_errors, p_code = numbers(col(i.priority), lambda t: _integer(t, "priority") if t else 0)
+    rules.add(_failed(p_errors, p_code) & live, lambda r: str(p_errors[p_code[r]]))
+    for r, reason in rules.refused():
+        res.reject(int(line[r]), reason)
+    user = col(i.user)
+    user = pc.if_else(pc.equal(user, ""), pa.scalar("unknown"), user)
+    worked = has_start & ended & np.array([o == "succeeded" for o in outcome], np.bool_)
+    work_s = np.where(has_duration, duration, np.where(worked, (end - start) // 1_000_000, -1))
+    hosts = reader.hosts
+    out: list[tuple[int, History | None]] = []
+    keep = np.flatnonzero(rules.ok)
+    at = pa.array(keep, pa.int64())
+    for k, wid_k, sub, bud, usr, g, m, ran, s, e, has_e, o, p, knd, w in zip(
+        line[keep].tolist(), wid.take(at).to_pylist(), submit[keep].tolist(),
+        [budgets[c] for c in b_code[keep].tolist()], user.take(at).to_pylist(), gpus[keep].tolist(),
+        min_rt[keep].tolist(), has_start[keep].tolist(), start[keep].tolist(), end[keep].tolist(),
+        ended[keep].tolist(), [outcome[r] for r in keep.tolist()], priority[keep].tolist(),
+        [kinds[c] for c in k_code[keep].tolist()], work_s[keep].tolist(), strict=True,
+    ):  # fmt: skip
+        if not g:
+            out.append((k, None))
+            continue
+        out.append((k, History(  # positional, in field order (a keyword call costs more, once per row)
+            wid_k, sub, bud, usr, g, m, False, [Run(s, e if has_e else None, hosts)] if ran else [], o,
+            e if has_e else None, 0, p, knd, None if w < 0 else w,
+        )))  # fmt: skip
+    return out, stood_in
+
+
+def _refused(errors: list[str | None], codes: Ints) -> Bools:
+    """Return where a value's rule refused it."""
+    out: Bools = np.array([e is not None for e in errors], np.bool_)[codes]
+    return out
+
+
+def _failed(errors: list[str | None], codes: Ints) -> Bools:
+    """Return where ``numbers`` read a value that its rule refused."""
+    out: Bools = np.array([e is not None for e in [*errors, None]], np.bool_)[codes]  # (code -1: none)
+    return out
+
+
+def _outcome(text: str) -> ev.Outcome | None:
+    """Return the outcome a field names (None when empty); RowError if it names none."""
+    if not text:
+        return None
+    outcome = _OUTCOMES.get(text.lower())
+    if outcome is None:
+        raise RowError(f"outcome {text!r} is not one of {', '.join(sorted(set(_OUTCOMES)))}")
+    return outcome
+
+
+def _budget(path: str) -> str:
+    if not _PATH.match(path):
+        raise RowError(f"budget {path!r} is not a budget path like org/team")
+    return path
+
+
+def _kind(kind: str) -> ev.WorkloadKind:
+    if kind not in _KINDS:
+        raise RowError(f"kind {kind!r} is not one of {', '.join(sorted(_KINDS))}")
+    return kind  # type: ignore[return-value]

@@ -7,11 +7,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ledger import events as ev
+from ledger.adapters.columns import times
 from ledger.adapters.common import RowError, WallClock, parse_local_time
 from ledger.adapters.csv_trace import CsvOptions, import_csv, parse_column_map
 from ledger.adapters.slurm import SlurmOptions, import_sacct_file
@@ -40,6 +42,30 @@ def test_the_wall_clock_reads_every_time_as_the_slow_parser_does_cached_or_not(
     # a neighbour sharing the day and the minute comes from the caches too
     other = (wall.replace(microsecond=0, second=0) + timedelta(seconds=(wall.second + 17) % 60)).isoformat(sep)
     assert clock.us(other, "t") == ev.to_us(parse_local_time(other, zone, "t"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    walls=st.lists(st.datetimes(min_value=datetime(1999, 12, 30), max_value=datetime(2100, 1, 2)), min_size=1,
+                   max_size=40),
+    zone=st.sampled_from(ZONES),
+    sep=st.sampled_from("T "),
+    odd=st.lists(st.sampled_from(["2026-02-30T10:00:00", "2026-13-01 00:00:00", "2026-03-02T24:00:00",
+                                  "2026-03-02T10:00", "2026-03-02T10:00:00+02:00", "yesterday", "2o26-03-02T10:00:00"]),
+                 max_size=3),
+)  # fmt: skip
+def test_a_column_of_times_reads_each_as_the_slow_parser_does_or_refuses_it_with_its_words(
+    walls: list[datetime], zone: ZoneInfo, sep: str, odd: list[str]
+) -> None:
+    texts = [w.replace(microsecond=0).isoformat(sep) for w in walls] + odd
+    us, refused, why = times(pa.array(texts, pa.string()), zone, "t")
+    for k, text in enumerate(texts):
+        try:
+            expected = ev.to_us(parse_local_time(text, zone, "t"))
+        except RowError as exc:
+            assert refused[k] and why(k) == str(exc)
+        else:
+            assert not refused[k] and us[k] == expected, text
 
 
 def test_the_autumn_hour_that_occurs_twice_is_read_as_the_first_and_the_spring_gap_as_before_the_change() -> None:

@@ -87,12 +87,18 @@ class WorkerProc:
     def wait_ready(self, timeout_s: float = 60) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            assert self.alive, f"worker exited with {self.proc and self.proc.returncode}"
+            assert self.alive, f"worker exited with {self.proc and self.proc.returncode}\n{self.log_tail()}"
             with contextlib.suppress(OSError):
                 if self.get("/readyz")[0] == 200:
                     return
             time.sleep(0.1)
         raise TimeoutError("worker not ready")
+
+    def log_tail(self, chars: int = 3000) -> str:
+        """Return the end of the worker's log (for a failure message)."""
+        if self.log_path is None or not self.log_path.exists():
+            return ""
+        return self.log_path.read_text(errors="replace")[-chars:]
 
     @property
     def alive(self) -> bool:
@@ -147,9 +153,8 @@ async def _produce(bootstrap: str, topic: str, records: list[tuple[bytes | None,
     p = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, max_batch_size=512 * 1024)
     await p.start()
     try:
-        for key, value in records:
-            await p.send(topic, value, key=key)
-        await p.flush()
+        sent = [await p.send(topic, value, key=key) for key, value in records]
+        await asyncio.gather(*sent)  # a record the broker did not take fails the test here, not later
     finally:
         await p.stop()
 

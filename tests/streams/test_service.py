@@ -250,3 +250,29 @@ def test_an_instants_pass_waits_for_all_its_facts_and_the_timer_closes_the_last_
     assert [o.workload_id for o in one_by_one.handle(same[0]) if isinstance(o, WorkloadStarted)] == ["b1"]
     late = svc.process(encode(ev.submit(1, "c1", "lab/a", gpus=1, work_s=60)), b"lab", 0, 12)
     assert late.kind == "applied" and late.late  # its instant's pass already ran
+
+
+def test_a_long_history_play_out_comes_in_slices_that_add_up_to_the_whole() -> None:
+    # mid-month work still waits and something could be preempted: a standing check every minute, for as
+    # long as event time runs. A worker's timer plays such a span a slice at a time and stays responsive.
+    inputs = lab_month().inputs[:400]
+    wall = [0.0]
+
+    def quiet_service() -> DecisionService:
+        svc = DecisionService(Knobs(), idle_clock_rate=1e9, idle_after_s=1.0, clock=lambda: wall[0])
+        feed(svc, inputs)
+        return svc
+
+    whole_svc, sliced_svc = quiet_service(), quiet_service()
+    wall[0] += 1.0 + 7 * 86_400 / 1e9  # silent long enough for a week of event time
+    whole = [e for tick in whole_svc.due() for e in tick.emit]
+    (done,) = whole_svc.states.values()
+    (st,) = sliced_svc.states.values()
+    sliced: list[Event] = []
+    calls = 0
+    while st.core.now < done.core.now and calls < 100_000:
+        sliced += [e for tick in sliced_svc.due(budget_s=0.002) for e in tick.emit]
+        calls += 1
+    assert calls > 1, "the week fitted in one slice: nothing was cut"
+    assert sliced == whole and whole, "the slices do not add up to the play-out"
+    assert sliced_svc.due() == [] and st.core.next_wakeup() == done.core.next_wakeup()

@@ -50,7 +50,8 @@ def test_kafka_and_the_worker_decide_what_the_embedded_replay_decided(kafka_boot
         worker.start()
         worker.wait_ready()
         records = read_topic(kafka_bootstrap, worker.topics.decisions, want=len(ledger.outputs), idle_s=3)
-        assert decoded(records) == ledger.outputs
+        got = decoded(records)
+        assert got == ledger.outputs, f"{len(got)} decisions, worker alive: {worker.alive}\n{worker.log_tail()}"
         assert {m.key for m in records} == {b"demo"}
         expected = occupancy_of(ledger.events)
         wait_for(lambda: table(worker) == expected, timeout_s=30)
