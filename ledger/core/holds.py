@@ -191,9 +191,10 @@ def _waiting_since(w: Workload) -> int:
 
 def _frees_at(core: DecisionCore, v: Workload, t: int, holder: Workload | None = None) -> int:
     """Return when (µs) a hold for ``holder`` could take the GPUs ``v`` holds: its protected window's end, or never."""
-    if holder is not None and v.allocated and v.node == holder.node:
-        # the holder's own budget: its running work ranks ahead of the holder inside the leaf (priority, then
-        # submit time), so a hold waits for it to end instead of preempting it
+    if holder is not None and v.allocated and v.node == holder.node and v.key < holder.key:
+        # the holder's own budget: work that ranks ahead of the holder inside the leaf (priority, then submit
+        # time) keeps its GPUs, so a hold waits for it to end; work that ranks behind it (started while the
+        # holder could not) is held for like any other, or one leaf's narrow runs could keep it off for ever
         return _NEVER
     if v.state == EXITING:
         return max(t, v.exit_us)
