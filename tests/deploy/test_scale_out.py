@@ -94,8 +94,19 @@ def expected_decisions(inputs: list[Event]) -> list[Event]:
 
 
 def thirds(events: list[Event]) -> tuple[list[Event], list[Event], list[Event]]:
-    """Split a cluster's inputs into a morning, a midday and an afternoon."""
-    a, b = len(events) // 3, 2 * len(events) // 3
+    """Split a cluster's inputs into a morning, a midday and an afternoon, never inside an instant.
+
+    The worker closes an instant once its cluster has been quiet for a second, so an instant sent in two
+    parts with a pause between them is a late input (docs/streaming.md) and may be decided otherwise.
+    """
+
+    def cut(i: int) -> int:
+        while 0 < i < len(events) and events[i].time == events[i - 1].time:
+            i += 1
+        return i
+
+    a = cut(len(events) // 3)
+    b = cut(max(a, 2 * len(events) // 3))
     return events[:a], events[a:b], events[b:]
 
 
