@@ -52,6 +52,9 @@ from ledger.core.tree import BudgetTree
 __all__ = ["ALLOCATED", "ORPHAN", "UNALLOCATED", "FairShareOrder", "Pick", "percent", "round9"]
 
 ALLOCATED, UNALLOCATED, ORPHAN = 0, 1, 2
+# debug runs (``Knobs.debug_hosts``): queued in this index too, beside the allocated tier, so the
+# first debug run that fits the debug partition is one descent (``next_debug``)
+DEBUG = 3
 _FOREVER = 1 << 62  # µs: a line that holds until the node's meters change
 # ratios closer than this may round to the same 9 decimals (then the path decides): a ranking
 # whose neighbours come this close is recomputed rather than trusted
@@ -60,7 +63,7 @@ _MICRO = 1_000_000  # entitlement rates in micro-GPUs: fractions of a GPU kept a
 # a snapshot's fields, in the order ``__init__`` sets them (the order of the bytes)
 _STATE = (
     "tree", "occ", "capacity", "horizon", "entitled", "_seeded", "_live", "_steady", "_standing_cache", "_order_cache",
-    "_cache_v", "queues", "sizes", "totals", "orphans",
+    "_cache_v", "queues", "sizes", "totals", "orphans", "debug_s", "debug_size",
 )
 
 
@@ -145,9 +148,14 @@ class FairShareOrder:
         self._order_cache: dict[str, tuple[list[str], int, list[str]]] = {}
         self._cache_v = -1  # the meters' version whose changes the standings have taken in
         self.queues: dict[tuple[str, int], SizedQueue] = {}  # (node path, tier) -> own waiting work
-        self.sizes: list[dict[str, dict[int, int]]] = [{}, {}]  # tier -> node -> {size: count in subtree}
-        self.totals: list[dict[str, int]] = [{}, {}]  # tier -> node -> count in subtree
+        # tier (and DEBUG) -> node -> {size: count in subtree}; the third is unused (orphans queue apart)
+        self.sizes: list[dict[str, dict[int, int]]] = [{}, {}, {}, {}]
+        self.totals: list[dict[str, int]] = [{}, {}, {}, {}]  # tier (and DEBUG) -> node -> count in subtree
         self.orphans = SizedQueue()
+        # a debug run, indexed under DEBUG too (0: no debug partition): protected at most ``debug_s``
+        # seconds on at most ``debug_size`` GPUs
+        self.debug_s = 0
+        self.debug_size = 0
 
     # ---- ratios ---------------------------------------------------------------------------
     def retarget(self, t: int) -> None:
@@ -459,11 +467,30 @@ class FairShareOrder:
         if q is None:
             q = self.queues[(w.node, tier)] = SizedQueue()
         q.add(w.key, w.size)
+        self._count(w, tier, 1)
+        if tier == ALLOCATED and self.is_debug(w):
+            q = self.queues.get((w.node, DEBUG))
+            if q is None:
+                q = self.queues[(w.node, DEBUG)] = SizedQueue()
+            q.add(w.key, w.size)
+            self._count(w, DEBUG, 1)
+
+    def is_debug(self, w: Workload) -> bool:
+        """Return whether ``w`` is a debug run the debug partition takes (always False with no partition)."""
+        return 0 < w.min_runtime_s <= self.debug_s and w.size <= self.debug_size
+
+    def _count(self, w: Workload, tier: int, n: int) -> None:
+        """Count ``w`` in (n = 1) or out of (n = -1) its subtree's waiting work of ``tier``. O(depth)."""
+        assert w.node is not None
         sizes, totals = self.sizes[tier], self.totals[tier]
         for p in self.tree.ancestors(w.node):
             d = sizes.setdefault(p, {})
-            d[w.size] = d.get(w.size, 0) + 1
-            totals[p] = totals.get(p, 0) + 1
+            left = d.get(w.size, 0) + n
+            if left:
+                d[w.size] = left
+            else:
+                del d[w.size]
+            totals[p] = totals.get(p, 0) + n
 
     def remove(self, w: Workload) -> None:
         """Take a workload out of the queue. O(depth + log n)."""
@@ -473,14 +500,10 @@ class FairShareOrder:
             return
         assert w.node is not None
         self.queues[(w.node, tier)].remove(w.key, w.size)
-        sizes, totals = self.sizes[tier], self.totals[tier]
-        for p in self.tree.ancestors(w.node):
-            d = sizes[p]
-            if d[w.size] == 1:
-                del d[w.size]
-            else:
-                d[w.size] -= 1
-            totals[p] -= 1
+        self._count(w, tier, -1)
+        if tier == ALLOCATED and self.is_debug(w):
+            self.queues[(w.node, DEBUG)].remove(w.key, w.size)
+            self._count(w, DEBUG, -1)
 
     def waiting(self) -> int:
         """Return how many workloads wait in all tiers."""
@@ -507,6 +530,16 @@ class FairShareOrder:
         if key is None:
             return None
         return Pick(key, ahead + self.orphans.position(key) + 1, ORPHAN)
+
+    def next_debug(self, t: int, fits: Fits) -> Pick | None:
+        """Return the first waiting debug run in the order that fits (``fits``: the debug partition's room), or None.
+
+        Its position is the one it holds among every allocated waiter (``position_of``).
+        """
+        pick = self._descend(DEBUG, t, fits, 0)
+        if pick is None:
+            return None
+        return Pick(pick.key, 0, ALLOCATED)
 
     def _descend(self, tier: int, t: int, fits: Fits, ahead: int) -> Pick | None:
         # Only levels where something fits are ranked (none, when nothing fits: then no ratio is

@@ -213,9 +213,11 @@ def _earliest_room(core: DecisionCore, w: Workload, t: int) -> tuple[list[int], 
     per = hosts.per_node
     size = w.size
     workloads = core.workloads
-    open_ = hosts.healthy
+    open_ = hosts.healthy  # the debug partition left out (``lanes``) ...
     if size > per:
         need = hosts_needed(size, per)
+        if hosts.debug_hosts and need > hosts.outside_hosts():
+            open_ = hosts.open  # ... unless the run needs more hosts than there are outside it
         ready: list[tuple[int, int]] = []
         for h in hosts.hosts:
             if h.gpus != per or not open_[h.index]:

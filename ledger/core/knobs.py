@@ -42,6 +42,9 @@ def format_duration(seconds: int) -> str:
 
 MAX_PREEMPTIONS = 1  # the default bound on preemptions for fair share before a workload settles
 FILL_HEADROOM = 0.03  # the default share of the capacity kept free of new fill while allocated work runs or waits
+# A debug run: allocated work protected at most this long (its minimum runtime, capped) on at most one host.
+# The audit's debug bucket (queries/wait_by_size.sql) counts the same minimum runtimes, 1 s to 15 min.
+DEBUG_RUNTIME_S = 15 * 60
 
 
 @dataclass(frozen=True)
@@ -91,6 +94,10 @@ class Knobs:
     # Under fair share, free fill is not started into the last 3 % of the capacity left free while
     # allocated work runs or waits: the room the next allocated request takes (docs/rules.md).
     fill_headroom: float = FILL_HEADROOM
+    # The debug partition (fair share; docs/rules.md, "The debug partition"): the last ``debug_hosts``
+    # hosts of the cluster start allocated work only if it is a debug run (protected at most
+    # ``DEBUG_RUNTIME_S``, at most one host); free fill soaks them as any host. 0: no partition.
+    debug_hosts: int = 0
 
     @property
     def swap_margin(self) -> bool:
@@ -108,7 +115,7 @@ class Knobs:
             raise ConfigError(f"charge {self.charge!r}: expected one of {', '.join(CHARGES)}")
         for name in (
             "window_s", "max_min_runtime_s", "gpus_per_node", "grace_s", "preempt_cycle_s", "max_preemptions",
-            "fill_protect_s", "fill_protect_cap_s", "standing_check_s",
+            "fill_protect_s", "fill_protect_cap_s", "standing_check_s", "debug_hosts",
         ):
             if getattr(self, name) < (1 if name in ("window_s", "gpus_per_node") else 0):
                 raise ConfigError(f"{name} = {getattr(self, name)} is out of range")
@@ -139,4 +146,5 @@ class Knobs:
         text += f" cycle={format_duration(self.preempt_cycle_s)}" if self.preempt_cycle_s else ""
         text += f" max-preemptions={self.max_preemptions}" if self.max_preemptions != MAX_PREEMPTIONS else ""
         text += f" fill-headroom={self.fill_headroom * 100:g}%" if self.fill_headroom != FILL_HEADROOM else ""
+        text += f" debug-hosts={self.debug_hosts}" if self.debug_hosts else ""
         return text + ("" if self.preemption_strategy == "final-share" else f" {self.preemption_strategy}")

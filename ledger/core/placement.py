@@ -11,6 +11,16 @@ of host indexes, so the questions a scheduling pass asks are cheap:
   runs all stand or fall with one budget's standing, which one preemption can free; wide: the
   lowest-indexed wholly free hosts;
 * placing or freeing a workload moves each of its hosts between buckets, O(hosts × log n).
+
+The debug partition (``Knobs.debug_hosts``, docs/rules.md "The debug partition"): the last
+``debug_hosts`` hosts that are not retired (the highest indexes; hosts are retired from the top,
+so the live hosts are always the first ones), never all of them: at least one host stays outside.
+Their free room is kept in buckets of its own (``lane_buckets``), out of the room every question
+above answers, so work placed by those questions never lands there; ``lane_fitting`` and
+``lane_choose`` ask the same of the partition alone. ``healthy`` is the room outside the
+partition, ``open`` a host that takes work at all (healthy and not held). The partition follows
+the cluster's size (``resize``): a host that leaves it, or joins it, keeps the work it runs; a
+draining or failed partition host is not replaced by another.
 """
 
 from __future__ import annotations
@@ -22,7 +32,10 @@ from ledger.core.pickling import field_state, rebuilt_from_fields, set_fields
 
 __all__ = ["Fits", "Host", "Hosts", "hosts_needed"]
 
-_STATE = ("cluster", "per_node", "hosts", "by_name", "buckets", "capacity", "healthy", "budget_hosts")
+_STATE = (
+    "cluster", "per_node", "hosts", "by_name", "buckets", "capacity", "healthy", "budget_hosts", "debug_hosts", "lane",
+    "lane_buckets", "open", "lane_hosts",
+)
 
 
 def hosts_needed(gpus: int, per_node: int) -> int:
@@ -73,8 +86,9 @@ class Hosts:
 
     budget_hosts: dict[str, dict[int, int]]  # budget node -> {host index: its runs there}
 
-    def __init__(self, cluster: str = "", per_node: int = 8) -> None:
+    def __init__(self, cluster: str = "", per_node: int = 8, debug_hosts: int = 0) -> None:
         self._setup(cluster, per_node)
+        self.debug_hosts = debug_hosts  # the partition's size wanted (``resize`` keeps one host outside it)
         self.dirty_cache: set[int] = set()  # derived: hosts whose free GPUs or health changed since a reader looked
 
     def __getstate__(self) -> dict[str, object]:
@@ -92,8 +106,13 @@ class Hosts:
         self.by_name: dict[str, int] = {}
         self.buckets: list[list[int]] = [[] for _ in range(per_node + 1)]
         self.capacity = 0  # GPUs on hosts that are not retired
-        self.healthy: list[bool] = []  # by host index: takes new work (healthy and not held)
+        self.healthy: list[bool] = []  # by host index: takes new work outside the debug partition
         self.budget_hosts = {}
+        self.debug_hosts = 0
+        self.lane: list[bool] = []  # by host index: in the debug partition
+        self.lane_buckets: list[list[int]] = [[] for _ in range(per_node + 1)]  # the partition's hosts by free GPUs
+        self.open: list[bool] = []  # by host index: takes new work (healthy and not held), partition or not
+        self.lane_hosts: list[int] = []  # the partition's host indexes, ascending
 
     # ---- shape of the cluster ------------------------------------------------------------
     def resize(self, gpus: int, per_node: int) -> list[int]:
@@ -101,6 +120,7 @@ class Hosts:
         if not self.hosts and per_node != self.per_node:
             self.per_node = per_node
             self.buckets = [[] for _ in range(per_node + 1)]
+            self.lane_buckets = [[] for _ in range(per_node + 1)]
         per_node = self.per_node
         want = -(-gpus // per_node) if gpus else 0
         sizes = [per_node] * (gpus // per_node) + ([gpus % per_node] if gpus % per_node else [])
@@ -110,33 +130,58 @@ class Hosts:
                 h = self.hosts[i]
                 if h.state == "retired":
                     h.state = "healthy"
-                    self.healthy[i] = not h.held
+                    self._opened(i, not h.held)
                     if not h.held:
                         self._bucket_add(h)
                 continue
             h = Host(f"{self.cluster}-n{i:03d}", i, size)
             self.hosts.append(h)
             self.healthy.append(True)
+            self.open.append(True)
+            self.lane.append(False)
             self.by_name[h.name] = i
             self._bucket_add(h)
         for h in self.hosts[want:]:
             if h.state != "retired":
-                if self.healthy[h.index]:  # a draining, failed or held host is in no bucket
+                if self.open[h.index]:  # a draining, failed or held host is in no bucket
                     self._bucket_remove(h)
                 h.state = "retired"
-                self.healthy[h.index] = False
+                self._opened(h.index, False)
                 retired.append(h.index)
         self.capacity = sum(h.gpus for h in self.hosts if h.state != "retired")
+        if self.debug_hosts:
+            self._partition(want)
         return retired
+
+    def _partition(self, live: int) -> None:
+        """Make the last ``debug_hosts`` of the ``live`` hosts (at most all but one) the debug partition."""
+        first = live - min(self.debug_hosts, live - 1) if live else 0
+        for h in self.hosts:
+            i = h.index
+            want = first <= i < live
+            if self.lane[i] == want:
+                continue
+            if self.open[i]:
+                self._bucket_remove(h)
+            self.lane[i] = want
+            self._opened(i, self.open[i])
+            if self.open[i]:
+                self._bucket_add(h)
+        self.lane_hosts = list(range(first, live))
+
+    def _opened(self, i: int, takes: bool) -> None:
+        """Set whether host ``i`` takes new work, and so whether it is room outside the partition."""
+        self.open[i] = takes
+        self.healthy[i] = takes and not self.lane[i]
 
     def set_state(self, index: int, state: str) -> None:
         """Change a host's health; only healthy hosts take new work."""
         h = self.hosts[index]
-        if self.healthy[index]:
+        if self.open[index]:
             self._bucket_remove(h)
         h.state = state
-        self.healthy[index] = state == "healthy" and not h.held
-        if self.healthy[index]:
+        self._opened(index, state == "healthy" and not h.held)
+        if self.open[index]:
             self._bucket_add(h)
 
     def set_held(self, index: int, held: bool) -> None:
@@ -144,11 +189,11 @@ class Hosts:
         h = self.hosts[index]
         if h.held == held:
             return
-        if self.healthy[index]:
+        if self.open[index]:
             self._bucket_remove(h)
         h.held = held
-        self.healthy[index] = h.state == "healthy" and not held
-        if self.healthy[index]:
+        self._opened(index, h.state == "healthy" and not held)
+        if self.open[index]:
             self._bucket_add(h)
         self.dirty_cache.add(index)
 
@@ -214,14 +259,47 @@ class Hosts:
                     best, room = i, free
             if best >= 0:
                 return [best]
+        return self._best_fit(self.buckets, gpus)
+
+    def _best_fit(self, buckets: list[list[int]], gpus: int) -> list[int] | None:
+        """Return the fullest host with room (narrow) or the lowest wholly free hosts (wide) among ``buckets``."""
+        per = self.per_node
         if gpus <= per:
             for k in range(gpus, per + 1):
-                if self.buckets[k]:
-                    return [self.buckets[k][0]]
+                if buckets[k]:
+                    return [buckets[k][0]]
             return None
-        n = hosts_needed(gpus, self.per_node)
-        whole = self.buckets[self.per_node]
+        n = hosts_needed(gpus, per)
+        whole = buckets[per]
         return list(whole[:n]) if len(whole) >= n else None
+
+    # ---- the debug partition ----------------------------------------------------------------
+    def lane_fitting(self) -> Fits:
+        """Return which sizes fit the free room of the debug partition (wide: its wholly free hosts)."""
+        buckets = self.lane_buckets
+        most = 0
+        for k in range(self.per_node, 0, -1):
+            if buckets[k]:
+                most = k
+                break
+        return Fits(self.per_node, most, len(buckets[self.per_node]))
+
+    def lane_choose(self, gpus: int) -> list[int] | None:
+        """Return debug-partition hosts for a workload: the fullest with room (narrow), wholly free ones (wide)."""
+        return self._best_fit(self.lane_buckets, gpus)
+
+    def lane_open(self) -> list[bool]:
+        """Return by host index whether it is a debug-partition host that takes new work. O(hosts)."""
+        lane, open_ = self.lane, self.open
+        return [lane[i] and open_[i] for i in range(len(lane))]
+
+    def in_lane(self, index: int) -> bool:
+        """Return whether host ``index`` is in the debug partition and takes new work."""
+        return self.lane[index] and self.open[index]
+
+    def outside_hosts(self) -> int:
+        """Return how many full-size hosts outside the debug partition are not retired (whatever their health)."""
+        return sum(1 for h in self.hosts if h.state != "retired" and not self.lane[h.index] and h.gpus == self.per_node)
 
     def share_on(self, gpus: int, n_hosts: int) -> list[int]:
         """Return how many GPUs a workload holds on each of its hosts (whole hosts when wide)."""
@@ -232,7 +310,7 @@ class Hosts:
         """Put a workload (charged to ``budget``, if any) on hosts. O(hosts × log n)."""
         for i, g in zip(indexes, self.share_on(gpus, len(indexes)), strict=True):
             h = self.hosts[i]
-            healthy = self.healthy[i]
+            healthy = self.open[i]
             if healthy:
                 self._bucket_remove(h)
             h.used += g
@@ -249,7 +327,7 @@ class Hosts:
             g = min(share - held, h.gpus - h.used)
             if g <= 0:
                 continue
-            healthy = self.healthy[i]
+            healthy = self.open[i]
             if healthy:
                 self._bucket_remove(h)
             h.used += g
@@ -271,7 +349,7 @@ class Hosts:
             if g < 0:
                 continue
             self._count(budget, i, -1)
-            healthy = self.healthy[i]
+            healthy = self.open[i]
             if healthy:
                 self._bucket_remove(h)
             h.used -= g
@@ -299,9 +377,9 @@ class Hosts:
 
     def _bucket_add(self, h: Host) -> None:
         self.dirty_cache.add(h.index)
-        insort(self.buckets[h.gpus - h.used], h.index)
+        insort((self.lane_buckets if self.lane[h.index] else self.buckets)[h.gpus - h.used], h.index)
 
     def _bucket_remove(self, h: Host) -> None:
         self.dirty_cache.add(h.index)
-        b = self.buckets[h.gpus - h.used]
+        b = (self.lane_buckets if self.lane[h.index] else self.buckets)[h.gpus - h.used]
         del b[bisect_left(b, h.index)]

@@ -298,23 +298,30 @@ def priority_pass(core: DecisionCore, t: int, out: list[Event], fresh: list[Work
 
 def make_room(
     core: DecisionCore, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event],
-    place: int | Callable[[], int],
+    place: int | Callable[[], int], lane: bool = False,
 ) -> bool:
     """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible.
 
     ``place`` is the waiter's queue position, or a function computing it (O(depth × b log b)),
-    called only once the attempt succeeds: most attempts fail.
+    called only once the attempt succeeds: most attempts fail. ``lane``: a narrow debug run makes
+    room on the debug partition (``lanes``), from the victims there alone; otherwise the partition's
+    hosts are out of reach (``Hosts.healthy`` leaves them out).
     """
     hosts = core.hosts
     per = hosts.per_node
-    buckets = core.pool.rooms(hosts)
-    if waiter.size >= refused_from(buckets, per):
-        return False  # too few hosts could make the room even with every possible victim on them gone
-    healthy = hosts.healthy
-    # O(hosts) once, rather than a health check per candidate when all are healthy
-    may_take = eligible if all(healthy) else _OnHealthyHosts(healthy, eligible)
-    if not room_possible(core, buckets, waiter.size, may_take):
-        return False  # what the scan below would find, asked of the hosts that could make the room only
+    may_take: Callable[[Workload], bool]
+    if lane:
+        assert waiter.size <= per
+        may_take = _OnHealthyHosts(hosts.lane_open(), eligible)
+    else:
+        buckets = core.pool.rooms(hosts)
+        if waiter.size >= refused_from(buckets, per):
+            return False  # too few hosts could make the room even with every possible victim on them gone
+        healthy = hosts.healthy
+        # O(hosts) once, rather than a health check per candidate when all are healthy
+        may_take = eligible if all(healthy) else _OnHealthyHosts(healthy, eligible)
+        if not room_possible(core, buckets, waiter.size, may_take):
+            return False  # what the scan below would find, asked of the hosts that could make the room only
     # Cheapest first; eligibility (which ranks and ratios decide) is only asked of the candidates
     # actually reached, usually a handful: O(p log p) to sort, O(depth) per candidate reached.
     tiers, ready = core.pool.tiers(t, core.workloads)
@@ -369,7 +376,7 @@ def make_room(
     freed_gpus = sum(v.held for v in victims)
     why = (
         f"preempted {len(victims)} workload(s) holding {freed_gpus} GPUs to make room; "
-        + start_reason(core, waiter, Pick(waiter.key, position, ALLOCATED), chosen_hosts, t)
+        + start_reason(core, waiter, Pick(waiter.key, position, ALLOCATED), chosen_hosts, t, lane)
     )
     core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     for v in victims:

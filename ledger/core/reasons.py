@@ -7,18 +7,25 @@ from typing import TYPE_CHECKING
 
 from ledger.core.contract import Workload
 from ledger.core.fairshare import ORPHAN, UNALLOCATED, FairShareOrder, Pick, percent
-from ledger.core.knobs import format_duration
+from ledger.core.knobs import DEBUG_RUNTIME_S, format_duration
 from ledger.core.progress import protection_s
 
 if TYPE_CHECKING:
     from ledger.core.scheduler import DecisionCore
 
-__all__ = ["start_reason"]
+__all__ = ["debug_hosts_rule", "start_reason"]
 
 
-def start_reason(core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], t: int) -> str:
-    """Return the plain-words reason of a start decision (what `explain` shows a researcher)."""
+def start_reason(
+    core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], t: int, lane: bool = False
+) -> str:
+    """Return the plain-words reason of a start decision (what `explain` shows a researcher).
+
+    ``lane``: it starts on the debug partition (``lanes``), where only debug runs (and free fill) start.
+    """
     where = _where(core, w, hosts)
+    if lane:
+        where += f"; {debug_hosts_rule(core)}"
     if core.knobs.policy == "fifo":
         return f"first come, first served: earliest submitted work that fits; {where}"
     if core.knobs.policy == "priority":
@@ -41,9 +48,19 @@ def start_reason(core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], 
         standing = _no_allocation(core, w.node)
     else:
         standing = f"{w.node} has used {percent(ratio)} of its allocation over the {core.lookback}"
+    first = "first debug run in the fair-share order that fits the debug partition" if lane else (
+        "first in the fair-share order among work that fits"
+    )
+    return f"{standing}; {first}; protected for {format_duration(protection_s(core, w))}; {where}"
+
+
+def debug_hosts_rule(core: DecisionCore) -> str:
+    """Say the debug partition's rule, e.g. 'the 2 debug hosts take only runs protected <= 15m on one host'."""
+    n = sum(1 for i, on in enumerate(core.hosts.lane) if on and core.hosts.hosts[i].state != "retired")
+    hosts = "the debug host takes" if n == 1 else f"the {n} debug hosts take"
     return (
-        f"{standing}; first in the fair-share order among work that fits; "
-        f"protected for {format_duration(protection_s(core, w))}; {where}"
+        f"{hosts} only allocated runs protected <= {format_duration(DEBUG_RUNTIME_S)} on one host, "
+        f"and free fill"
     )
 
 

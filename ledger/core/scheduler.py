@@ -40,11 +40,11 @@ import pickle
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger.core import holds, progress
+from ledger.core import holds, lanes, progress
 from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
 from ledger.core.fairshare import FairShareOrder
 from ledger.core.grace import keep_exiting, leave_hosts, unreserve, victim_left
-from ledger.core.knobs import Knobs, format_duration
+from ledger.core.knobs import DEBUG_RUNTIME_S, Knobs, format_duration
 from ledger.core.occupancy import Occupancy
 from ledger.core.outputs import Outputs
 from ledger.core.passes import Passes
@@ -104,7 +104,11 @@ class DecisionCore:
             self.order = FairShareOrder(self.tree, self.occ)
         else:
             self.order = FlatOrder(knobs.policy == "priority")
-        self.hosts = Hosts(cluster, knobs.gpus_per_node)  # hosts and placement
+        # the debug partition is a fair-share rule: the baselines place on every host alike
+        lane = knobs.debug_hosts if knobs.policy == "fairshare" else 0
+        self.hosts = Hosts(cluster, knobs.gpus_per_node, lane)  # hosts and placement
+        if lane and isinstance(self.order, FairShareOrder):
+            self.order.debug_s, self.order.debug_size = DEBUG_RUNTIME_S, knobs.gpus_per_node
         self.workloads = Roster()  # every known workload
         self.pool = VictimPool()  # running work a waiter may preempt
         self.wakeups = Wakeups()
@@ -650,9 +654,14 @@ class DecisionCore:
             self._cycle_done(t)
             self.passes.ran(t)
             return
+        lane = self.hosts.debug_hosts
         while True:
+            if lane:  # debug runs into the debug partition's free room first (``lanes``)
+                lanes.start_debug(self, t, out)
             self._fill(t, out, allocated_only=True)
             walk = self.passes.walk_due(t)
+            if lane and (walk or fresh) and lanes.preempt_debug(self, t, out):
+                continue
             if fresh and not walk:
                 # a new submission is tried at once (O(p log p)) even between preemption cycles
                 waiter = fresh.pop(0)
@@ -666,6 +675,8 @@ class DecisionCore:
             break
         holds.pass_holds(self, t, out)  # the head's hold: its start, the held room soaked, or a grant
         self._fill(t, out)
+        if lane:
+            lanes.fill_lane(self, t, out)  # free fill soaks the debug partition as any host
         holds.fill_held(self, t, out)
         self.passes.ran(t)
         progress.queue_recheck(self, t)
