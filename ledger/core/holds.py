@@ -29,6 +29,9 @@ Rules (fair share; docs/rules.md, "Holds"):
   runs there were started knowing the hosts were held (or were protected no longer than the
   hold's time). Should a run there still be protected (started during a grace period), the hold's
   time moves to the end of its window.
+* **The debug partition** (``lanes``) is never held, except for a run that needs more hosts than
+  there are outside it: its hold may take partition hosts, and is granted even when the room it
+  needs is free now (only a hold can give it room the preemption step never sees).
 * **Dropped** when the holder starts (anywhere), leaves the queue, or a held host changes health
   or the cluster's capacity changes (a new hold is granted at the next pass).
 
@@ -173,7 +176,11 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
             # under its swap test, and a hold at "now" would take it with no test at all (the churn of two
             # budgets taking each other's hosts through holds, each restarted elsewhere at once); only a
             # waiter that has waited a hold's span already is held for at "now" (the bound stays as stated)
-            if found is not None and (found[1] > t or t - _waiting_since(w) >= hold_span_s(core.knobs) * _US):
+            # (a run too wide for the hosts outside the debug partition is the exception: the preemption step
+            # never sees the partition, so only a hold gives it room, and it is held for at "now" too)
+            if found is not None and (
+                found[1] > t or t - _waiting_since(w) >= hold_span_s(core.knobs) * _US or _beyond_lane(core, size)
+            ):
                 hosts, until = found
                 hold = Hold(w.wid, hosts, until, t, w.size)
                 core.holds.grant(hold, core.hosts)
@@ -182,6 +189,12 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
                 out.append(core._decision("hold", w, t, until, words, position=order.position_of(w, t), hosts=hosts))
                 return hold
     return None
+
+
+def _beyond_lane(core: DecisionCore, size: int) -> bool:
+    """Return whether a run of ``size`` GPUs needs more hosts than there are outside the debug partition."""
+    hosts = core.hosts
+    return bool(hosts.debug_hosts) and hosts_needed(size, hosts.per_node) > hosts.outside_hosts()
 
 
 def _waiting_since(w: Workload) -> int:
@@ -216,7 +229,7 @@ def _earliest_room(core: DecisionCore, w: Workload, t: int) -> tuple[list[int], 
     open_ = hosts.healthy  # the debug partition left out (``lanes``) ...
     if size > per:
         need = hosts_needed(size, per)
-        if hosts.debug_hosts and need > hosts.outside_hosts():
+        if _beyond_lane(core, size):
             open_ = hosts.open  # ... unless the run needs more hosts than there are outside it
         ready: list[tuple[int, int]] = []
         for h in hosts.hosts:
