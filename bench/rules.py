@@ -14,7 +14,8 @@ The figures are deterministic (same code, same month, same figures); the wall ti
 printed beside them for information only.
 
 ``BENCH_RULES_MONTHS`` picks the months (default ``demo,A,B,C,I,S``), ``BENCH_RULES`` the rule sets
-(default ``final-share,instant,priority``) and ``BENCH_JOBS`` how many replays run at once (default:
+(default ``final-share,instant,priority``; ``debug-lane`` is final-share with a debug partition of 3 % of
+the month's hosts, rounded up: ``DEBUG_SHARE``) and ``BENCH_JOBS`` how many replays run at once (default:
 the cores). The months:
 
 * ``demo``: ``gpuledger demo``'s month (seed 7), replayed past its 30 days until all work is done;
@@ -34,6 +35,7 @@ hours over its weeks before the smaller is taken.
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -63,7 +65,11 @@ RULES: dict[str, tuple[str, Knobs]] = {
     "final-share": ("final-share", Knobs()),
     "instant": ("instant", Knobs(preemption_strategy="instant")),
     "priority": ("priority baseline", Knobs(policy="priority")),
+    "debug-lane": ("final-share, debug partition", Knobs()),
 }
+# Rule sets whose debug partition is sized per month (``Knobs.debug_hosts``): this share of the month's
+# hosts, rounded up (1 host of 32 on 256 GPUs, 4 of 128 on 1,024), labelled with the hosts it took.
+DEBUG_SHARE: dict[str, float] = {"debug-lane": 0.03}
 TEAM_DEPTH = {"demo": 2, "full": 2, "S": 2}  # the team level (0: the root) where it is not the leaf
 
 
@@ -179,6 +185,16 @@ def must_show(name: str, month: Month, rules: str, result: dict[str, Any], run_d
     )
 
 
+def sized(rules: str, month: Month) -> tuple[str, Knobs]:
+    """Return the label and knobs of rule set ``rules`` for ``month``: a debug partition sized to the month's hosts."""
+    label, knobs = RULES[rules]
+    share = DEBUG_SHARE.get(rules)
+    if share is None:
+        return label, knobs
+    hosts = math.ceil(month.inputs.gpus / month.inputs.gpus_per_node * share)
+    return f"{label} ({hosts} host{'s' if hosts != 1 else ''})", knobs.with_(debug_hosts=hosts)
+
+
 def main() -> None:
     """Replay every month under every rule set and print the two tables."""
     months = [m.strip() for m in os.environ.get("BENCH_RULES_MONTHS", "demo,A,B,C,I,S").split(",") if m.strip()]
@@ -186,7 +202,6 @@ def main() -> None:
     unknown = [r for r in names if r not in RULES]
     if unknown:
         raise SystemExit(f"BENCH_RULES: unknown rules {unknown[0]!r} (expected some of {', '.join(RULES)})")
-    chosen = [RULES[r] for r in names]
     jobs = int(os.environ.get("BENCH_JOBS", default_jobs()))
     print("| month | rules | ended | preemptions (allocated / fill) | per workload | discarded share "
           "| eviction ratio | received / owed | per day | debug p90 wait |")
@@ -195,6 +210,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-rules-") as tmp:
         for name in months:
             month = month_inputs(name)
+            chosen = [sized(r, month) for r in names]
             settings = [(knobs, label, Path(tmp) / f"{name}-{i}") for i, (label, knobs) in enumerate(chosen)]
             results = run_settings(month.inputs, settings, jobs=jobs, quiet=True, until=month.until)
             for (label, _), result, (_, _, run_dir) in zip(chosen, results, settings, strict=True):

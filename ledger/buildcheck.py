@@ -48,7 +48,7 @@ MANIFEST = "_compiled.json"
 COMPILED_PACKAGES: dict[str, tuple[str, ...]] = {
     "ledger.core": (
         "contract", "fairshare", "occupancy", "placement", "policies", "preemption", "queues", "reasons",
-        "rooms", "scheduler", "tree", "walk", "progress", "grace", "wakeups", "holds", "roster", "pool", "passes",
+        "rooms", "scheduler", "tree", "walk", "progress", "grace", "wakeups", "holds", "lanes", "roster", "pool", "passes",
         "outputs",
     ),
     "ledger.replay": ("driver", "logwriter"),
