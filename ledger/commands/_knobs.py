@@ -42,13 +42,18 @@ def _add_rule_flags(p: argparse.ArgumentParser) -> None:
         help="let fair share preempt resumable work before its run has checkpointed (the former rule, for "
         "what-if runs; default no)",
     )
+    p.add_argument(
+        "--debug-hosts", default=None, metavar="N",
+        help="fair share: the last N hosts start only debug runs (allocated, protected <= 15 min, one host) and "
+        "free fill (default 0: no debug partition)",
+    )
 
 
 def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = False) -> None:
     """Register --policy, --window, --half-life, --max-min-runtime, --charge, --gpus-per-node, --grace.
 
-    Also --preemption-strategy, --preempt-cycle, --max-preemptions, --fill-headroom and
-    --preempt-uncheckpointed (single values, applied to every combination).
+    Also --preemption-strategy, --preempt-cycle, --max-preemptions, --fill-headroom,
+    --preempt-uncheckpointed and --debug-hosts (single values, applied to every combination).
 
     With ``many_policies`` (compare), --policy repeats and every knob takes a comma list of values.
     """
@@ -80,6 +85,10 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
             help="whether fair share may preempt resumable work before its run checkpoints: yes, no (default) "
             "or no,yes side by side",
         )
+        p.add_argument(
+            "--debug-hosts", default=None, metavar="N",
+            help="debug partition size(s) in hosts (debug runs and free fill only), e.g. 0,1,4 (default 0)",
+        )
         return
     else:
         p.add_argument("--policy", choices=POLICIES, default="fairshare", help="scheduling policy (default fairshare)")
@@ -105,6 +114,9 @@ def _rule_knobs(args: argparse.Namespace) -> dict[str, object]:
     uncheckpointed = getattr(args, "preempt_uncheckpointed", None)
     if uncheckpointed is not None:
         knobs["preempt_uncheckpointed"] = yes_no("--preempt-uncheckpointed", uncheckpointed)
+    debug_hosts = _count("--debug-hosts", getattr(args, "debug_hosts", None))
+    if debug_hosts is not None:
+        knobs["debug_hosts"] = debug_hosts
     return knobs
 
 
@@ -179,8 +191,8 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
 
     Policies come from repeated ``--policy`` flags (or comma lists); the order is policies, then windows,
     half-lives, caps, charges, graces, preemption strategies (``final-share,instant``), preemption cycles,
-    preemption bounds (``--max-preemptions 1,2``), fill headrooms (``--fill-headroom 0,3%``) and
-    ``--preempt-uncheckpointed no,yes``, each in the order given.
+    preemption bounds (``--max-preemptions 1,2``), fill headrooms (``--fill-headroom 0,3%``),
+    ``--preempt-uncheckpointed no,yes`` and debug partitions (``--debug-hosts 0,1``), each in the order given.
     """
     import itertools
 
@@ -194,11 +206,12 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
         policies, _split(args.window), _split(args.half_life), _split(args.max_min_runtime), _split(args.charge),
         _split(args.grace), _strategies(args), _split(getattr(args, "preempt_cycle", None) or "0s"),
         [_count("--max-preemptions", x) for x in _split(getattr(args, "max_preemptions", None))],
-        # the last two as one list of pairs (typing covers product() of at most 10 iterables)
+        # the last three as one list of triples (typing covers product() of at most 10 iterables)
         list(itertools.product(
             [share_arg("--fill-headroom", x) for x in _split(getattr(args, "fill_headroom", None))],
             [x is not None and yes_no("--preempt-uncheckpointed", x)
              for x in _split(getattr(args, "preempt_uncheckpointed", None))],
+            [_count("--debug-hosts", x) or 0 for x in _split(getattr(args, "debug_hosts", None))],
         )),
     )
     return [
@@ -215,6 +228,8 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
             max_preemptions=MAX_PREEMPTIONS if most is None else most,
             fill_headroom=FILL_HEADROOM if headroom is None else headroom,
             preempt_uncheckpointed=uncheckpointed,
+            debug_hosts=debug_hosts,
         )
-        for policy, window, half_life, cap, charge, grace, strategy, cycle, most, (headroom, uncheckpointed) in combos
+        for policy, window, half_life, cap, charge, grace, strategy, cycle, most, (headroom, uncheckpointed, debug_hosts)
+        in combos
     ]

@@ -68,6 +68,7 @@ def column_labels(grid: list[Knobs]) -> list[str]:
         ("bound", lambda k: f"max {k.max_preemptions} preemptions"),
         ("headroom", lambda k: f"fill headroom {k.fill_headroom * 100:g}%"),
         ("uncheckpointed", lambda k: "preempt uncheckpointed" if k.preempt_uncheckpointed else "spare uncheckpointed"),
+        ("debug hosts", lambda k: f"{k.debug_hosts} debug hosts"),
     )
     for _, show in fields:
         values = [show(k) for k in grid]
@@ -85,7 +86,7 @@ FAIR_SHARE_ONLY = {
     "window_s": "window", "half_life_s": "half-life", "charge": "charge",
     "preemption_strategy": "preemption strategy", "max_preemptions": "preemption bound",
     "preempt_uncheckpointed": "uncheckpointed rule", "fill_headroom": "fill headroom",
-    "standing_check_s": "standing check",
+    "standing_check_s": "standing check", "debug_hosts": "debug partition",
 }
 
 

@@ -43,6 +43,7 @@ rules = st.builds(
     max_min_runtime_s=st.sampled_from([2 * 3600, 8 * 3600]),
     grace_s=st.sampled_from([0, 120]),
     max_preemptions=st.sampled_from([1, 2]),
+    debug_hosts=st.sampled_from([0, 1]),  # with a debug partition a whole-cluster run is held onto it too
 )
 
 
