@@ -48,8 +48,8 @@ MANIFEST = "_compiled.json"
 COMPILED_PACKAGES: dict[str, tuple[str, ...]] = {
     "ledger.core": (
         "contract", "fairshare", "occupancy", "placement", "policies", "preemption", "queues", "reasons",
-        "rooms", "scheduler", "tree", "walk", "progress", "grace", "wakeups", "holds", "lanes", "roster", "pool", "passes",
-        "outputs",
+        "rooms", "scheduler", "tree", "walk", "progress", "grace", "wakeups", "holds", "lanes", "roster", "pool",
+        "passes", "outputs",
     ),
     "ledger.replay": ("driver", "logwriter"),
     "ledger.log": ("avro_bytes", "avro_records"),

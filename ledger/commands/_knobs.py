@@ -230,6 +230,7 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
             preempt_uncheckpointed=uncheckpointed,
             debug_hosts=debug_hosts,
         )
-        for policy, window, half_life, cap, charge, grace, strategy, cycle, most, (headroom, uncheckpointed, debug_hosts)
-        in combos
+        for policy, window, half_life, cap, charge, grace, strategy, cycle, most, (
+            headroom, uncheckpointed, debug_hosts,
+        ) in combos
     ]

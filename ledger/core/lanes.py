@@ -29,6 +29,7 @@ victim pool once (as ``preemption.make_room``), at most once per size a pass.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick
@@ -87,7 +88,7 @@ def preempt_debug(core: DecisionCore, t: int, out: list[Event]) -> bool:
         if pick is None:
             return False
         w = core.workloads[pick.key[2]]
-        if make_room(core, w, eligibility(core, w, t), t, out, lambda: order.position_of(w, t), lane=True):
+        if make_room(core, w, eligibility(core, w, t), t, out, partial(order.position_of, w, t), lane=True):
             return True
         cap = w.size - 1
     return False
