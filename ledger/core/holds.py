@@ -31,7 +31,8 @@ Rules (fair share; docs/rules.md, "Holds"):
   time moves to the end of its window.
 * **The debug partition** (``lanes``) is never held, except for a run that needs more hosts than
   there are outside it: its hold may take partition hosts, and is granted even when the room it
-  needs is free now (only a hold can give it room the preemption step never sees).
+  needs is free now (only a hold can give it room the preemption step never sees). Allocated work
+  soaking held room is never placed on a held partition host; free fill is.
 * **Dropped** when the holder starts (anywhere), leaves the queue, or a held host changes health
   or the cluster's capacity changes (a new hold is granted at the next pass).
 
@@ -394,11 +395,15 @@ def _move(core: DecisionCore, hold: Hold, until: int) -> None:
 
 
 # ---------------------------------------------------------------- soaking the held room
-def _held_fits(core: DecisionCore, hold: Hold) -> Fits:
+def _held_fits(core: DecisionCore, hold: Hold, soak: bool = False) -> Fits:
+    """Return which sizes fit the held hosts' free room (``soak``: the held hosts outside the debug partition)."""
     hl = core.hosts.hosts
     per = core.hosts.per_node
+    lane = core.hosts.lane
     most, whole = 0, 0
     for i in hold.hosts:
+        if soak and lane[i]:
+            continue  # allocated work soaking held room is no debug run: it never starts on the partition
         h = hl[i]
         free = h.gpus - h.used
         if free > most:
@@ -410,7 +415,7 @@ def _held_fits(core: DecisionCore, hold: Hold) -> Fits:
 
 def _soak(core: DecisionCore, hold: Hold, t: int, out: list[Event]) -> None:
     """Start on held room, in fair-share order, allocated work whose protected window ends by the hold's time."""
-    fits = _held_fits(core, hold)
+    fits = _held_fits(core, hold, soak=True)
     if not fits.most:
         return
     order = core.order
@@ -430,7 +435,7 @@ def _soak(core: DecisionCore, hold: Hold, t: int, out: list[Event]) -> None:
                     continue
                 if w.preemptions >= core.knobs.max_preemptions:
                     continue  # it would be preempted at the hold's time once more without a checkpoint
-                hosts = _choose_held(core, hold, size)
+                hosts = _choose_held(core, hold, size, soak=True)
                 position = order.position_of(w, t)
                 why = start_reason(core, w, _pick(w, position), hosts, t) + (
                     f"; on {'hosts' if len(hosts) > 1 else 'a host'} held for {hold.wid} until "
@@ -441,7 +446,7 @@ def _soak(core: DecisionCore, hold: Hold, t: int, out: list[Event]) -> None:
                 break
             if started:
                 break
-        fits = _held_fits(core, hold)
+        fits = _held_fits(core, hold, soak=True)
 
 
 def fill_held(core: DecisionCore, t: int, out: list[Event]) -> None:
@@ -468,15 +473,20 @@ def fill_held(core: DecisionCore, t: int, out: list[Event]) -> None:
         core._start(w, hosts, t, pick.position, out, why)
 
 
-def _choose_held(core: DecisionCore, hold: Hold, size: int) -> list[int]:
-    """Return held hosts for ``size`` GPUs: the fullest that fits (narrow), the lowest wholly free ones (wide)."""
+def _choose_held(core: DecisionCore, hold: Hold, size: int, soak: bool = False) -> list[int]:
+    """Return held hosts for ``size`` GPUs: the fullest that fits (narrow), the lowest wholly free ones (wide).
+
+    ``soak``: allocated work soaking held room, never placed on a held debug-partition host.
+    """
     hl = core.hosts.hosts
     per = core.hosts.per_node
+    lane = core.hosts.lane
+    held = [i for i in hold.hosts if not lane[i]] if soak else hold.hosts
     if size > per:
         need = hosts_needed(size, per)
-        return [i for i in hold.hosts if hl[i].used == 0 and hl[i].gpus == per][:need]
+        return [i for i in held if hl[i].used == 0 and hl[i].gpus == per][:need]
     best, room = -1, per + 1
-    for i in hold.hosts:
+    for i in held:
         free = hl[i].gpus - hl[i].used
         if size <= free < room:
             best, room = i, free

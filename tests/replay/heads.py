@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from ledger.core import DecisionCore
 from ledger.core.contract import start_bound
-from ledger.core.knobs import Knobs
+from ledger.core.knobs import DEBUG_RUNTIME_S, Knobs
 from ledger.events import Event, WorkloadStarted, WorkloadSubmitted, to_us
 from ledger.replay.driver import ReplayDriver
 from ledger.replay.scenario_family import Sustained, sustained
@@ -24,6 +24,7 @@ class HeadWatch:
     heads: list[tuple[int, str]] = field(default_factory=list)  # (since, workload): every new head in turn
     started: dict[str, int] = field(default_factory=dict)  # workload -> its latest start
     first_start: dict[str, int] = field(default_factory=dict)  # workload -> its first start
+    starts: list[WorkloadStarted] = field(default_factory=list)  # every start, in order
     head: str | None = None
     since: int = 0
 
@@ -54,6 +55,7 @@ class HeadWatch:
             if isinstance(e, WorkloadStarted):
                 self.started[e.workload_id] = to_us(e.time)
                 self.first_start.setdefault(e.workload_id, to_us(e.time))
+                self.starts.append(e)
         return out
 
     def first(self, t: int) -> str | None:
@@ -93,6 +95,27 @@ def bound_us(knobs: Knobs, subs: list[WorkloadSubmitted]) -> int:
     restart = max((s.restart_s or 0) for s in subs)
     settled = max((held(s) for s in subs if s.min_runtime_s > 0), default=0)
     return int(start_bound(knobs, restart).total_seconds() + settled) * _US
+
+
+def off_the_partition(watch: HeadWatch) -> list[str]:
+    """Return the allocated starts on debug-partition hosts of runs that are not debug runs (none may be).
+
+    A debug run is protected at most 15 minutes on one host; a run needing more hosts than there are
+    outside the partition may be held onto it (``ledger.core.lanes``).
+    """
+    hosts = watch.core.hosts
+    lane = {hosts.hosts[i].name for i in hosts.lane_hosts}
+    knobs = watch.core.knobs
+    outside = hosts.outside_hosts()
+    wrong = []
+    for e in watch.starts:
+        if not e.allocated or not lane.intersection(e.nodes):
+            continue
+        s = watch.subs[e.workload_id]
+        debug = 0 < min(s.min_runtime_s, knobs.max_min_runtime_s) <= DEBUG_RUNTIME_S and e.gpus <= knobs.gpus_per_node
+        if not debug and len(e.nodes) <= outside:
+            wrong.append(f"{e.workload_id} ({e.gpus} GPUs, minimum runtime {s.min_runtime_s} s) on {e.nodes}")
+    return wrong
 
 
 def late_heads(watch: HeadWatch, knobs: Knobs, subs: list[WorkloadSubmitted]) -> list[str]:

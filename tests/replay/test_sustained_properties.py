@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from ledger.core.knobs import Knobs
 from ledger.replay.scenario_family import Sustained
-from tests.replay.heads import late_heads, replay_sustained
+from tests.replay.heads import late_heads, off_the_partition, replay_sustained
 
 shapes = st.builds(
     Sustained,
@@ -62,6 +62,8 @@ def test_the_head_of_the_fair_share_order_starts_within_the_bound_while_submissi
     assert watch.streaks  # allocated work waited: the demand outgrew the cluster
     late = late_heads(watch, knobs, subs)
     assert not late, late[:5]
+    wrong = off_the_partition(watch)  # with debug_hosts 1: only debug runs (and free fill) start there
+    assert not wrong, wrong[:5]
 
 
 @pytest.mark.slow
