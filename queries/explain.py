@@ -125,8 +125,10 @@ def fair_tree_order(con: duckdb.DuckDBPyConnection, t_us: int) -> list[dict[str,
 class _Log:
     """The projected log and the facts of the workload being explained, with the queries its story asks."""
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, me: dict[str, Any], policy: str, headroom: float) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, me: dict[str, Any], policy: str, headroom: float,
+                 debug_partition: tuple[int, int] | None = None) -> None:
         self.con, self.me, self.policy, self.headroom = con, me, policy, headroom
+        self.debug_partition = debug_partition  # (hosts, longest protected runtime of a debug run, s)
         self.recorded = bool(rows(con, "SELECT 1 FROM ev_decision LIMIT 1"))
         self.decided = {(d["workload_id"], d["action"], d["time"]): d for d in rows(con, """
             SELECT workload_id, action, "time", reason, budget_ratio, queue_position, for_workload
@@ -349,8 +351,19 @@ def _waiting_moments(log: _Log, lo: int, hi: int | None) -> list[dict[str, Any]]
             f"Over the whole wait, {iso(lo)} to {until} ({_dur(end - lo)}): {len(others)} other workload(s) "
             f"started, {wide} as wide as it or wider, {sum(1 for o in others if o['allocated'])} allocated"
             + (f" ({len(shown)} of them told above, spread over the wait)" if len(others) > len(shown) else "")
-            + room + ".")})
+            + room + "." + _partition_note(log))})
     return moments
+
+
+def _partition_note(log: _Log) -> str:
+    """Say, for allocated work that is no debug run, that the debug partition's room was never its own."""
+    me, partition = log.me, log.debug_partition
+    if partition is None or not partition[0] or me["min_runtime_s"] <= 0 or me["min_runtime_s"] <= partition[1]:
+        return ""
+    hosts = "host was" if partition[0] == 1 else f"{partition[0]} hosts were"
+    return (f" The cluster's last {hosts} a debug partition, which starts only allocated runs protected "
+            f"at most {duration(partition[1])} on one host, and free fill: its minimum runtime of "
+            f"{duration(me['min_runtime_s'])} kept it off that room, which the free GPUs above count.")
 
 
 def _decisions(log: _Log, wid: str) -> list[dict[str, Any]]:
@@ -430,6 +443,7 @@ def _preempted_text(log: _Log, run: dict[str, Any], p: dict[str, Any]) -> str:
 
 def explain(
     source: Source, workload_id: str, window_s: int = WEEK_S, fill_headroom: float = 0.0, policy: str = "fairshare",
+    debug_partition: tuple[int, int] | None = None,
 ) -> dict[str, Any]:
     """Return the story of one workload: a list of dated sentences and the facts behind them.
 
@@ -437,6 +451,8 @@ def explain(
     to be recounted); a free-fill workload's wait it explains is told as such. ``policy`` is the
     policy the log was decided under (a replay's ``replay.json`` says which). ``window_s`` is the
     lookback of the ledger's own reading of standings, used for imported records only.
+    ``debug_partition`` is the run's debug partition, (hosts, the longest protected runtime of a debug
+    run in seconds), when it had one: a wait of other allocated work then says that room was not its own.
     """
     if policy not in POLICIES:
         raise InputError(f"policy {policy!r}: expected one of {', '.join(POLICIES)}")
@@ -449,7 +465,8 @@ def explain(
         hint = f" (the log has {known['n']} workload(s), e.g. {known['example']})" if known["n"] else " (empty log)"
         raise InputError(f"workload {workload_id!r} is not in the log{hint}")
     me = found[0]
-    log = _Log(con, me, policy, fill_headroom if policy == "fairshare" else 0.0)
+    log = _Log(con, me, policy, fill_headroom if policy == "fairshare" else 0.0,
+               debug_partition if policy == "fairshare" else None)
     story: list[dict[str, Any]] = []
     if log.recorded:
         mode = "allocated" if me["min_runtime_s"] > 0 else (

@@ -53,6 +53,14 @@ def run_headroom(settings: dict[str, object]) -> float:
     return float(str(settings.get("fill_headroom", FILL_HEADROOM)))
 
 
+def run_debug_partition(settings: dict[str, object]) -> tuple[int, int] | None:
+    """Return the run's debug partition (hosts, longest protected runtime of a debug run in s), or None."""
+    from ledger.core.knobs import DEBUG_RUNTIME_S
+
+    hosts = settings.get("debug_hosts")
+    return (hosts, DEBUG_RUNTIME_S) if isinstance(hosts, int) and hosts > 0 else None
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the command."""
     from ledger.commands._knobs import share_arg
@@ -68,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
     if args.window is not None:
         window, half_life = int(parse_duration(args.window)), None
     policy = str(settings.get("policy", "fairshare"))
-    result = explain(args.source, args.workload_id, window_s=window, fill_headroom=headroom, policy=policy)
+    result = explain(args.source, args.workload_id, window_s=window, fill_headroom=headroom, policy=policy,
+                     debug_partition=run_debug_partition(settings))
     if half_life is not None and not result["recorded"]:  # a decided log quotes its own standings
         result["lookback_note"] = (
             f"The run ranked budgets by a {format_duration(half_life)} half-life: the standings below are over a "

@@ -1,0 +1,40 @@
+"""`gpuledger explain` tells a batch run that the debug partition's free room was never its own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ledger.cli import main
+from ledger.commands._runs import run_one
+from ledger.core.knobs import Knobs
+from ledger.queries.explain import explain
+from ledger.replay.run import inputs_from_budgets
+from tests.replay.helpers import H, lab, submit
+
+
+def test_a_batch_run_waiting_beside_a_free_debug_host_is_told_why_it_could_not_take_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 16 GPUs on two hosts, the second (lab-n001) the debug partition. Team a's 8-GPU run holds the
+    # first host for 7 h under 8 h of protection; team b's batch run asks for 8 GPUs a minute later
+    # and waits with the debug host free, while a's 10-minute debug run starts there at once.
+    subs = [
+        submit(0, "a-train", "a", 8, 7 * H, min_runtime_s=8 * H),
+        submit(1, "b-batch", "b", 8, H, min_runtime_s=1800),
+        submit(5, "a-debug", "a", 8, 600, min_runtime_s=600),
+    ]
+    run = tmp_path / "run"
+    run_one(inputs_from_budgets(lab(16), subs), Knobs(debug_hosts=1), run, quiet=True)
+    assert main(["explain", str(run), "b-batch"]) == 0  # the run's own partition, from replay.json
+    text = capsys.readouterr().out
+    assert "a-debug (lab/a, 8 GPUs) started instead" in text
+    assert "first debug run in the fair-share order that fits the debug partition" in text
+    assert (
+        "The cluster's last host was a debug partition, which starts only allocated runs protected at most "
+        "15.0 min on one host, and free fill: its minimum runtime of 30.0 min kept it off that room"
+    ) in text
+    # a debug run's own story, and a story told without the partition, say nothing of it
+    assert "debug partition" not in str(explain(run, "a-debug", debug_partition=(1, 900))["story"])
+    assert "debug partition, which" not in str(explain(run, "b-batch")["story"])
