@@ -43,6 +43,7 @@ pass, and its soak at most ``TRIES_SOAK`` candidates.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ledger.core import progress
@@ -50,6 +51,7 @@ from ledger.core.contract import EXITING, RUNNING, WAITING, Workload, hold_span_
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick
 from ledger.core.grace import keep_exiting
 from ledger.core.knobs import format_duration
+from ledger.core.lanes import fill_into
 from ledger.core.pickling import rebuilt_from_fields
 from ledger.core.placement import Fits, Hosts, hosts_needed
 from ledger.core.reasons import start_reason
@@ -454,23 +456,23 @@ def fill_held(core: DecisionCore, t: int, out: list[Event]) -> None:
     hold = core.holds.hold
     if hold is None:
         return
-    order = core.order
-    assert isinstance(order, FairShareOrder)
-    nothing = Fits(core.hosts.per_node, 0, 0)
-    while True:
-        fits = _held_fits(core, hold)
-        if not fits.most:
-            return
-        pick = order.next_start(t, nothing, False, fits)
-        if pick is None:
-            return
-        w = core.workloads[pick.key[2]]
-        hosts = _choose_held(core, hold, w.size)
-        why = start_reason(core, w, pick, hosts, t) + (
+    fill_into(core, t, out, partial(_held_fits, core, hold), partial(_choose_held, core, hold), _HeldWords(hold))
+
+
+class _HeldWords:
+    """The words of a fill start on held hosts (a class: a compiled closure forms a reference cycle)."""
+
+    __slots__ = ("hold",)
+
+    def __init__(self, hold: Hold) -> None:
+        self.hold = hold
+
+    def __call__(self, core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], t: int) -> str:
+        hold = self.hold
+        return start_reason(core, w, pick, hosts, t) + (
             f"; on {'hosts' if len(hosts) > 1 else 'a host'} held for {hold.wid} until "
             f"{from_us(hold.until):%Y-%m-%d %H:%M} UTC, preempted then if still running"
         )
-        core._start(w, hosts, t, pick.position, out, why)
 
 
 def _choose_held(core: DecisionCore, hold: Hold, size: int, soak: bool = False) -> list[int]:

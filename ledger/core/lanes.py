@@ -29,9 +29,11 @@ victim pool once (as ``preemption.make_room``), at most once per size a pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
+from ledger.core.contract import Workload
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick
 from ledger.core.placement import Fits
 from ledger.core.preemption import eligibility, make_room
@@ -41,7 +43,7 @@ from ledger.events import Event
 if TYPE_CHECKING:
     from ledger.core.scheduler import DecisionCore
 
-__all__ = ["fill_lane", "preempt_debug", "start_debug"]
+__all__ = ["fill_into", "fill_lane", "preempt_debug", "start_debug"]
 
 
 def start_debug(core: DecisionCore, t: int, out: list[Event]) -> None:
@@ -96,17 +98,32 @@ def preempt_debug(core: DecisionCore, t: int, out: list[Event]) -> bool:
 
 def fill_lane(core: DecisionCore, t: int, out: list[Event]) -> None:
     """Start free fill (unallocated work) on the debug partition's free room, in the order's fill tiers."""
-    order = core.order
     hosts = core.hosts
-    nothing = Fits(hosts.per_node, 0, 0)  # no allocated work starts here: debug runs were tried first
+    fill_into(core, t, out, hosts.lane_fitting, hosts.lane_choose, _DebugWords())
+
+
+class _DebugWords:
+    """The words of a fill start on the debug partition (a class: a compiled closure forms a reference cycle)."""
+
+    def __call__(self, core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], t: int) -> str:
+        return start_reason(core, w, pick, hosts, t, lane=True)
+
+
+def fill_into(
+    core: DecisionCore, t: int, out: list[Event], fitting: Callable[[], Fits],
+    choose: Callable[[int], list[int] | None], words: Callable[[DecisionCore, Workload, Pick, list[int], int], str],
+) -> None:
+    """Start free fill, in the order's fill tiers, on a room apart (``fitting``: what fits, ``choose``: where)."""
+    order = core.order
+    nothing = Fits(core.hosts.per_node, 0, 0)  # no allocated work starts here
     while True:
-        fits = hosts.lane_fitting()
+        fits = fitting()
         if not fits.most:
             return
         pick = order.next_start(t, nothing, False, fits)
         if pick is None:
             return
         w = core.workloads[pick.key[2]]
-        chosen = hosts.lane_choose(w.size)
+        chosen = choose(w.size)
         assert chosen is not None
-        core._start(w, chosen, t, pick.position, out, start_reason(core, w, pick, chosen, t, lane=True))
+        core._start(w, chosen, t, pick.position, out, words(core, w, pick, chosen, t))

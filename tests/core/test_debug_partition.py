@@ -15,18 +15,10 @@ from ledger import events as ev
 from ledger.core import DecisionCore, Knobs
 from ledger.errors import ConfigError
 from tests.core.test_day import of, run
+from tests.core.test_holds import _cluster
 from tests.factories import Events, at
 
 DEBUG_HOST = ("lab-n003",)
-
-
-def _cluster(e: Events, gpus: int = 32) -> list[ev.Event]:
-    return [
-        e.capacity(0, gpus),
-        e.node(0, "lab", 1.0, ("director",)),
-        e.node(0, "lab/a", 0.5),
-        e.node(0, "lab/b", 0.5),
-    ]
 
 
 def _started(out: list[ev.Event]) -> dict[str, ev.WorkloadStarted]:
