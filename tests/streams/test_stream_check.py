@@ -89,3 +89,23 @@ def test_the_comparison_names_missing_duplicated_and_changed_decisions() -> None
     assert result.duplicated == [want[6].event_id]
     assert result.mismatched == ([want[3].event_id] if changed else [])
     assert not result.equal and result.lines()[-1] == "NOT equivalent"
+
+
+def test_stream_check_says_when_it_runs_other_knobs_than_the_run_was_replayed_with(tmp_path: Path) -> None:
+    lab = ROOT / "examples" / "lab"
+    run = tmp_path / "run"
+
+    def cli(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "ledger.cli", *argv], cwd=ROOT, capture_output=True, text=True,
+                              timeout=300, check=False)
+
+    replayed = cli("replay", str(lab / "trace.csv"), "--budgets", str(lab / "budgets.yaml"), "--out", str(run),
+                   "--debug-hosts", "1", "--quiet")
+    assert replayed.returncode == 0, replayed.stderr
+    # the manager forgets the run's debug partition: the check says so before its NOT equivalent is read
+    forgot = cli("stream-check", str(run), "--offline")
+    assert forgot.returncode == 1
+    assert "debug_hosts 1 in the run, 0 here" in forgot.stderr
+    same = cli("stream-check", str(run), "--offline", "--debug-hosts", "1")
+    assert same.returncode == 0, same.stdout
+    assert "note:" not in same.stderr
