@@ -56,7 +56,7 @@ def start_reason(
 
 def debug_hosts_rule(core: DecisionCore) -> str:
     """Say the debug partition's rule, e.g. 'the 2 debug hosts take only runs protected <= 15m on one host'."""
-    n = sum(1 for i, on in enumerate(core.hosts.lane) if on and core.hosts.hosts[i].state != "retired")
+    n = len(core.hosts.lane_hosts)  # the live hosts of the partition (retired ones leave it)
     hosts = "the debug host takes" if n == 1 else f"the {n} debug hosts take"
     return (
         f"{hosts} only allocated runs protected <= {format_duration(DEBUG_RUNTIME_S)} on one host, "
