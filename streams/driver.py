@@ -646,7 +646,10 @@ class Worker:
             for tick in self.service.due(budget_s=PLAY_BUDGET_S):
                 await self._emit(tick.cluster, tick.partition, tick.emit)
             await self._await_sent()
-            due = time.monotonic() - self.last_checkpoint >= self.cfg.checkpoint_interval_s
+            # by time, or by count: a batch that reached --checkpoint-every while the last checkpoint was still
+            # being written left it to here (with no more inputs, no batch would ask again before the interval)
+            due = (time.monotonic() - self.last_checkpoint >= self.cfg.checkpoint_interval_s
+                   or self.unacked >= self.cfg.checkpoint_every)
             if (self.unacked or self.service.dirty) and due and not self.checkpointing and self.halted is None:
                 await self._checkpoint(wait=False)
         self.metrics.sample_rates()
