@@ -14,9 +14,9 @@ The figures are deterministic (same code, same month, same figures); the wall ti
 printed beside them for information only.
 
 ``BENCH_RULES_MONTHS`` picks the months (default ``demo,A,B,C,I,S``), ``BENCH_RULES`` the rule sets
-(default ``final-share,instant,priority``; ``debug-lane`` is final-share with a debug partition of 3 % of
-the month's hosts, rounded up: ``DEBUG_SHARE``) and ``BENCH_JOBS`` how many replays run at once (default:
-the cores). The months:
+(default ``final-share,instant,priority``; ``no-debug-lane`` is final-share without the default debug
+partition, ``debug-lane-6`` with one of 6 % of the month's hosts, rounded up: ``DEBUG_SHARE``) and
+``BENCH_JOBS`` how many replays run at once (default: the cores). The months:
 
 * ``demo``: ``gpuledger demo``'s month (seed 7), replayed past its 30 days until all work is done;
 * ``full``: the same month with about 100,000 workloads (``gpuledger demo --month full``), not in
@@ -65,13 +65,14 @@ RULES: dict[str, tuple[str, Knobs]] = {
     "final-share": ("final-share", Knobs()),
     "instant": ("instant", Knobs(preemption_strategy="instant")),
     "priority": ("priority baseline", Knobs(policy="priority")),
-    "debug-lane": ("final-share, debug partition", Knobs()),
+    "no-debug-lane": ("final-share, no debug partition", Knobs(debug_hosts=0)),
     "debug-lane-6": ("final-share, debug partition", Knobs()),
 }
 # Rule sets whose debug partition is sized per month (``Knobs.debug_hosts``): this share of the month's
-# hosts, rounded up, labelled with the hosts it took. 3 %: 1 host of 32 on 256 GPUs, 4 of 128 on 1,024;
-# 6 %: 2 and 8, about the GPUs the debug runs of months A and C keep busy on average (16-17 of 256).
-DEBUG_SHARE: dict[str, float] = {"debug-lane": 0.03, "debug-lane-6": 0.06}
+# hosts, rounded up, labelled with the hosts it took. The default is 3 % (1 host of 32 on 256 GPUs, 4 of
+# 128 on 1,024); 6 %: 2 and 8, about the GPUs the debug runs of months A and C keep busy on average (16-17
+# of 256).
+DEBUG_SHARE: dict[str, float] = {"debug-lane-6": 0.06}
 TEAM_DEPTH = {"demo": 2, "full": 2, "S": 2}  # the team level (0: the root) where it is not the leaf
 
 

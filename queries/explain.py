@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
@@ -31,6 +33,15 @@ from ledger.queries.audit import WEEK_S, Source, connect, prepare, rows
 from ledger.queries.headroom import headroom_text, held_by_headroom
 from ledger.queries.projection import sql_text
 from ledger.queries.timefmt import duration, iso
+
+
+@dataclass(frozen=True)
+class DebugPartition:
+    """A run's debug partition: its size on a cluster of so many live hosts, and what a debug run is."""
+
+    hosts: Callable[[int], int]  # live hosts -> the partition's hosts (the core's rule, from the command)
+    runtime_s: int  # the longest protected runtime of a debug run
+    per_node: int  # GPUs per host, to count the live hosts from the capacity
 
 MAX_MOMENTS = 5  # moments shown per waiting period, spread over all of it; the rest are summarised
 POLICIES = ("fairshare", "priority", "fifo")
@@ -126,9 +137,9 @@ class _Log:
     """The projected log and the facts of the workload being explained, with the queries its story asks."""
 
     def __init__(self, con: duckdb.DuckDBPyConnection, me: dict[str, Any], policy: str, headroom: float,
-                 debug_partition: tuple[int, int] | None = None) -> None:
+                 debug_partition: DebugPartition | None = None) -> None:
         self.con, self.me, self.policy, self.headroom = con, me, policy, headroom
-        self.debug_partition = debug_partition  # (hosts, longest protected runtime of a debug run, s)
+        self.debug_partition = debug_partition
         self.recorded = bool(rows(con, "SELECT 1 FROM ev_decision LIMIT 1"))
         self.decided = {(d["workload_id"], d["action"], d["time"]): d for d in rows(con, """
             SELECT workload_id, action, "time", reason, budget_ratio, queue_position, for_workload
@@ -351,18 +362,22 @@ def _waiting_moments(log: _Log, lo: int, hi: int | None) -> list[dict[str, Any]]
             f"Over the whole wait, {iso(lo)} to {until} ({_dur(end - lo)}): {len(others)} other workload(s) "
             f"started, {wide} as wide as it or wider, {sum(1 for o in others if o['allocated'])} allocated"
             + (f" ({len(shown)} of them told above, spread over the wait)" if len(others) > len(shown) else "")
-            + room + "." + _partition_note(log))})
+            + room + "." + _partition_note(log, lo))})
     return moments
 
 
-def _partition_note(log: _Log) -> str:
-    """Say, for allocated work that is no debug run, that the debug partition's room was never its own."""
+def _partition_note(log: _Log, t_us: int) -> str:
+    """Say, for allocated work that is no debug run, that the debug partition's room (at ``t_us``) was never its own."""
     me, partition = log.me, log.debug_partition
-    if partition is None or not partition[0] or me["min_runtime_s"] <= 0 or me["min_runtime_s"] <= partition[1]:
+    if partition is None or me["min_runtime_s"] <= 0 or me["min_runtime_s"] <= partition.runtime_s:
         return ""
-    hosts = "host was" if partition[0] == 1 else f"{partition[0]} hosts were"
+    found = log.q("SELECT gpus FROM capacity_versions WHERE from_us <= $t ORDER BY from_us DESC LIMIT 1", t=t_us)
+    size = partition.hosts(-(-int(found[0]["gpus"]) // partition.per_node) if found else 0)
+    if not size:
+        return ""
+    hosts = "host was" if size == 1 else f"{size} hosts were"
     return (f" The cluster's last {hosts} a debug partition, which starts only allocated runs protected "
-            f"at most {duration(partition[1])} on one host, and free fill: its minimum runtime of "
+            f"at most {duration(partition.runtime_s)} on one host, and free fill: its minimum runtime of "
             f"{duration(me['min_runtime_s'])} kept it off that room, which the free GPUs above count.")
 
 
@@ -443,7 +458,7 @@ def _preempted_text(log: _Log, run: dict[str, Any], p: dict[str, Any]) -> str:
 
 def explain(
     source: Source, workload_id: str, window_s: int = WEEK_S, fill_headroom: float = 0.0, policy: str = "fairshare",
-    debug_partition: tuple[int, int] | None = None,
+    debug_partition: DebugPartition | None = None,
 ) -> dict[str, Any]:
     """Return the story of one workload: a list of dated sentences and the facts behind them.
 
@@ -451,8 +466,8 @@ def explain(
     to be recounted); a free-fill workload's wait it explains is told as such. ``policy`` is the
     policy the log was decided under (a replay's ``replay.json`` says which). ``window_s`` is the
     lookback of the ledger's own reading of standings, used for imported records only.
-    ``debug_partition`` is the run's debug partition, (hosts, the longest protected runtime of a debug
-    run in seconds), when it had one: a wait of other allocated work then says that room was not its own.
+    ``debug_partition`` is the run's debug partition rule, when it had one: a wait of other allocated
+    work then says that room was not its own.
     """
     if policy not in POLICIES:
         raise InputError(f"policy {policy!r}: expected one of {', '.join(POLICIES)}")
@@ -585,4 +600,4 @@ def as_text(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["RECORDS_NOTE", "as_text", "explain", "fair_tree_order", "pct", "plain_units"]
+__all__ = ["RECORDS_NOTE", "DebugPartition", "as_text", "explain", "fair_tree_order", "pct", "plain_units"]

@@ -43,9 +43,9 @@ def _add_rule_flags(p: argparse.ArgumentParser) -> None:
         "what-if runs; default no)",
     )
     p.add_argument(
-        "--debug-hosts", default=None, metavar="N",
+        "--debug-hosts", default=None, metavar="N|auto",
         help="fair share: the last N hosts start only debug runs (allocated, protected <= 15 min, one host) and "
-        "free fill (default 0: no debug partition)",
+        "free fill; 0: no debug partition (default auto: 3%% of the hosts, to the nearest host)",
     )
 
 
@@ -86,8 +86,9 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
             "or no,yes side by side",
         )
         p.add_argument(
-            "--debug-hosts", default=None, metavar="N",
-            help="debug partition size(s) in hosts (debug runs and free fill only), e.g. 0,1,4 (default 0)",
+            "--debug-hosts", default=None, metavar="N|auto",
+            help="debug partition size(s) in hosts (debug runs and free fill only), e.g. 0,1,auto (default auto: "
+            "3%% of the hosts)",
         )
         return
     else:
@@ -114,9 +115,7 @@ def _rule_knobs(args: argparse.Namespace) -> dict[str, object]:
     uncheckpointed = getattr(args, "preempt_uncheckpointed", None)
     if uncheckpointed is not None:
         knobs["preempt_uncheckpointed"] = yes_no("--preempt-uncheckpointed", uncheckpointed)
-    debug_hosts = _count("--debug-hosts", getattr(args, "debug_hosts", None))
-    if debug_hosts is not None:
-        knobs["debug_hosts"] = debug_hosts
+    knobs["debug_hosts"] = _debug_hosts(getattr(args, "debug_hosts", None))
     return knobs
 
 
@@ -152,6 +151,16 @@ def _count(flag: str, text: str | None) -> int | None:
     if value < 0:
         raise ConfigError(f"{flag} {value}: must be 0 or more")
     return value
+
+
+def _debug_hosts(text: str | None) -> int | None:
+    """Return ``--debug-hosts``' value: a number of hosts, or None for the default share ('auto' or not given)."""
+    value = "auto" if text is None else text.strip().lower()
+    if value == "auto":
+        return None
+    if not value.isdigit():
+        raise ConfigError(f"--debug-hosts {text!r}: expected a whole number of hosts (0: no debug partition) or auto")
+    return int(value)
 
 
 def _strategy(args: argparse.Namespace) -> str:
@@ -211,7 +220,7 @@ def knob_grid(args: argparse.Namespace, gpus_per_node: int = 8) -> list[Knobs]:
             [share_arg("--fill-headroom", x) for x in _split(getattr(args, "fill_headroom", None))],
             [x is not None and yes_no("--preempt-uncheckpointed", x)
              for x in _split(getattr(args, "preempt_uncheckpointed", None))],
-            [_count("--debug-hosts", x) or 0 for x in _split(getattr(args, "debug_hosts", None))],
+            [_debug_hosts(x) for x in _split(getattr(args, "debug_hosts", None))],
         )),
     )
     return [

@@ -68,7 +68,7 @@ def column_labels(grid: list[Knobs]) -> list[str]:
         ("bound", lambda k: f"max {k.max_preemptions} preemptions"),
         ("headroom", lambda k: f"fill headroom {k.fill_headroom * 100:g}%"),
         ("uncheckpointed", lambda k: "preempt uncheckpointed" if k.preempt_uncheckpointed else "spare uncheckpointed"),
-        ("debug hosts", lambda k: f"{k.debug_hosts} debug hosts"),
+        ("debug hosts", lambda k: "debug hosts auto" if k.debug_hosts is None else f"{k.debug_hosts} debug hosts"),
     )
     for _, show in fields:
         values = [show(k) for k in grid]

@@ -6,6 +6,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ledger.queries.explain import DebugPartition
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,12 +57,21 @@ def run_headroom(settings: dict[str, object]) -> float:
     return float(str(settings.get("fill_headroom", FILL_HEADROOM)))
 
 
-def run_debug_partition(settings: dict[str, object]) -> tuple[int, int] | None:
-    """Return the run's debug partition (hosts, longest protected runtime of a debug run in s), or None."""
-    from ledger.core.knobs import DEBUG_RUNTIME_S
+def run_debug_partition(settings: dict[str, object]) -> DebugPartition | None:
+    """Return the run's debug partition rule, or None (a run from before the partition names no ``debug_hosts``)."""
+    from functools import partial
 
-    hosts = settings.get("debug_hosts")
-    return (hosts, DEBUG_RUNTIME_S) if isinstance(hosts, int) and hosts > 0 else None
+    from ledger.core.knobs import DEBUG_RUNTIME_S, debug_partition_size
+    from ledger.queries.explain import DebugPartition
+
+    if "debug_hosts" not in settings:
+        return None
+    hosts = settings["debug_hosts"]  # None: the default share of the live hosts
+    if hosts == 0 or not (hosts is None or isinstance(hosts, int)):
+        return None
+    per_node = settings.get("gpus_per_node", 8)
+    return DebugPartition(partial(debug_partition_size, hosts), DEBUG_RUNTIME_S,
+                          per_node if isinstance(per_node, int) else 8)
 
 
 def run(args: argparse.Namespace) -> int:

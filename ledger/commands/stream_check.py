@@ -42,8 +42,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def knobs_differing(knobs: Knobs, settings: dict[str, object]) -> str:
     """Return the knobs a run's ``replay.json`` settings name with other values than ``knobs`` ('' if none)."""
     given = asdict(knobs)
-    return ", ".join(f"{name} {settings[name]!r} in the run, {value!r} here" for name, value in given.items()
-                     if name in settings and settings[name] != value)
+    return ", ".join(f"{name} {_shown(name, settings[name])} in the run, {_shown(name, value)} here"
+                     for name, value in given.items() if name in settings and settings[name] != value)
+
+
+def _shown(name: str, value: object) -> str:
+    """Return a knob's value as its flag spells it (``debug_hosts`` None: auto, the default share of the hosts)."""
+    return "auto" if name == "debug_hosts" and value is None else repr(value)
 
 
 def run(args: argparse.Namespace) -> int:

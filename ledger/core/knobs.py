@@ -45,6 +45,15 @@ FILL_HEADROOM = 0.03  # the default share of the capacity kept free of new fill 
 # A debug run: allocated work protected at most this long (its minimum runtime, capped) on at most one host.
 # The audit's debug bucket (queries/wait_by_size.sql) counts the same minimum runtimes, 1 s to 15 min.
 DEBUG_RUNTIME_S = 15 * 60
+# The default debug partition: this share of the live hosts, to the nearest host (1 of 32, 4 of 128;
+# none below 17 hosts). docs/rules.md measures it on every month against none and against 6 %.
+DEBUG_HOSTS_PERCENT = 3
+
+
+def debug_partition_size(debug_hosts: int | None, live_hosts: int) -> int:
+    """Return how many of ``live_hosts`` hosts form the debug partition (``None``: the default share)."""
+    wanted = (DEBUG_HOSTS_PERCENT * live_hosts + 50) // 100 if debug_hosts is None else debug_hosts
+    return min(wanted, max(live_hosts - 1, 0))  # never every host
 
 
 @dataclass(frozen=True)
@@ -96,8 +105,9 @@ class Knobs:
     fill_headroom: float = FILL_HEADROOM
     # The debug partition (fair share; docs/rules.md, "The debug partition"): the last ``debug_hosts``
     # hosts of the cluster start allocated work only if it is a debug run (protected at most
-    # ``DEBUG_RUNTIME_S``, at most one host); free fill soaks them as any host. 0: no partition.
-    debug_hosts: int = 0
+    # ``DEBUG_RUNTIME_S``, at most one host); free fill soaks them as any host. None (default):
+    # ``DEBUG_HOSTS_PERCENT`` of the live hosts, resized as they change; 0: no partition.
+    debug_hosts: int | None = None
 
     @property
     def swap_margin(self) -> bool:
@@ -117,8 +127,9 @@ class Knobs:
             "window_s", "max_min_runtime_s", "gpus_per_node", "grace_s", "preempt_cycle_s", "max_preemptions",
             "fill_protect_s", "fill_protect_cap_s", "standing_check_s", "debug_hosts",
         ):
-            if getattr(self, name) < (1 if name in ("window_s", "gpus_per_node") else 0):
-                raise ConfigError(f"{name} = {getattr(self, name)} is out of range")
+            value = getattr(self, name)
+            if value is not None and value < (1 if name in ("window_s", "gpus_per_node") else 0):
+                raise ConfigError(f"{name} = {value} is out of range")
         if self.max_min_runtime_s < 1:
             # the cap applies to each declared minimum runtime, and 0 makes work unallocated free fill
             raise ConfigError(
@@ -146,5 +157,5 @@ class Knobs:
         text += f" cycle={format_duration(self.preempt_cycle_s)}" if self.preempt_cycle_s else ""
         text += f" max-preemptions={self.max_preemptions}" if self.max_preemptions != MAX_PREEMPTIONS else ""
         text += f" fill-headroom={self.fill_headroom * 100:g}%" if self.fill_headroom != FILL_HEADROOM else ""
-        text += f" debug-hosts={self.debug_hosts}" if self.debug_hosts else ""
+        text += f" debug-hosts={self.debug_hosts}" if self.debug_hosts is not None else ""
         return text + ("" if self.preemption_strategy == "final-share" else f" {self.preemption_strategy}")

@@ -107,7 +107,7 @@ class DecisionCore:
         # the debug partition is a fair-share rule: the baselines place on every host alike
         lane = knobs.debug_hosts if knobs.policy == "fairshare" else 0
         self.hosts = Hosts(cluster, knobs.gpus_per_node, lane)  # hosts and placement
-        if lane and isinstance(self.order, FairShareOrder):
+        if lane != 0 and isinstance(self.order, FairShareOrder):
             self.order.debug_s, self.order.debug_size = DEBUG_RUNTIME_S, knobs.gpus_per_node
         self.workloads = Roster()  # every known workload
         self.pool = VictimPool()  # running work a waiter may preempt

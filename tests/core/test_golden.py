@@ -75,6 +75,11 @@ ranking ahead of the holder does. A whole-cluster waiter otherwise found a host 
 later narrow runs everywhere and was never held for (a 64-GPU head unstarted for 22 h against a
 7.8 h bound, found by the sustained-demand property). Outputs 7,505 -> 7,920 (grace hash only,
 former rule 13,281 -> 12,484, instant 5,627 -> 5,472; cycle, priority and fifo unchanged).
+The fair-share hashes changed once more when the debug partition became the default (3 % of the live
+hosts: 4 of this cluster's 128): outputs 7,920 -> 9,317 (grace 5,334 -> 5,432, former rule 12,484 ->
+13,042, cycle 5,496 -> 6,463, instant 5,472 -> 5,884), most of the new outputs free fill started on
+the partition and preempted for debug runs there. With ``debug_hosts=0`` the month keeps its former
+hash (pinned below); priority and fifo are unchanged (the partition is fair share's).
 """
 
 from __future__ import annotations
@@ -142,15 +147,19 @@ def month_digest(knobs: Knobs, n: int, days: float) -> tuple[str, int]:
 GOLDEN = [
     pytest.param(
         Knobs(policy="fairshare"), 2500, 0.75,
-        "fd53aa553659be6f33cd64beeb47260a2ec266b496fde30c7c69ad1505320355", 7920, id="fairshare",
+        "eaea85b68570fc0167dafc4c17e603428e8f63a1fa2950997717079cbb591276", 9317, id="fairshare",
+    ),
+    pytest.param(  # the rules without the default debug partition (4 hosts here): the default's hash before it
+        Knobs(policy="fairshare", debug_hosts=0), 2500, 0.75,
+        "fd53aa553659be6f33cd64beeb47260a2ec266b496fde30c7c69ad1505320355", 7920, id="fairshare-no-debug-partition",
     ),
     pytest.param(
         Knobs(policy="fairshare", grace_s=120, charge="accrued"), 1500, 0.45,
-        "ae5d3bc6f737618303290c5153b493826e85f56d1f4bd83cfd138888b9bf1fa5", 5334, id="fairshare-grace",
+        "40f46578ac0dbd7438dec81564c403659ebd8a2395584161ea79f0eb39bcd4d8", 5432, id="fairshare-grace",
     ),
     pytest.param(  # the former rule: the hash the default had before resumable work was spared until it checkpoints
         Knobs(policy="fairshare", preempt_uncheckpointed=True), 2500, 0.75,
-        "f8ce7c141f869053bd92bc2872c92ddcd12f60c8ae296bf2d230801dfeda274f", 12484,
+        "d944fd5d9fac755c8871f05061765cd8635fd13d1a2777c9dbf5a27bc0f18354", 13042,
         id="fairshare-preempt-uncheckpointed",
     ),
     pytest.param(
@@ -163,11 +172,11 @@ GOLDEN = [
     ),
     pytest.param(
         Knobs(policy="fairshare", preempt_cycle_s=60), 1500, 0.45,
-        "f31eeeb4bcf8df4c64eaa534e67e94ae3db2e68200957c6c3b682fa89c758f0b", 5496, id="fairshare-cycle",
+        "613730264c43c0b849d0f91c42dcd64664a0da4aeb24d75662b37b50a644512d", 6463, id="fairshare-cycle",
     ),
     pytest.param(
         Knobs(policy="fairshare", preemption_strategy="instant"), 1500, 0.45,
-        "08f18301ffabc655cfe52dda254364bc0b1cf5c711c63fb0c18712a7d5457e6f", 5472, id="fairshare-instant",
+        "534012ad0a34a251932a769e4efd70aa08f77b5ce6f2ae529c658b63679621f2", 5884, id="fairshare-instant",
     ),
 ]
 
