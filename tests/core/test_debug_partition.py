@@ -9,10 +9,14 @@ while b's batch run is never placed there and free fill soaks the host between d
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from ledger import events as ev
+from ledger.commands._knobs import add_knob_arguments, knobs_from_args
 from ledger.core import DecisionCore, Knobs
+from ledger.core.knobs import debug_partition_size
 from ledger.errors import ConfigError
 from tests.core.test_day import of, run
 from tests.core.test_holds import _cluster
@@ -87,8 +91,49 @@ def test_the_partition_follows_the_cluster_size_and_never_takes_every_host() -> 
     assert _started(out)["b-batch"].nodes == ("lab-n000",)  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize(("hosts", "partition"), [(4, 0), (16, 0), (17, 1), (32, 1), (128, 4), (1024, 31)])
+def test_by_default_the_partition_is_three_percent_of_the_live_hosts(hosts: int, partition: int) -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    run(core, [*_cluster(e, gpus=8 * hosts)])
+    assert core.hosts.lane_hosts == list(range(hosts - partition, hosts))
+    assert debug_partition_size(None, hosts) == partition
+
+
+def test_the_default_partition_follows_the_live_hosts_and_zero_turns_it_off() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    run(core, [*_cluster(e, gpus=1024)])  # 128 hosts: the last 4
+    assert core.hosts.lane_hosts == [124, 125, 126, 127]
+    run(core, [e.capacity(1, 512)])  # 64 hosts: the last 2 (1.92, to the nearest host)
+    assert core.hosts.lane_hosts == [62, 63]
+    run(core, [e.capacity(2, 96)])  # 12 hosts: none
+    assert core.hosts.lane_hosts == []
+    off = DecisionCore(Knobs(debug_hosts=0), "lab")
+    run(off, [*_cluster(Events(), gpus=1024)])
+    assert off.hosts.lane_hosts == []
+
+
 def test_the_knob_is_labelled_and_checked() -> None:
     assert "debug-hosts=2" in Knobs(debug_hosts=2).label()
-    assert "debug" not in Knobs().label()
+    assert "debug-hosts=0" in Knobs(debug_hosts=0).label()
+    assert "debug" not in Knobs().label()  # the default: 3 % of the hosts
     with pytest.raises(ConfigError, match="debug_hosts = -1"):
         Knobs(debug_hosts=-1)
+
+
+@pytest.mark.parametrize(("flag", "knob"), [(None, None), ("auto", None), ("AUTO", None), ("0", 0), ("4", 4)])
+def test_the_flag_takes_a_number_of_hosts_or_auto(flag: str | None, knob: int | None) -> None:
+    assert knobs_from_args(_flags(flag)).debug_hosts == knob
+
+
+@pytest.mark.parametrize("flag", ["-1", "3%", "two"])
+def test_a_flag_that_is_no_number_of_hosts_is_refused_with_its_value(flag: str) -> None:
+    with pytest.raises(ConfigError, match=f"--debug-hosts '{flag}': expected a whole number of hosts"):
+        knobs_from_args(_flags(flag))
+
+
+def _flags(debug_hosts: str | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_knob_arguments(parser)
+    return parser.parse_args([] if debug_hosts is None else [f"--debug-hosts={debug_hosts}"])
