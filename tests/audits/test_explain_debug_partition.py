@@ -9,7 +9,7 @@ import pytest
 from ledger.cli import main
 from ledger.commands._runs import run_one
 from ledger.core.knobs import Knobs
-from ledger.queries.explain import explain
+from ledger.queries.explain import DebugPartition, explain
 from ledger.replay.run import inputs_from_budgets
 from tests.replay.helpers import H, lab, submit
 
@@ -36,5 +36,25 @@ def test_a_batch_run_waiting_beside_a_free_debug_host_is_told_why_it_could_not_t
         "15.0 min on one host, and free fill: its minimum runtime of 30.0 min kept it off that room"
     ) in text
     # a debug run's own story, and a story told without the partition, say nothing of it
-    assert "debug partition" not in str(explain(run, "a-debug", debug_partition=(1, 900))["story"])
+    one_host = DebugPartition(lambda live: 1, 900, 8)
+    assert "debug partition" not in str(explain(run, "a-debug", debug_partition=one_host)["story"])
     assert "debug partition, which" not in str(explain(run, "b-batch")["story"])
+
+
+def test_the_default_partition_is_told_with_the_size_it_had_on_the_cluster(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 17 hosts, the default rules: 3 % of them, to the nearest host, is the last one (lab-n016). Team
+    # a's 128-GPU run takes the other 16 for 7 h; b's batch run waits beside the free debug host.
+    subs = [
+        submit(0, "a-train", "a", 128, 7 * H, min_runtime_s=8 * H),
+        submit(1, "b-batch", "b", 8, H, min_runtime_s=1800),
+        submit(5, "a-debug", "a", 8, 600, min_runtime_s=600),
+    ]
+    run = tmp_path / "run"
+    run_one(inputs_from_budgets(lab(136), subs), Knobs(), run, quiet=True)
+    assert main(["explain", str(run), "b-batch"]) == 0  # replay.json: debug_hosts null, the default share
+    text = capsys.readouterr().out
+    assert "The cluster's last host was a debug partition" in text
+    assert main(["explain", str(run), "a-debug"]) == 0
+    assert "lab-n016" in capsys.readouterr().out
