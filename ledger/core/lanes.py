@@ -3,7 +3,8 @@
 Rules (fair share; docs/rules.md, "The debug partition"):
 
 * **Which hosts.** The last ``debug_hosts`` hosts of the cluster that are not retired (the highest
-  host indexes; ``placement``), never all of them. A draining or failed one is not replaced; when
+  host indexes; ``placement``), never all of them; by default (``None``) 3 % of those hosts, to the
+  nearest host (``knobs.debug_partition_size``). A draining or failed one is not replaced; when
   the capacity changes the partition moves to the new last hosts, and work running on a host that
   joins or leaves it runs on.
 * **Who starts there.** A *debug run*: allocated work whose protected minimum runtime (the declared
