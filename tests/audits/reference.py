@@ -52,6 +52,15 @@ def _m(t: Any) -> int:
     return us // MIN
 
 
+def _nothing_left(room: float) -> float:
+    """Return what is left of a share after its children's owed minutes, a rounding residue as none.
+
+    A share less the sum of its children's parts can come out at 1e-16 rather than 0 (the audit's SQL
+    sums in another order and gets 0): owed so little, a team would read a ratio of 0 instead of none.
+    """
+    return room if room > 1e-9 else 0.0
+
+
 def reference_audit(
     events: list[ev.Event], since_min: int | None = None, until_min: int | None = None, window_h: int = 168
 ) -> dict[str, Any]:
@@ -283,7 +292,7 @@ def reference_audit(
         inner = below(t)
         for h in hours:
             room = share_h[(t, h)] - sum(owed_h[(u, h)] for u in inner)
-            owed_h[(t, h)] = min(max(room, 0.0), demand_h[(t, h)])
+            owed_h[(t, h)] = min(_nothing_left(room), demand_h[(t, h)])
     team_rows = []
     for t in teams:
         owed = rec = dl = 0.0
@@ -335,7 +344,7 @@ def reference_audit(
                 room = share_h[(g, h)]
                 if node_depth[g] < d and g in below_any:
                     room -= sum(lv_owed[(u, h)] for u in groups if u.startswith(g + "/"))
-                lv_owed[(g, h)] = min(max(room, 0.0), demand)
+                lv_owed[(g, h)] = min(_nothing_left(room), demand)
         lv_sum = sum(lv_owed.values())
         weekly: dict[tuple[str, int], list[float]] = defaultdict(lambda: [0.0, 0.0])
         for (g, h), o in lv_owed.items():
