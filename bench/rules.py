@@ -66,7 +66,7 @@ RULES: dict[str, tuple[str, Knobs]] = {
     "instant": ("instant", Knobs(preemption_strategy="instant")),
     "priority": ("priority baseline", Knobs(policy="priority")),
     "no-debug-lane": ("final-share, no debug partition", Knobs(debug_hosts=0)),
-    "debug-lane-6": ("final-share, debug partition", Knobs()),
+    "debug-lane-6": ("final-share, debug partition of 6 %", Knobs()),
 }
 # Rule sets whose debug partition is sized per month (``Knobs.debug_hosts``): this share of the month's
 # hosts, rounded up, labelled with the hosts it took. The default is 3 % (1 host of 32 on 256 GPUs, 4 of
