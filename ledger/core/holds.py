@@ -197,7 +197,7 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
 def _beyond_lane(core: DecisionCore, size: int) -> bool:
     """Return whether a run of ``size`` GPUs needs more hosts than there are outside the debug partition."""
     hosts = core.hosts
-    return bool(hosts.debug_hosts) and hosts_needed(size, hosts.per_node) > hosts.outside_hosts()
+    return bool(hosts.lane_hosts) and hosts_needed(size, hosts.per_node) > hosts.outside_hosts()
 
 
 def _waiting_since(w: Workload) -> int:

@@ -34,8 +34,8 @@ from ledger.core.pickling import field_state, rebuilt_from_fields, set_fields
 __all__ = ["Fits", "Host", "Hosts", "hosts_needed"]
 
 _STATE = (
-    "cluster", "per_node", "hosts", "by_name", "buckets", "capacity", "healthy", "budget_hosts", "debug_hosts",
-    "debug_knob", "lane", "lane_buckets", "open", "lane_hosts",
+    "cluster", "per_node", "hosts", "by_name", "buckets", "capacity", "healthy", "budget_hosts", "debug_knob",
+    "lane", "lane_buckets", "open", "lane_hosts",
 )
 
 
@@ -90,7 +90,6 @@ class Hosts:
     def __init__(self, cluster: str = "", per_node: int = 8, debug_hosts: int | None = 0) -> None:
         self._setup(cluster, per_node)
         self.debug_knob: int | None = debug_hosts  # ``Knobs.debug_hosts``: hosts, or None for a share of the live hosts
-        self.debug_hosts = debug_hosts or 0  # the partition's size now (``resize`` sets it from the live hosts)
         self.dirty_cache: set[int] = set()  # derived: hosts whose free GPUs or health changed since a reader looked
 
     def __getstate__(self) -> dict[str, object]:
@@ -110,8 +109,7 @@ class Hosts:
         self.capacity = 0  # GPUs on hosts that are not retired
         self.healthy: list[bool] = []  # by host index: takes new work outside the debug partition
         self.budget_hosts = {}
-        self.debug_knob = 0
-        self.debug_hosts = 0
+        self.debug_knob = 0  # ``__init__`` sets the knob (kept here: the snapshot's fields follow this order)
         self.lane: list[bool] = []  # by host index: in the debug partition
         self.lane_buckets: list[list[int]] = [[] for _ in range(per_node + 1)]  # the partition's hosts by free GPUs
         self.open: list[bool] = []  # by host index: takes new work (healthy and not held), partition or not
@@ -153,13 +151,12 @@ class Hosts:
                 retired.append(h.index)
         self.capacity = sum(h.gpus for h in self.hosts if h.state != "retired")
         if self.debug_knob != 0:
-            self.debug_hosts = debug_partition_size(self.debug_knob, want)
-            self._partition(want)
+            self._partition(want, debug_partition_size(self.debug_knob, want))
         return retired
 
-    def _partition(self, live: int) -> None:
-        """Make the last ``debug_hosts`` of the ``live`` hosts (at most all but one; none: 0) the debug partition."""
-        first = live - self.debug_hosts
+    def _partition(self, live: int, size: int) -> None:
+        """Make the last ``size`` of the ``live`` hosts the debug partition (``lane_hosts``)."""
+        first = live - size
         for h in self.hosts:
             i = h.index
             want = first <= i < live

@@ -654,7 +654,7 @@ class DecisionCore:
             self._cycle_done(t)
             self.passes.ran(t)
             return
-        lane = self.hosts.debug_hosts
+        lane = bool(self.hosts.lane_hosts)  # a debug partition with hosts now
         while True:
             if lane:  # debug runs into the debug partition's free room first (``lanes``)
                 lanes.start_debug(self, t, out)
