@@ -14,19 +14,25 @@ from ledger.replay.run import inputs_from_budgets
 from tests.replay.helpers import H, lab, submit
 
 
+def _day(tmp_path: Path, gpus: int, train_gpus: int, knobs: Knobs) -> Path:
+    """Replay the day: a's training run on every host but the last, b's batch run, then a's debug run."""
+    subs = [
+        submit(0, "a-train", "a", train_gpus, 7 * H, min_runtime_s=8 * H),
+        submit(1, "b-batch", "b", 8, H, min_runtime_s=1800),
+        submit(5, "a-debug", "a", 8, 600, min_runtime_s=600),
+    ]
+    run = tmp_path / "run"
+    run_one(inputs_from_budgets(lab(gpus), subs), knobs, run, quiet=True)
+    return run
+
+
 def test_a_batch_run_waiting_beside_a_free_debug_host_is_told_why_it_could_not_take_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # 16 GPUs on two hosts, the second (lab-n001) the debug partition. Team a's 8-GPU run holds the
     # first host for 7 h under 8 h of protection; team b's batch run asks for 8 GPUs a minute later
     # and waits with the debug host free, while a's 10-minute debug run starts there at once.
-    subs = [
-        submit(0, "a-train", "a", 8, 7 * H, min_runtime_s=8 * H),
-        submit(1, "b-batch", "b", 8, H, min_runtime_s=1800),
-        submit(5, "a-debug", "a", 8, 600, min_runtime_s=600),
-    ]
-    run = tmp_path / "run"
-    run_one(inputs_from_budgets(lab(16), subs), Knobs(debug_hosts=1), run, quiet=True)
+    run = _day(tmp_path, gpus=16, train_gpus=8, knobs=Knobs(debug_hosts=1))
     assert main(["explain", str(run), "b-batch"]) == 0  # the run's own partition, from replay.json
     text = capsys.readouterr().out
     assert "a-debug (lab/a, 8 GPUs) started instead" in text
@@ -46,13 +52,7 @@ def test_the_default_partition_is_told_with_the_size_it_had_on_the_cluster(
 ) -> None:
     # 17 hosts, the default rules: 3 % of them, to the nearest host, is the last one (lab-n016). Team
     # a's 128-GPU run takes the other 16 for 7 h; b's batch run waits beside the free debug host.
-    subs = [
-        submit(0, "a-train", "a", 128, 7 * H, min_runtime_s=8 * H),
-        submit(1, "b-batch", "b", 8, H, min_runtime_s=1800),
-        submit(5, "a-debug", "a", 8, 600, min_runtime_s=600),
-    ]
-    run = tmp_path / "run"
-    run_one(inputs_from_budgets(lab(136), subs), Knobs(), run, quiet=True)
+    run = _day(tmp_path, gpus=136, train_gpus=128, knobs=Knobs())
     assert main(["explain", str(run), "b-batch"]) == 0  # replay.json: debug_hosts null, the default share
     text = capsys.readouterr().out
     assert "The cluster's last host was a debug partition" in text
