@@ -174,6 +174,8 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
             if size <= per:
                 continue  # one host or less: the rules of a single host's room apply (see the docstring)
             w = core.workloads[key[2]]
+            if t - _waiting_since(w) < core.knobs.hold_after_s * _US or size < core.knobs.hold_min_gpus:
+                continue
             found = _earliest_room(core, w, t)
             # a hold's time lies ahead: room that is free of protection now is the preemption step's to give,
             # under its swap test, and a hold at "now" would take it with no test at all (the churn of two
@@ -182,7 +184,8 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
             # (a run too wide for the hosts outside the debug partition is the exception: the preemption step
             # never sees the partition, so only a hold gives it room, and it is held for at "now" too)
             if found is not None and (
-                found[1] > t or t - _waiting_since(w) >= hold_span_s(core.knobs) * _US or _beyond_lane(core, size)
+                found[1] > t or core.knobs.hold_now or t - _waiting_since(w) >= hold_span_s(core.knobs) * _US
+                or _beyond_lane(core, size)
             ):
                 hosts, until = found
                 hold = Hold(w.wid, hosts, until, t, w.size)
@@ -234,22 +237,27 @@ def _earliest_room(core: DecisionCore, w: Workload, t: int) -> tuple[list[int], 
         need = hosts_needed(size, per)
         if _beyond_lane(core, size):
             open_ = hosts.open  # ... unless the run needs more hosts than there are outside it
-        ready: list[tuple[int, int]] = []
+        ready: list[tuple[int, int, int]] = []
         for h in hosts.hosts:
             if h.gpus != per or not open_[h.index]:
                 continue
             at = t
+            narrow = 0
             for wid in h.workloads:
-                at = max(at, _frees_at(core, workloads[wid], t, w))
+                v = workloads[wid]
+                at = max(at, _frees_at(core, v, t, w))
                 if at >= _NEVER:
                     break
+                if v.allocated and v.held <= per:
+                    narrow = 1
             if at < _NEVER:
-                ready.append((at, h.index))
+                free_now = 1 if (core.knobs.hold_busy_first and not h.workloads) else 0
+                ready.append(((narrow << 1 | free_now) if core.knobs.hold_wide_hosts else 0, at, h.index))
         if len(ready) < need:
             return None
         ready.sort()
         chosen = ready[:need]
-        return sorted(i for _, i in chosen), chosen[-1][0]
+        return sorted(i for _, _, i in chosen), max(at for _, at, _ in chosen)
     best: tuple[int, int] | None = None
     for h in hosts.hosts:
         if h.gpus < size or not open_[h.index]:

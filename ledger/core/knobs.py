@@ -50,9 +50,9 @@ DEBUG_RUNTIME_S = 15 * 60
 DEBUG_HOSTS_PERCENT = 3
 
 
-def debug_partition_size(debug_hosts: int | None, live_hosts: int) -> int:
+def debug_partition_size(debug_hosts: int | None, live_hosts: int, percent: int = DEBUG_HOSTS_PERCENT) -> int:
     """Return how many of ``live_hosts`` hosts form the debug partition (``None``: the default share)."""
-    wanted = (DEBUG_HOSTS_PERCENT * live_hosts + 50) // 100 if debug_hosts is None else debug_hosts
+    wanted = (percent * live_hosts + 50) // 100 if debug_hosts is None else debug_hosts
     return min(wanted, max(live_hosts - 1, 0))  # never every host
 
 
@@ -108,6 +108,20 @@ class Knobs:
     # ``DEBUG_RUNTIME_S``, at most one host); free fill soaks them as any host. None (default):
     # ``DEBUG_HOSTS_PERCENT`` of the live hosts, resized as they change; 0: no partition.
     debug_hosts: int | None = None
+    guarantee: str = "off"  # prototype: off | all | narrow
+    debug_first: bool = False  # prototype
+    short_soak: bool = False  # prototype
+    holds_off: bool = False  # prototype
+    hold_after_s: int = 0  # prototype
+    hold_min_gpus: int = 0  # prototype
+    lane_class_s: int = DEBUG_RUNTIME_S  # prototype: runs protected at most this long (one host) take the partition
+    lane_percent: int = 3  # prototype
+    hold_now: bool = False  # prototype
+    hold_wide_hosts: bool = False  # prototype
+    lane_auto: float = 0.0  # prototype
+    hold_busy_first: bool = False  # prototype
+    fill_fifo: bool = False  # prototype
+    lane_extra: float = 1.0  # prototype
 
     @property
     def swap_margin(self) -> bool:

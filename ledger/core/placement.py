@@ -91,6 +91,7 @@ class Hosts:
         self._setup(cluster, per_node)
         self.debug_knob: int | None = debug_hosts  # ``Knobs.debug_hosts``: hosts, or None for a share of the live hosts
         self.dirty_cache: set[int] = set()  # derived: hosts whose free GPUs or health changed since a reader looked
+        self.lane_percent = 3  # prototype
 
     def __getstate__(self) -> dict[str, object]:
         # every field but ``dirty_cache`` (derived: never part of a snapshot), in the order ``_setup`` sets them
@@ -99,6 +100,7 @@ class Hosts:
     def __setstate__(self, state: dict[str, object]) -> None:
         set_fields(self, state)
         self.dirty_cache = set()
+        self.lane_percent = getattr(self, "lane_percent", 3)
 
     def _setup(self, cluster: str, per_node: int) -> None:
         self.cluster = cluster
@@ -151,7 +153,7 @@ class Hosts:
                 retired.append(h.index)
         self.capacity = sum(h.gpus for h in self.hosts if h.state != "retired")
         if self.debug_knob != 0:
-            self._partition(want, debug_partition_size(self.debug_knob, want))
+            self._partition(want, debug_partition_size(self.debug_knob, want, self.lane_percent))
         return retired
 
     def _partition(self, live: int, size: int) -> None:

@@ -38,10 +38,11 @@ class BudgetTree:
         self.roots: list[str] = []
         self._chains: dict[str, list[str]] = {}  # path -> itself and its ancestors (nodes never move)
         self._branches: dict[tuple[str, str], tuple[str | None, str | None]] = {}  # derived: see branches()
+        self.team_depth: int | None = None  # depth of the team level when the budgets name it
 
     def __getstate__(self) -> dict[str, object]:
         # ``_branches`` is derived, and only as large as the pairs asked for: never part of a snapshot
-        return field_state(self, ("nodes", "roots", "_chains"))
+        return field_state(self, ("nodes", "roots", "_chains", "team_depth"))
 
     def __setstate__(self, state: dict[str, object]) -> None:
         set_fields(self, state)

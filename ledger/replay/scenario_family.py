@@ -286,3 +286,117 @@ def _submissions(
             )
         )
     return subs
+
+
+@dataclass(frozen=True)
+class Family:
+    """The knobs of one month of the drawn family (``drawn``): the shapes the short-work targets must hold on.
+
+    Every range the targets are stated over is a knob: demand, the share of workloads that are
+    training runs (as wide as the whole cluster) and that are debug runs, the tree's depth, its
+    number of teams and its shares (0.5–2.0 at every level), free fill, and how far each team's
+    demand strays from its share.
+    """
+
+    gpus: int = 256
+    gpus_per_node: int = 8
+    days: int = 7  # submissions go on this long, evenly in time
+    demand: float = 2.0  # submitted GPU-hours of work ÷ the cluster's GPU-hours over ``days``
+    wide_share: float = 0.03  # share of the workloads that are training runs of 8 GPUs up to the whole cluster
+    debug_share: float = 0.4  # share of the workloads that are debug runs (1–8 GPUs, protected 5–15 min)
+    fill_share: float = 0.05  # share of the workloads that are free fill (minimum runtime 0)
+    depth: int = 3  # levels of the tree, root included: 2 (lab/team) to 4 (lab/program/team/researcher)
+    teams: int = 12
+    skew: float = 0.5  # spread of each team's demand around its share (lognormal sigma; 0: in proportion)
+    debug_first: bool = True  # debug runs at the top priority inside their team (else drawn as any other)
+
+    def __post_init__(self) -> None:
+        if (not 0 < self.demand <= 10 or self.gpus < self.gpus_per_node or self.gpus % self.gpus_per_node
+                or not 0 <= self.wide_share <= 0.5 or not 0 <= self.debug_share <= 0.9
+                or not 0 <= self.fill_share <= 0.5 or self.wide_share + self.debug_share + self.fill_share >= 1
+                or not 2 <= self.depth <= 4 or self.teams < 1 or self.days < 1 or self.skew < 0):
+            raise ValueError(f"family params out of range: {self}")
+
+
+FAMILY_LEVELS = {2: ("lab", "team"), 3: ("lab", "program", "team"), 4: ("lab", "program", "team", "user")}
+
+
+def drawn(params: Family, seed: int) -> tuple[list[WorkloadSubmitted], Budgets]:
+    """Return one month of the drawn family: submissions in time order and its budget tree.
+
+    Submissions come evenly over ``days``. Each workload belongs to a team drawn in proportion to
+    the team's share of the cluster times a lognormal factor of spread ``skew`` (drawn once per
+    team), and to one of its researchers (at depth 4). Its kind is drawn by the workload shares:
+    training runs (resumable, 8 GPUs up to the whole cluster in whole hosts, 2–24 h of work,
+    protected 4–8 h, checkpoints every 15–60 min), debug runs (1–8 GPUs, protected 5–15 min, 1–15 min
+    of work, not resumable), free fill, and the rest batch (1–8 GPUs, protected 30 min–2 h, 70 %
+    resumable) with 3 % interactive sessions. Workloads are drawn until the submitted work reaches
+    ``demand`` times the cluster's GPU-hours.
+    """
+    rng = random.Random(seed)
+    p = params
+    cluster = "fam"
+    budgets, teams = _family_tree(rng, cluster, p)
+    team_paths = list(teams)
+    weights = [share * rng.lognormvariate(0.0, p.skew) for share, _ in teams.values()]
+    span = p.days * 86_400
+    target = p.demand * p.gpus * span
+    widths = [w for w in (8, 16, 32, 64, 128, 256) if w < p.gpus] + [p.gpus]  # one in 20 or so the whole cluster
+    width_weights = [1.0] * (len(widths) - 1) + [0.3]
+    rows: list[tuple[int, str, dict[str, object]]] = []
+    total = 0.0
+    while total < target:
+        roll = rng.random()
+        if roll < p.wide_share:
+            label, f = "wide", _hints(rng.choices(widths, width_weights)[0], rng.randint(4, 8) * 3600, True,
+                                      int(rng.uniform(2, 24) * 3600), rng.choice((15, 30, 45, 60)) * 60,
+                                      rng.randint(300, 1200), "training")
+        elif roll < p.wide_share + p.debug_share:
+            label, f = "debug", _hints(rng.choice((1, 1, 1, 2, 4, 8)), rng.choice((300, 600, 900)), False,
+                                       rng.randint(60, 900), 0, 0, "debug")
+        elif roll < p.wide_share + p.debug_share + p.fill_share:
+            label, f = "fill", _fill(rng)
+        else:
+            label, f = _sustained_other(rng, 0.7)
+            if label == "fill":  # the fill share is drawn above: this one is batch
+                label, f = "batch", {**f, "min_runtime_s": 1800}
+        total += float(f["gpus"]) * float(f["work_s"])  # type: ignore[arg-type]
+        team = rng.choices(team_paths, weights)[0]
+        rows.append((rng.randrange(0, span), rng.choice(teams[team][1]), {"label": label, **f}))
+    rows.sort(key=lambda r: r[0])
+    subs = _submissions(rng, cluster, rows, lambda leaf: leaf.rsplit("/", 1)[-1])
+    if not p.debug_first:
+        subs = [s if s.kind != "debug" else s.model_copy(update={"priority": rng.choice((2, 2, 2, 1, 0))})
+                for s in subs]
+    return subs, budgets
+
+
+def _family_tree(
+    rng: random.Random, cluster: str, p: Family
+) -> tuple[Budgets, dict[str, tuple[float, list[str]]]]:
+    """Return the budgets and, per team, its share of the cluster and the leaves its work is charged to."""
+    levels = FAMILY_LEVELS[p.depth]
+    nodes = [BudgetNode("lab", 1.0, ("director",))]
+    programs = max(1, min(p.teams // 3, 6)) if p.depth >= 3 else 0
+    prog_share = {f"lab/p{i}": round(rng.uniform(0.5, 2.0), 2) for i in range(programs)}
+    nodes += [BudgetNode(g, s, (f"{g.rsplit('/', 1)[-1]}-pi",)) for g, s in prog_share.items()]
+    team_parent = {f"t{i:02d}": (f"lab/p{i % programs}" if programs else "lab") for i in range(p.teams)}
+    team_share = {t: round(rng.uniform(0.5, 2.0), 2) for t in team_parent}
+    out: dict[str, tuple[float, list[str]]] = {}
+    prog_total = sum(prog_share.values())
+    n = 0
+    for t, parent in team_parent.items():
+        path = f"{parent}/{t}"
+        nodes.append(BudgetNode(path, team_share[t], (f"{t}-lead",)))
+        siblings = sum(team_share[u] for u, q in team_parent.items() if q == parent)
+        fraction = team_share[t] / siblings * (prog_share[parent] / prog_total if programs else 1.0)
+        leaves = [path]
+        if p.depth == 4:
+            leaves = []
+            for _ in range(rng.randint(3, 12)):
+                n += 1
+                leaf = f"{path}/r{n:03d}"
+                nodes.append(BudgetNode(leaf, round(rng.uniform(0.5, 2.0), 2), ()))
+                leaves.append(leaf)
+        out[path] = (fraction, leaves)
+    return Budgets(cluster, p.gpus, p.gpus_per_node, tuple(nodes), levels, "team"), out
