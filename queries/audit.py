@@ -209,8 +209,7 @@ def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     (level_costs.sql): the p90 of its first waits, its preemptions and the GPU-hours they discarded.
     """
     costs = {r.pop("budget"): r for r in rows(
-        con, "SELECT budget, wait_p90_s, preemptions, discarded_gpu_hours FROM level_costs "
-             "WHERE depth = (SELECT depth FROM level_chosen)")}
+        con, "SELECT budget, wait_p90_s, preemptions, discarded_gpu_hours FROM level_costs")}
     teams = [_team(r) | costs.get(r["budget"], {"wait_p90_s": None, "preemptions": 0, "discarded_gpu_hours": 0.0})
              for r in rows(con, "SELECT * FROM owed_teams ORDER BY budget")]
     every = levels(con)

@@ -13,7 +13,8 @@
 -- period); overlapping workloads of one node add up. A workload of protection p (its runs' shortest
 -- WorkloadStarted protected_until - start) that this run gave W hours of productive run time (its run time
 -- in the period less the work its preemptions discarded and its restart time) in pieces no shorter than p
--- but for k of them (k: how many of its pieces were shorter in this run, at least 1) has at least
+-- but for k of them (k: how many of its pieces in this run were shorter than their own protection, at
+-- least 1) has at least
 -- whole_hours(W, p, k) whole clock hours inside its pieces, in any schedule that does the same. The excess
 -- can fall in any hour from its submission on and is absorbed by slack; with every window a suffix of the
 -- period, Hall's condition makes the part no placement can absorb max over t of (E(submitted >= t) -
@@ -22,51 +23,64 @@
 -- The fewest whole clock hours inside pieces covering w_us of run time, each piece at least p_us long but for
 -- at most k of them. A piece of L hours holds at least floor(L) - 1 whole hours (0 below 2 h), which is at
 -- least c = floor(p) - 1 for a long piece and more than L - 2 for any: n long pieces give a total of at least
--- max(n * c, floor(W - 2k) + 1 - 2n), the smaller at the n nearest to where the two cross.
-CREATE OR REPLACE TEMP MACRO bound_pieces_a(w_us, k) AS
+-- max(n * c, a - 2n) with a = floor(W - 2k) + 1, the smaller at the n nearest to where the two cross.
+-- (In steps: a macro argument used several times is expanded each time, so bound_work passes columns.)
+CREATE OR REPLACE TEMP MACRO bound_a(w_us, k) AS
     CASE WHEN w_us >= 2 * k * 3600000000 THEN (w_us - 2 * k * 3600000000) // 3600000000 + 1 ELSE 0 END;
-CREATE OR REPLACE TEMP MACRO bound_whole_n(a, c, n) AS greatest(n * c, a - 2 * n);
-CREATE OR REPLACE TEMP MACRO bound_whole_at(a, c) AS
-    least(bound_whole_n(a, c, a // (c + 2)), bound_whole_n(a, c, a // (c + 2) + 1));
-CREATE OR REPLACE TEMP MACRO whole_hours(w_us, p_us, k) AS
-    CASE WHEN p_us < 2 * 3600000000 THEN 0
-         ELSE bound_whole_at(bound_pieces_a(w_us, k), p_us // 3600000000 - 1) END;
+CREATE OR REPLACE TEMP MACRO bound_c(p_us) AS p_us // 3600000000 - 1;
+CREATE OR REPLACE TEMP MACRO whole_hours_of(a, c) AS
+    CASE WHEN c < 1 THEN 0
+         ELSE least(greatest(a // (c + 2) * c, a - 2 * (a // (c + 2))),
+                    greatest((a // (c + 2) + 1) * c, a - 2 * (a // (c + 2) + 1))) END;
+CREATE OR REPLACE TEMP MACRO whole_hours(w_us, p_us, k) AS whole_hours_of(bound_a(w_us, k), bound_c(p_us));
 
--- Each allocated workload protected for 2 h or more that ran in the period: its width, protection, productive
--- run time, pieces shorter than its protection, the first whole hour after its submission (or the period's
--- start) and the whole hours any schedule giving it that run time must hold.
+-- Each node's peak: the most it was owed in any hour of the period.
+CREATE OR REPLACE TEMP TABLE bound_peak AS
+SELECT depth, budget, max(owed_gpu_us) AS peak_us FROM level_hours GROUP BY ALL;
+
+-- Each allocated workload's runs in the period that were protected 2 h or more (a shorter protection holds
+-- no whole hour for certain; leaving such runs out only lowers the count): their width, shortest protection,
+-- productive run time (less what the workload's preemptions in the period threw away), pieces shorter than
+-- their own protection (a piece as long as its own is as long as the shortest), the first whole hour after
+-- its submission (or the period's start), and the whole hours any schedule giving it that run time holds.
+-- Only a workload wider than the peak of some node its work counts to can force excess, so runs no wider
+-- than the least peak of their team's nodes go unread.
 CREATE OR REPLACE TEMP TABLE bound_work AS
-WITH r AS (
-    SELECT c.wid, c.bid, c.gpus, c.hi_us - c.lo_us AS len_us,
-           min(greatest(0, coalesce(s.protected_until, c.start_us) - c.start_us)) OVER (PARTITION BY c.wid) AS protect_us
-    FROM run_c c JOIN ev_started s ON s.seq = c.start_seq
-    WHERE c.allocated AND c.hi_us > c.lo_us
+WITH floor AS (
+    SELECT b.bid, min(pk.peak_us) AS floor_us
+    FROM level_members m JOIN bound_peak pk USING (depth, budget) JOIN budgets b ON b.path = m.team
+    GROUP BY b.bid
 ), w AS (
-    SELECT wid, any_value(bid) AS bid, min(gpus) AS gpus, any_value(protect_us) AS protect_us, sum(len_us) AS run_us,
-           greatest(1, count(*) FILTER (WHERE len_us < protect_us)) AS short_pieces
-    FROM r WHERE protect_us >= 2 * 3600000000 GROUP BY wid
+    SELECT r.wid, any_value(r.bid) AS bid, min(r.gpus) AS gpus, min(r.protect_us) AS protect_us,
+           sum(least(coalesce(r.end_us, p.t1), p.t1) - greatest(r.start_us, p.t0)) AS run_us,
+           greatest(1, count(*) FILTER (WHERE least(coalesce(r.end_us, p.t1), p.t1) - greatest(r.start_us, p.t0)
+                                               < r.protect_us)) AS short_pieces
+    FROM run_iv r JOIN floor f USING (bid), params p
+    WHERE r.allocated AND r.protect_us >= 2 * 3600000000 AND r.gpus * 3600000000 > f.floor_us
+      AND r.start_us < p.t1 AND coalesce(r.end_us, p.t1) > p.t0
+    GROUP BY r.wid
 ), lost AS (
     SELECT x.wid, sum(x.lost_us + x.restart_us) AS lost_us
     FROM preempt_iv x SEMI JOIN w USING (wid), params p
     WHERE x.preempt_us >= p.t0 AND x.preempt_us < p.pt1
     GROUP BY x.wid
+), x AS (
+    SELECT w.wid, w.bid, w.gpus, w.protect_us, w.short_pieces,
+           greatest(0, w.run_us - coalesce(l.lost_us, 0)) AS work_us,
+           (greatest(k.submit_us, p.t0) + 3599999999) // 3600000000 * 3600000000 AS from_us
+    FROM w JOIN workload_keys k USING (wid) LEFT JOIN lost l USING (wid), params p
+), y AS (
+    SELECT *, bound_a(work_us, short_pieces) AS a, bound_c(protect_us) AS c FROM x
 )
-SELECT w.wid, w.bid, w.gpus, w.protect_us, w.short_pieces,
-       greatest(0, w.run_us - coalesce(l.lost_us, 0)) AS work_us,
-       (greatest(k.submit_us, p.t0) + 3599999999) // 3600000000 * 3600000000 AS from_us,
-       whole_hours(greatest(0, w.run_us - coalesce(l.lost_us, 0)), w.protect_us, w.short_pieces) AS whole_hours
-FROM w JOIN workload_keys k USING (wid) LEFT JOIN lost l USING (wid), params p;
+SELECT wid, bid, gpus, protect_us, short_pieces, work_us, from_us, whole_hours_of(a, c) AS whole_hours FROM y;
 
 -- Per level: each workload wider than its node's peak owed adds (g - peak) GPU-hours of excess per whole hour.
 CREATE OR REPLACE TEMP TABLE bound_excess AS
-WITH peak AS (
-    SELECT depth, budget, max(owed_gpu_us) AS peak_us FROM level_hours GROUP BY ALL
-)
 SELECT m.depth, m.budget, w.wid, w.from_us, w.gpus, w.whole_hours,
        (w.gpus * 3600000000 - pk.peak_us) * w.whole_hours AS excess_us
 FROM bound_work w JOIN budgets b USING (bid)
 JOIN level_members m ON m.team = b.path
-JOIN peak pk ON pk.depth = m.depth AND pk.budget = m.budget
+JOIN bound_peak pk ON pk.depth = m.depth AND pk.budget = m.budget
 WHERE w.whole_hours > 0 AND w.gpus * 3600000000 > pk.peak_us;
 
 -- Per level and hour: what the hour can hold, what its nodes were owed, and the slack between.
