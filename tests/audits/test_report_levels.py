@@ -102,7 +102,8 @@ def test_the_same_columns_per_researcher_and_for_the_whole_org() -> None:
 def test_the_short_projects_line_and_table_give_the_projects_own_wait_and_discards() -> None:
     data = audit(three_hours(), details=REPORT_TABLES)
     lines = headline(data)
-    assert lines[0] == "GPU-hours received / owed per project (the team level): 90.0% hour by hour, 100.0% over each week"
+    assert lines[0] == ("GPU-hours received / owed per project (the team level): 90.0% hour by hour, "
+                        "100.0% over each week")
     text = " ".join(line.strip() for line in lines)
     assert ("Under 95% of what they were owed, per project (the team level): 1 of 2 hour by hour, 0 of 2 over their "
             "weeks (worst first, by the hour) org/p2: 83.3% hour by hour, 100.0% over its weeks, of 24 owed "
