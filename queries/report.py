@@ -47,7 +47,7 @@ h3{font-size:15px;margin:8px 0}
 .cols{display:grid;gap:18px;grid-template-columns:repeat(var(--n),minmax(0,1fr))}
 .cols>div{min-width:0}svg{max-width:100%;height:auto}
 table{border-collapse:collapse;margin:6px 0 12px;font-size:12.5px}
-th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left}
+th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left}.cols th,.cols td{padding:3px 5px}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}tr.short td{background:#fde8e8}
 th{background:#f6f6f6}svg .t{font-size:12px;font-weight:600;fill:#333}svg .a{font-size:10px;fill:#444}
 svg .g{stroke:#e4e4e4}.note{color:#555;font-size:12px}.def{background:#f6f8fc;border-left:3px solid #4269d0;
@@ -340,6 +340,7 @@ def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool
         "week before the smaller is taken. Hour bound: at most this received / owed hour by hour was possible "
         "for any schedule, given the gangs and protected windows (docs/audits.md, the hourly bound).</p>",
         _table(*t["owed_levels"], short_col="hour_ratio"),
+        "<h3>Where each level's shortfall went, hour by hour (GPU-hours)</h3>",
         _table(*t["owed_shortfall_by_cause"]),
         f"<h2>Owed GPU-hours, every node per {escape(level_label(data['owed_hours'].get('level')))}, "
         "worst first</h2>",
