@@ -96,13 +96,13 @@ def reported_level(runs: Sequence[dict[str, Any]]) -> tuple[str, list[dict[str, 
     """Return the label of the level the runs' owed hours report ('project (the team level)') and every level."""
     from ledger.queries.tables import level_label
 
-    level = _level(runs)
+    level = _reported_owed(runs)
     if level is None:
         return "every team", []
     return level_label(level["level"]), list(level.get("levels") or [])
 
 
-def _level(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+def _reported_owed(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
     """Return the owed hours of the first run that reports a level of a budget tree."""
     for run in runs:
         owed = run.get("audit", {}).get("owed_hours", {}) or {}
@@ -249,7 +249,7 @@ def table(columns: Sequence[str], runs: Sequence[dict[str, Any]], fmt: str = "ta
 
     largest = next((b for b in (largest_bucket(r) for r in runs) if b), None)
     level, levels = reported_level(runs)
-    owed = _level(runs)
+    owed = _reported_owed(runs)
     noun = level_noun(owed["level"]) if owed is not None else "team"
     rows = [m for m in measures(largest, level, levels, noun) if any(m.get(r) is not None for r in runs)]
     if fmt == "json":
