@@ -19,7 +19,8 @@ from ledger.queries.projection import build_intervals, project, register, sql_te
 from ledger.queries.source import open_records
 from ledger.queries.timefmt import iso
 
-AUDITS = ("owed_hours", "owed_levels", "discarded_work", "wait_by_size", "occupancy", "fairness")
+AUDITS = ("owed_hours", "owed_levels", "discarded_work", "wait_by_size", "occupancy", "fairness", "hour_bound",
+          "level_costs")
 WEEK_S = 7 * 86_400
 _TIME_TABLES = (
     "ev_submitted",
@@ -143,7 +144,8 @@ def levels(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """Return received / owed at every level of the budget tree, top first (needs ``prepare``).
 
     Per level: its name and depth, whether it is the team level and whether the audit reports it, its
-    nodes, the sums and ratios over hours, days and weeks, the worst node by hour and by week, how
+    nodes, the sums and ratios over hours, days and weeks, the hourly bound (the most of its owed hours
+    any schedule could give it hour by hour: hour_bound.sql), the worst node by hour and by week, how
     many nodes reach 95 %, and the shortfall split by cause (owed_levels.sql says how).
     """
     summary = rows(con, """
@@ -166,11 +168,13 @@ def levels(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """)
     ratios = {(r["depth"], r["budget"]): r for r in rows(
         con, "SELECT depth, budget, ratio, ratio_week FROM level_nodes WHERE ratio IS NOT NULL")}
+    bounds = {r.pop("depth"): r for r in rows(con, "SELECT * EXCLUDE (owed_gpu_hours) FROM level_bound")}
     out = []
     for r in summary:
         owed = r["owed"]
         worst = ratios.get((r["depth"], r["worst"]))
         worst_week = ratios.get((r["depth"], r["worst_week"]))
+        bound = bounds.get(r["depth"])
         out.append({
             "depth": r["depth"],
             "name": r["name"],
@@ -184,6 +188,7 @@ def levels(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
             "ratio": r["received"] / owed if owed > 0 else None,
             "ratio_day": r["received_day"] / owed if owed > 0 else None,
             "ratio_week": r["received_week"] / owed if owed > 0 else None,
+            "hourly_bound": None if bound is None or bound["ratio"] is None else bound,
             "nodes_at_95": r["at_95"],
             "nodes_at_95_week": r["at_95_week"],
             "worst_node": None if worst is None else {"budget": worst["budget"], "ratio": worst["ratio"]},
@@ -198,8 +203,15 @@ def levels(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 
 def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-    """Return the owed-hours audit (needs ``prepare``)."""
-    teams = [_team(r) for r in rows(con, "SELECT * FROM owed_teams ORDER BY budget")]
+    """Return the owed-hours audit (needs ``prepare``).
+
+    Each node of the reported level (``teams``) also carries what its work paid, recounted at that level
+    (level_costs.sql): the p90 of its first waits, its preemptions and the GPU-hours they discarded.
+    """
+    costs = {r.pop("budget"): r for r in rows(
+        con, "SELECT budget, wait_p90_s, preemptions, discarded_gpu_hours FROM level_costs")}
+    teams = [_team(r) | costs.get(r["budget"], {"wait_p90_s": None, "preemptions": 0, "discarded_gpu_hours": 0.0})
+             for r in rows(con, "SELECT * FROM owed_teams ORDER BY budget")]
     every = levels(con)
     reported = next((lv for lv in every if lv["reported"]), None)
     owed = sum(t["owed_gpu_hours"] for t in teams)
@@ -216,6 +228,7 @@ def owed_hours(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
         "teams_owed": len(rated),
         "worst_team": None if worst is None else {"budget": worst["budget"], "ratio": worst["ratio"]},
         "level": None if reported is None else {k: reported[k] for k in ("depth", "name", "team_level")},
+        "hourly_bound": None if reported is None else reported["hourly_bound"],
         "levels": every,
         "shortfall_by_cause": [] if reported is None else reported["shortfall_by_cause"],
         "teams": teams,

@@ -11,7 +11,7 @@ CREATE OR REPLACE TEMP MACRO iso(us) AS
 
 -- Valid runs clipped to the period (open runs end at t1): the compact view the audits read.
 CREATE OR REPLACE TEMP VIEW run_c AS
-SELECT r.wid, r.bid, r.gpus, r.allocated, r.start_seq, r.start_us, r.end_us,
+SELECT r.wid, r.bid, r.gpus, r.allocated, r.start_seq, r.start_us, r.end_us, r.protect_us,
        greatest(r.start_us, p.t0) AS lo_us, least(coalesce(r.end_us, p.t1), p.t1) AS hi_us
 FROM run_iv r, params p;
 

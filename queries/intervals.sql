@@ -88,13 +88,15 @@ SELECT wid, start_seq, start_us, end_seq, end_us, end_k, misordered,
        END AS earlier_end_us
 FROM ordered;
 
--- Valid runs with integer keys: the compact interval table every audit reads.
+-- Valid runs with integer keys: the compact interval table every audit reads (protect_us: how long the
+-- run's start protected it).
 CREATE OR REPLACE TEMP TABLE run_iv AS
 WITH ok AS (
     SELECT wid, start_seq, start_us, end_seq, end_us, end_k FROM runs_checked
     WHERE NOT misordered AND (earlier_end_us IS NULL OR start_us >= earlier_end_us)
 )
 SELECT ok.wid, w.bid, s.gpus, s.allocated, ok.start_seq, ok.start_us, ok.end_seq, ok.end_us, ok.end_k,
+       greatest(0, coalesce(s.protected_until, ok.start_us) - ok.start_us) AS protect_us,
        row_number() OVER (PARTITION BY ok.wid ORDER BY ok.start_seq) AS run_no,
        lead(ok.start_us) OVER (PARTITION BY ok.wid ORDER BY ok.start_seq) AS next_start_us
 FROM ok JOIN workload_keys w USING (wid) JOIN ev_started s ON s.seq = ok.start_seq;

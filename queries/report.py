@@ -18,15 +18,20 @@ from ledger.queries.svg import PALETTE, bar_chart, cdf_chart, cdf_range, line_ch
 from ledger.queries.tables import (
     OWED_DEFINITION,
     SHORT,
+    bound_phrase,
     causes_sentence,
     cell,
     header,
+    leaf_noun,
     level_label,
+    level_noun,
     levels_sentence,
     period_sentence,
+    reported,
     short_teams,
     shortfall_sentence,
     tables,
+    unnamed_levels_note,
 )
 from ledger.queries.timefmt import duration
 
@@ -42,7 +47,7 @@ h3{font-size:15px;margin:8px 0}
 .cols{display:grid;gap:18px;grid-template-columns:repeat(var(--n),minmax(0,1fr))}
 .cols>div{min-width:0}svg{max-width:100%;height:auto}
 table{border-collapse:collapse;margin:6px 0 12px;font-size:12.5px}
-th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left}
+th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left}.cols th,.cols td{padding:3px 5px}
 td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}tr.short td{background:#fde8e8}
 th{background:#f6f6f6}svg .t{font-size:12px;font-weight:600;fill:#333}svg .a{font-size:10px;fill:#444}
 svg .g{stroke:#e4e4e4}.note{color:#555;font-size:12px}.def{background:#f6f8fc;border-left:3px solid #4269d0;
@@ -98,35 +103,67 @@ def _eviction(dw: dict[str, Any]) -> tuple[str, str]:
     return label, "no preemptions"
 
 
-def headline(data: dict[str, Any], most: int = 10) -> str:
-    """Return the headline: received/owed with its definition, the other key figures, the teams short of owed."""
+BOUND_GAP = 0.10  # received / owed hour by hour is shown in red when this far below the hourly bound
+
+
+def headline(data: dict[str, Any], most: int = 10, *, levels_note: bool = True) -> str:
+    """Return the headline: received / owed hour by hour and per week with the hourly bound, each card labelled
+    with its level and time scale; the definition; the other key figures; the nodes short of what they were owed.
+
+    ``levels_note``: say here that the budget tree names no levels, if so (a page of several runs says it once).
+    """
     owed, dw = data["owed_hours"], data["discarded_work"]
     debug = data["wait_by_size"].get("debug_allocated") or {}
     short = short_teams(data)
-    ratio = owed["overall_ratio"]
-    items = [
-        (f"received / owed GPU-hours, per {level_label(owed.get('level'))}", _pct(ratio),
-         ratio is not None and ratio < SHORT),
-        (f"teams under {SHORT:.0%} of owed", f"{len(short)} of {owed['teams_owed']}", bool(short)),
-        ("debug runs: wait p90", "no debug runs" if debug.get("p90_s") is None else duration(debug["p90_s"]), False),
-        ("discarded by preemption", f"{dw['discarded_gpu_hours']:,.0f} GPU-h ({_pct(dw['discarded_share'])})", False),
-        (*_eviction(dw), False),
+    ratio, bound = owed["overall_ratio"], (owed.get("hourly_bound") or {}).get("ratio")
+    week = next((r["ratio"] for r in owed.get("received_by_period", []) if r["period"] == "week"), None)
+    level, noun, nodes = level_label(owed.get("level")), level_noun(owed.get("level")), level_noun(
+        owed.get("level"), many=True)
+    lv = reported(data)
+    short_week = None if lv is None else lv["nodes_owed"] - lv["nodes_at_95_week"]
+    rows_of_cards = [
+        [(f"received / owed GPU-hours hour by hour, per {level}", _pct(ratio),
+          ratio is not None and bound is not None and ratio < bound - BOUND_GAP),
+         (f"received / owed GPU-hours over each week, per {level}", _pct(week), week is not None and week < SHORT),
+         (f"at most possible hour by hour this month (the hourly bound), per {noun}", _pct(bound), False)],
+        [(f"{nodes} under {SHORT:.0%} of owed hour by hour", f"{len(short)} of {owed['teams_owed']}", False),
+         (f"{nodes} under {SHORT:.0%} of owed over their weeks",
+          "-" if short_week is None else f"{short_week} of {owed['teams_owed']}", bool(short_week))],
+        [("debug runs: wait p90, the whole cluster over the period",
+          "no debug runs" if debug.get("p90_s") is None else duration(debug["p90_s"]), False),
+         ("discarded by preemption, the whole cluster over the period",
+          f"{dw['discarded_gpu_hours']:,.0f} GPU-h ({_pct(dw['discarded_share'])})", False),
+         (*_eviction(dw), False)],
     ]
-    kpis = "".join(f"<div class='kpi{' bad' if bad else ''}'><b>{escape(v)}</b><span>{escape(k)}</span></div>"
-                   for k, v, bad in items)
+    kpis = "".join(
+        "<div class='kpis'>" + "".join(
+            f"<div class='kpi{' bad' if bad else ''}'><b>{escape(v)}</b><span>{escape(k)}</span></div>"
+            for k, v, bad in cards) + "</div>"
+        for cards in rows_of_cards)
+    phrase = bound_phrase(owed.get("hourly_bound"))
+    judged = (f" Per {escape(level)}, hour by hour: {_pct(ratio)} received; {escape(phrase)}; red when more than "
+              f"{BOUND_GAP * 100:.0f} points below it. Over each week, red under {SHORT:.0%}." if phrase else "")
     definition = (f"<p class='def'>{escape(OWED_DEFINITION)} GPU-hours a team ran beyond that, on idle GPUs, "
                   "count as delivered, not owed: a team can be delivered many times its owed hours and still be "
-                  "short in the hours it needed its share.</p>")
-    for sentence in (shortfall_sentence(data), period_sentence(data), levels_sentence(data), causes_sentence(data)):
+                  f"short in the hours it needed its share.{judged}</p>")
+    note = unnamed_levels_note(data) if levels_note else ""
+    for sentence in (note, shortfall_sentence(data), period_sentence(data), levels_sentence(data),
+                     causes_sentence(data)):
         if sentence:
-            definition += f"<p class='def'>{escape(sentence)}</p>"
-    rows = [[t["budget"], t["ratio"], t["owed_gpu_hours"], t["delivered_gpu_hours"], t["wait_p90_s"],
-             t["discarded_gpu_hours"]] for t in short]
-    cols = ["team", "ratio", "owed_gpu_hours", "delivered_gpu_hours", "wait_p90_s", "discarded_gpu_hours"]
-    table = (f"<h3>Teams under {SHORT:.0%} of what they were owed, worst first</h3>"
-             + _table(cols, rows, limit=most, short_col="ratio") if short
-             else f"<p class='note'>Every team received at least {SHORT:.0%} of what it was owed.</p>")
-    return f"<div class='kpis'>{kpis}</div>{definition}{table}"
+            definition += f"<p class='def'>{_code(sentence)}</p>"
+    rows = [[t["budget"], t["ratio"], t.get("ratio_week"), t["owed_gpu_hours"], t["delivered_gpu_hours"],
+             t.get("wait_p90_s"), t.get("discarded_gpu_hours")] for t in short]
+    cols = [noun, "hour_ratio", "week_ratio", "owed_gpu_hours", "delivered_gpu_hours", "first_wait_p90_s",
+            "discarded_gpu_hours"]
+    table = (f"<h3>{escape(nodes[:1].upper() + nodes[1:])} under {SHORT:.0%} of what they were owed hour by hour, "
+             f"per {escape(level)}, worst first</h3>"
+             + _table(cols, rows, limit=most, short_col="week_ratio")
+             + f"<p class='note'>Highlighted: under {SHORT:.0%} over its weeks too. Each row counts the work of all "
+             f"the {escape(noun)}'s teams: the p90 of their workloads' first waits, the GPU-hours their preemptions "
+             "discarded.</p>" if short
+             else f"<p class='note'>Every {escape(noun)} received at least {SHORT:.0%} of what it was owed hour by "
+             "hour.</p>")
+    return f"{kpis}{definition}{table}"
 
 
 def _daily(data: dict[str, Any]) -> tuple[list[str], dict[str, dict[str, list[float]]]]:
@@ -171,11 +208,12 @@ def team_scales(runs: list[dict[str, Any]], teams: list[str]) -> dict[str, float
 def owed_section(data: dict[str, Any], teams: list[str], scales: dict[str, float]) -> str:
     """Return the owed-against-delivered charts: every short team's ratio, then the worst day by day."""
     short = short_teams(data)
+    nodes = level_noun(data["owed_hours"].get("level"), many=True)
     bars = ratio_bars(
         [(t["budget"], t["ratio"], f"of {t['owed_gpu_hours']:,.0f} GPU-h owed") for t in short[:SHORT_BARS]],
-        title=(f"Received / owed, teams under {SHORT:.0%} (worst first)" if len(short) <= SHORT_BARS else
-               f"Received / owed: the worst {SHORT_BARS} of the {len(short)} teams under {SHORT:.0%} (all in the "
-               "table)"),
+        title=(f"Received / owed hour by hour, {nodes} under {SHORT:.0%} (worst first)" if len(short) <= SHORT_BARS
+               else f"Received / owed hour by hour: the worst {SHORT_BARS} of the {len(short)} {nodes} under "
+               f"{SHORT:.0%} (all in the table)"),
     ) if short else ""
     days, series = _daily(data)
     charts = []
@@ -187,12 +225,14 @@ def owed_section(data: dict[str, Any], teams: list[str], scales: dict[str, float
         charts.append(line_chart(
             [("owed", s["owed"], "#222", "dash"), ("received (within owed)", s["received"], PALETTE[0], "fill"),
              ("delivered (all it ran)", s["delivered"], PALETTE[1], "line")],
-            days, title=f"{team}: {_pct(ratio)} of owed", y_max=scales.get(team), y_label="GPU-hours a day",
+            days, title=f"{team}: {_pct(ratio)} of owed hour by hour", y_max=scales.get(team),
+            y_label="GPU-hours a day",
             width=420, height=190,
         ))
-    note = ('<p class="note">Each chart: a team\'s owed GPU-hours a day (dashed), what it received of them '
-            "(filled) and all it ran (orange line, clipped at the top of a scale set by what it was owed). A gap "
-            "between dashed and filled is its shortfall.</p>")
+    note = (f'<p class="note">Each chart: a {escape(level_noun(data["owed_hours"].get("level")))}\'s owed GPU-hours '
+            "a day (dashed), what it received of them hour by hour, summed over the day (filled), and all it ran "
+            "(orange line, clipped at the top of a scale set by what it was owed). A gap between dashed and filled "
+            "is its shortfall.</p>")
     return bars + (note + '<div class="grid">' + "".join(charts) + "</div>" if charts else "")
 
 
@@ -241,9 +281,10 @@ def _discard_bars(data: dict[str, Any], top: int = TOP_DISCARD) -> tuple[list[tu
     teams.sort(key=lambda t: (-t["discarded_gpu_hours"], t["budget"]))
     bars = [(t["budget"], t["lost_since_checkpoint_gpu_hours"], t["restart_gpu_hours"]) for t in teams[:top]]
     rest = teams[top:]
-    title = "Discarded GPU-hours by team"
+    title = f"Discarded GPU-hours by {leaf_noun(data)} over the period"
     if len(rest) > 1:
-        bars.append((f"others ({len(rest)} teams)", sum(t["lost_since_checkpoint_gpu_hours"] for t in rest),
+        bars.append((f"others ({len(rest)} {leaf_noun(data, many=True)})",
+                     sum(t["lost_since_checkpoint_gpu_hours"] for t in rest),
                      sum(t["restart_gpu_hours"] for t in rest)))
         title += f" (the {top} largest; all in the table)"
     elif rest:
@@ -285,9 +326,9 @@ def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool
         _table(*t["occupancy"]),
         "<h2>Queue waits</h2>",
         wait_chart(data),
-        "<h3>By team, longest p90 first</h3>",
+        f"<h3>First waits by {escape(leaf_noun(data))} over the period, longest p90 first</h3>",
         _table(*t["wait_by_team"], limit=40),
-        "<h3>By size</h3>",
+        "<h3>By size, the whole cluster over the period</h3>",
         _table(*t["wait_by_size"]),
         "<h2>Discarded work</h2>",
         discard_chart(data),
@@ -296,12 +337,14 @@ def html(data: dict[str, Any], title: str = "gpuledger audit", *, fragment: bool
         "<h2>Owed GPU-hours at every level of the budget tree</h2>",
         '<p class="note">A node\'s hours sum its teams\' shares, demand and delivered GPU-hours before owed and '
         "received are taken; * marks the team level. Day and week: owed and delivered summed over the UTC day or "
-        "week before the smaller is taken.</p>",
-        _table(*t["owed_levels"], short_col="ratio"),
+        "week before the smaller is taken. Hour bound: at most this received / owed hour by hour was possible "
+        "for any schedule, given the gangs and protected windows (docs/audits.md, the hourly bound).</p>",
+        _table(*t["owed_levels"], short_col="hour_ratio"),
+        "<h3>Where each level's shortfall went, hour by hour (GPU-hours)</h3>",
         _table(*t["owed_shortfall_by_cause"]),
         f"<h2>Owed GPU-hours, every node per {escape(level_label(data['owed_hours'].get('level')))}, "
         "worst first</h2>",
-        _table(*t["owed_hours"], short_col="ratio"),
+        _table(*t["owed_hours"], short_col="hour_ratio"),
         "<h2>Anomalies</h2>",
         f'<p class="note">{escape(an_note)}</p>',
         _table(*t["anomalies"]) if anomalies else "",
@@ -346,14 +389,15 @@ def compare_html(labels: list[str], runs: list[dict[str, Any]], title: str = "gp
         f'<p class="sub">{len(runs)} runs of the same inputs, one column each; period {escape(period["start"] or "-")}'
         f' to {escape(period["end"] or "-")} (UTC). Charts in a row share their scale.</p>',
         "".join(f"<p>{_code(part)}</p>" for part in intro.split("\n\n") if part.strip()),
-        row("Headline", [headline(a) for a in audits]),
+        "".join(f"<p class='def'>{_code(n)}</p>" for n in {unnamed_levels_note(a) for a in audits} if n),
+        row("Headline", [headline(a, levels_note=False) for a in audits]),
         row("Owed against delivered", [owed_section(a, teams, scales) for a in audits]),
         row("Cluster occupancy", [cluster_chart(a, cluster_top, width=560 if len(audits) > 1 else 1000)
                                   for a in audits]),
         row("Queue waits", [wait_chart(a, wait_range) for a in audits]),
         row("Discarded work", [discard_chart(a, scale=discard_top) for a in audits]),
         "<h2>Every measure side by side</h2>",
-        f"<pre>{escape(table(labels, runs))}</pre>",
+        f"<pre>{escape(table(labels, runs, levels_note=False))}</pre>",
         '<p class="note">Every run\'s full tables are in its own audit.json and audit/*.parquet (and '
         "<code>gpuledger audit RUN_DIR --format html</code>).</p>",
     ]

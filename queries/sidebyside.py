@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,11 +58,11 @@ def largest_bucket(run: dict[str, Any]) -> str | None:
     return next((s for s in reversed(SIZES) if s in have), None)
 
 
-def _teams_below(threshold: float) -> Callable[[dict[str, Any]], Any]:
+def _teams_below(threshold: float, key: str = "ratio") -> Callable[[dict[str, Any]], Any]:
     def get(run: dict[str, Any]) -> Any:
         teams = (run.get("audit", {}).get("owed_hours", {}) or {}).get("teams") or []
-        rated = [t for t in teams if t.get("ratio") is not None and (t.get("owed_gpu_hours") or 0) > 0]
-        return sum(1 for t in rated if t["ratio"] < threshold) if rated else None
+        rated = [t for t in teams if t.get(key) is not None and (t.get("owed_gpu_hours") or 0) > 0]
+        return sum(1 for t in rated if t[key] < threshold) if rated else None
 
     return get
 
@@ -74,10 +75,13 @@ def _owed_over(period: str) -> Callable[[dict[str, Any]], Any]:
     return get
 
 
-def _worst_team(run: dict[str, Any]) -> Any:
-    teams = (run.get("audit", {}).get("owed_hours", {}) or {}).get("teams") or []
-    rated = [t["ratio"] for t in teams if t.get("ratio") is not None and (t.get("owed_gpu_hours") or 0) > 0]
-    return min(rated) if rated else None
+def _worst_team(key: str) -> Callable[[dict[str, Any]], Any]:
+    def get(run: dict[str, Any]) -> Any:
+        teams = (run.get("audit", {}).get("owed_hours", {}) or {}).get("teams") or []
+        rated = [t[key] for t in teams if t.get(key) is not None and (t.get("owed_gpu_hours") or 0) > 0]
+        return min(rated) if rated else None
+
+    return get
 
 
 def _level_figure(depth: int, key: str) -> Callable[[dict[str, Any]], Any]:
@@ -92,29 +96,46 @@ def reported_level(runs: Sequence[dict[str, Any]]) -> tuple[str, list[dict[str, 
     """Return the label of the level the runs' owed hours report ('project (the team level)') and every level."""
     from ledger.queries.tables import level_label
 
+    level = _reported_owed(runs)
+    if level is None:
+        return "every team", []
+    return level_label(level["level"]), list(level.get("levels") or [])
+
+
+def _reported_owed(runs: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """Return the owed hours of the first run that reports a level of a budget tree."""
     for run in runs:
         owed = run.get("audit", {}).get("owed_hours", {}) or {}
         if owed.get("level") is not None:
-            return level_label(owed["level"]), list(owed.get("levels") or [])
-    return "every team", []
+            return owed
+    return None
 
 
 def measures(largest: str | None = None, level: str = "every team",
-             levels: Sequence[dict[str, Any]] = ()) -> list[Measure]:
+             levels: Sequence[dict[str, Any]] = (), noun: str = "node") -> list[Measure]:
     """Return the rows of the side-by-side table (the largest-jobs rows use bucket ``largest``).
 
-    ``level`` names the level of the budget tree the owed hours are at; ``levels`` (the tree's levels)
-    add a row per other level, per hour and per week.
+    ``level`` names the level of the budget tree the owed hours are at, ``noun`` one of its nodes
+    ('project'); ``levels`` (the tree's levels) add a row per other level, per hour and per week.
     """
+    from ledger.queries.tables import plural
+
     a = ("audit",)
+    nodes = plural(noun)
     rows = [
         Measure(
-            "owed_ratio", f"GPU-hours received / owed, per {level}", _dig(*a, "owed_hours", "overall_ratio"), "ratio"
+            "owed_ratio", f"GPU-hours received / owed per {level}, hour by hour",
+            _dig(*a, "owed_hours", "overall_ratio"), "ratio"
         ),
-        Measure("owed_ratio_day", "  each node's hours evened out over its day", _owed_over("day"), "ratio"),
-        Measure("owed_ratio_week", "  each node's hours evened out over its week", _owed_over("week"), "ratio"),
-        Measure("worst_team_ratio", "  worst node's received / owed", _worst_team, "ratio"),
-        Measure("teams_below_95", "  nodes under 95% of what they were owed", _teams_below(0.95), "count"),
+        Measure("owed_bound", "  at most possible hour by hour (the hourly bound)",
+                _dig(*a, "owed_hours", "hourly_bound", "ratio"), "ratio"),
+        Measure("owed_ratio_day", f"  each {noun}'s hours evened out over its day", _owed_over("day"), "ratio"),
+        Measure("owed_ratio_week", f"  each {noun}'s hours evened out over its week", _owed_over("week"), "ratio"),
+        Measure("worst_team_ratio", f"  worst {noun}, hour by hour", _worst_team("ratio"), "ratio"),
+        Measure("worst_team_ratio_week", f"  worst {noun}, over its weeks", _worst_team("ratio_week"), "ratio"),
+        Measure("teams_below_95", f"  {nodes} under 95% of owed, hour by hour", _teams_below(0.95), "count"),
+        Measure("teams_below_95_week", f"  {nodes} under 95% of owed, over their weeks",
+                _teams_below(0.95, "ratio_week"), "count"),
     ]
     for lv in levels:
         if lv.get("reported"):
@@ -218,11 +239,19 @@ def human(value: float | int | None, unit: str) -> str:
     return f"{value:.2f}"
 
 
-def table(columns: Sequence[str], runs: Sequence[dict[str, Any]], fmt: str = "table") -> str:
-    """Return the side-by-side audits of ``runs`` (each {"audit": ..., "replay": ...}) as table, json or csv."""
+def table(columns: Sequence[str], runs: Sequence[dict[str, Any]], fmt: str = "table", *,
+          levels_note: bool = True) -> str:
+    """Return the side-by-side audits of ``runs`` (each {"audit": ..., "replay": ...}) as table, json or csv.
+
+    ``levels_note``: end the table with the note that the budget tree names no levels, if so.
+    """
+    from ledger.queries.tables import level_noun, unnamed_levels_note
+
     largest = next((b for b in (largest_bucket(r) for r in runs) if b), None)
     level, levels = reported_level(runs)
-    rows = [m for m in measures(largest, level, levels) if any(m.get(r) is not None for r in runs)]
+    owed = _reported_owed(runs)
+    noun = level_noun(owed["level"]) if owed is not None else "team"
+    rows = [m for m in measures(largest, level, levels, noun) if any(m.get(r) is not None for r in runs)]
     if fmt == "json":
         return json.dumps(
             {
@@ -248,7 +277,8 @@ def table(columns: Sequence[str], runs: Sequence[dict[str, Any]], fmt: str = "ta
     lines.append("  ".join("-" * w for w in widths))
     for row in cells:
         lines.append("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(row)))
-    return "\n".join(lines) + "\n"
+    note = unnamed_levels_note({"owed_hours": owed}) if owed is not None and levels_note else ""
+    return "\n".join(lines) + "\n" + ("\n" + "\n".join(textwrap.wrap(note, 100)) + "\n" if note else "")
 
 
 __all__ = ["SIZES", "Measure", "human", "largest_bucket", "measures", "reported_level", "table"]

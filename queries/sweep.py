@@ -33,9 +33,9 @@ _BETTER_LOW = {
     "occupied_share": False,
 }
 _SHORT = {  # column heads short enough for eight settings at 1,400 px
-    "owed_ratio": "received / owed",
-    "worst_team_ratio": "worst team's received / owed",
-    "teams_below_95": "teams under 95 %",
+    "owed_ratio": "received / owed hour by hour",
+    "worst_team_ratio": "worst team's received / owed hour by hour",
+    "teams_below_95": "teams under 95 % hour by hour",
     "debug_p90_wait_s": "debug wait p90",
     "preemptions": "preemptions",
     "preemptions_per_workload_week": "preemptions per workload-week",

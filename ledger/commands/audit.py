@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     from ledger.queries.detail import TABLES, Details, attach, write_tables
     from ledger.queries.report import html as page_html
     from ledger.queries.report import render_html
-    from ledger.queries.tables import as_csv, as_text, headline, tables
+    from ledger.queries.tables import as_csv, as_text, headline, tables, titles
 
     def when(text: str | None, flag: str) -> int | None:
         return None if text is None else to_us(flag_time(flag, text))
@@ -125,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
         else:
             totals = {"fairness": data["tables"]["fairness_hourly"]["rows"],
                       "workloads": data["tables"]["workloads"]["rows"]}
-            text = as_text(named, MAX_ROWS, totals)
+            text = as_text(named, MAX_ROWS, totals, titles(data))
             if not report:  # the whole audit: its headline first, then every table
                 text = "\n".join(headline(data)) + "\n\n" + text
     if out is not None:

@@ -54,9 +54,12 @@ under `priority` (the old way: highest priority first, then first come; no budge
 
 GUIDE = """\
 How to read it: "received / owed" counts, hour by hour, the GPU-hours each team got out of what its
-share entitled it to (capped at what it asked for); 100% means every team got its due. Waits run from
-submission (or preemption) to start. "Thrown away" is work lost since the last checkpoint plus the
-time to restart. Unallocated work (minimum runtime 0) is free and may be preempted by anyone.
+share entitled it to (capped at what it asked for); 100% means every team got its due. "At most
+possible" is the hourly bound: what any schedule could have received of those hours, given the gangs
+(a run needs all its GPUs at once) and the protected windows. "Over its week" lets a team's hours
+even out within the week. Waits run from submission (or preemption) to start. "Thrown away" is work
+lost since the last checkpoint plus the time to restart. Unallocated work (minimum runtime 0) is
+free and may be preempted by anyone.
 """
 
 
@@ -98,9 +101,14 @@ def _headline(results: list[dict[str, Any]]) -> str:
     lines = []
     a, b = get(fair, "owed_hours", "overall_ratio"), get(prio, "owed_hours", "overall_ratio")
     if a is not None and b is not None:
+        bounds = [get(r, "owed_hours", "hourly_bound", "ratio") for r in results]
+        weeks = [next((p["ratio"] for p in get(r, "owed_hours", "received_by_period") or [] if p["period"] == "week"),
+                      None) for r in results]
         lines.append(
-            f"- Per {reported_level(results)[0]}, teams received {human(a, 'ratio')} of the GPU-hours they were "
-            f"owed under fairshare, {human(b, 'ratio')} under priority."
+            f"- Per {reported_level(results)[0]}, hour by hour, teams received {human(a, 'ratio')} of the GPU-hours "
+            f"they were owed under fairshare (at most {human(bounds[0], 'ratio')} was possible), {human(b, 'ratio')} "
+            f"under priority (at most {human(bounds[1], 'ratio')}); over each week {human(weeks[0], 'ratio')} and "
+            f"{human(weeks[1], 'ratio')}."
         )
     a, b = get(fair, "wait_by_size", "debug_allocated", "p90_s"), get(prio, "wait_by_size", "debug_allocated", "p90_s")
     if a is not None and b is not None:

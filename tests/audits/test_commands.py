@@ -65,14 +65,16 @@ def test_the_headline_gives_the_clusters_use_or_says_the_log_has_no_capacity_to_
     code, out, _ = run(capsys, "audit", str(run_dir), "--format", "json")
     occ = json.loads(out)["occupancy"]
     code, out, _ = run(capsys, "audit", str(run_dir))
-    assert f"Occupancy: {occ['occupied_share']:.1%} of 32 capacity GPU-hours" in out  # 16 GPUs, two hours
+    # 16 GPUs, two hours
+    assert f"Occupancy, the whole cluster over the period: {occ['occupied_share']:.1%} of 32 capacity GPU-hours" in out
     # records imported without a budgets file: GPUs ran, but against no stated capacity
     E = Events()
     bare = write_log(tmp_path / "bare", [E.submit(0, "j", "org/a", gpus=8), E.start(0, "j", ("n1",), 8),
                                          E.complete(90, "j")])
     code, out, _ = run(capsys, "audit", str(bare))
     assert code == 0
-    assert "Occupancy: 12.0 GPU-hours run, but the log states no capacity to measure them against" in out
+    assert ("Occupancy, the whole cluster over the period: 12.0 GPU-hours run, but the log states no capacity to "
+            "measure them against") in " ".join(line.strip() for line in out.splitlines())
     assert "--budgets FILE" in out
 
 
@@ -142,16 +144,24 @@ def test_audit_table_opens_with_the_headline_and_sorts_worst_first(run_dir: Path
     code, out, _ = run(capsys, "audit", str(run_dir))
     assert code == 0
     lines = out.splitlines()
-    assert lines[0].startswith("GPU-hours received / owed: ")
-    assert lines[1].startswith("  Owed: each hour, a team is owed its budget share")
-    assert any(line.startswith("Teams under 95% of what they were owed: ") for line in lines[:20])
-    assert any(line.startswith("Debug runs (protected, minimum runtime <= 15 min): wait p90 ") for line in lines)
-    assert any(line.startswith("Discarded by preemption: 4.0 GPU-hours") for line in lines)
-    owed = out[out.index("\nowed hours\n"):].splitlines()
+    # the tree names no levels: its leaves, the deepest level, are taken for teams, and the headline says so once
+    assert lines[0] == ("GPU-hours received / owed per budget at depth 1 (the deepest level): 66.7% hour by hour, "
+                        "83.2% over each week")
+    assert lines[1].startswith("  Hour by hour: ")
+    assert any(line.startswith("  Owed: each hour, a team is owed its budget share") for line in lines[:6])
+    assert sum("names no levels" in line for line in lines) == 1
+    assert "`levels: [org, program, team, user]`" in " ".join(line.strip() for line in lines)
+    assert any(line.startswith("Under 95% of what they were owed, per budget at depth 1 (the deepest level): ")
+               for line in lines[:30])
+    assert any(line.startswith("Debug runs (protected, minimum runtime <= 15 min), the whole cluster over the period: "
+                               "wait p90 ") for line in lines)
+    assert any(line.startswith("Discarded by preemption, the whole cluster over the period: 4.0 GPU-hours")
+               for line in lines)
+    owed = out[out.index("\nowed hours per budget at depth 1 (the deepest level): hour by hour"):].splitlines()
     assert owed[4].startswith("(overall)")  # first under the header: no cut can hide it
     data = json.loads(run(capsys, "audit", str(run_dir), "--format", "json")[1])
     ratios = [t["ratio"] for t in sorted(data["owed_hours"]["teams"], key=lambda t: t["ratio"])]
-    # columns: ... ratio, day ratio, week ratio
+    # columns: ... hour ratio, day ratio, week ratio
     shown = [float(line.split()[-3].rstrip("%")) / 100 for line in owed[5:5 + len(ratios)]]
     assert shown == pytest.approx(ratios, abs=0.0005)  # the teams worst first
 

@@ -170,8 +170,7 @@ def test_audit_level_flag_picks_a_level_by_name_or_depth(tmp_path: Path, capsys:
     assert "org/p1/t1/u2" in text and "57.1%" in text  # 8 of 14
     assert main(["audit", str(log)]) == 0
     head = capsys.readouterr().out.splitlines()
-    assert head[0].startswith("GPU-hours received / owed: 66.7%")
-    assert "  These figures are per team (the team level) of the budget tree." in head[:5]
+    assert head[0] == "GPU-hours received / owed per team (the team level): 66.7% hour by hour, 66.7% over each week"
     assert main(["audit", str(log), "--level", "project"]) == 2
     err = capsys.readouterr().err
     assert "--level project" in err and "0 (org), 1 (program), 2 (team), 3 (user)" in err

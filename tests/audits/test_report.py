@@ -51,12 +51,13 @@ def test_report_has_the_headline_charts_and_tables_and_fetches_nothing(tmp_path:
     o = outline(path)
     assert "script" not in o.tags and "link" not in o.tags and "img" not in o.tags and o.external == []
     labels = " | ".join(o.svg_labels)
-    assert "Received / owed, teams under 95% (worst first)" in labels
-    assert "org/b: 50.0% of owed" in labels and "org/a: 74.9% of owed" in labels  # owed against delivered
+    assert "Received / owed hour by hour, budgets at depth 1 under 95% (worst first)" in labels
+    assert "org/b: 50.0% of owed hour by hour" in labels and "org/a: 74.9% of owed hour by hour" in labels
     assert "Cluster: GPUs in use each hour against the capacity up" in labels
     assert "Share of workloads started within a wait, by size" in labels
-    assert "Discarded GPU-hours by team" in labels
-    for header in ("owed gpu hours", "received gpu hours", "p90", "discarded gpu hours", "first start time"):
+    assert "Discarded GPU-hours by leaf budget over the period" in labels
+    for header in ("owed gpu hours", "received gpu hours", "p90", "first wait p90", "discarded gpu hours",
+                   "first start time"):
         assert header in o.headers
     text = path.read_text()
     assert not re.search(r"https?://(?!www\.w3\.org/2000/svg)", text)
@@ -96,8 +97,9 @@ def test_the_worst_short_teams_are_drawn_day_by_day_and_every_team_stays_in_the_
     path = render_html(audit(many_teams_day(), details=REPORT_TABLES), tmp_path / "report.html")
     o = outline(path)
     daily = [label for label in o.svg_labels if label.startswith("org/")]
-    assert daily == ["org/p0/t4: 60.0% of owed", "org/p1/t4: 60.0% of owed", "org/p2/t4: 60.0% of owed",
-                     "org/p3/t4: 60.0% of owed", "org/p0/t3: 66.7% of owed", "org/p1/t3: 66.7% of owed"]
+    assert [label.removesuffix(" of owed hour by hour") for label in daily] == [
+        "org/p0/t4: 60.0%", "org/p1/t4: 60.0%", "org/p2/t4: 60.0%", "org/p3/t4: 60.0%", "org/p0/t3: 66.7%",
+        "org/p1/t3: 66.7%"]
     text = path.read_text()
     assert all(f"org/p{p}/t{t}" in text for p in range(4) for t in range(5))  # the owed-hours table
 
@@ -107,4 +109,4 @@ def test_the_discard_chart_draws_the_largest_teams_and_sums_the_rest() -> None:
               "restart_gpu_hours": 1.0} for i in range(40)]
     svg = discard_chart({"discarded_work": {"by_team": teams}}, top=10)
     assert "t39" in svg and "t30" in svg and "t29" not in svg
-    assert "others (30 teams)" in svg
+    assert "others (30 leaf budgets)" in svg
