@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ledger.core.knobs import Knobs
+from ledger.events import from_us
 from ledger.replay.progress import ProgressBar
 from ledger.replay.run import ReplayInputs, replay
 from ledger.replay.trace import RejectedRow, listed
@@ -78,6 +79,10 @@ def run_one(
         "simulated_days": round(stats.simulated_s / 86_400, 3),
         "demand_ratio": round(stats.demand_ratio(inputs.gpus), 4),
         "rejected_rows": len(inputs.rejected),
+        # the debug partition's size whenever it changed, when sized from demand (``explain`` reads it)
+        "debug_partition": [
+            {"from": from_us(at).isoformat(), "hosts": hosts} for at, hosts in stats.debug_partition
+        ],
         "notes": inputs.notes,
         "ended": (
             "stopped at a limit with work left" if stats.stopped_at is not None
@@ -85,8 +90,6 @@ def run_one(
         ),
     }
     if stats.stopped_at is not None or stats.unfinished:
-        from ledger.events import from_us
-
         if stats.stopped_at is not None:
             info["stopped_at"] = from_us(stats.stopped_at).isoformat()
         info["unfinished"] = {

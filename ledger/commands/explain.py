@@ -29,13 +29,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def run_settings(source: str) -> dict[str, object]:
-    """Return the settings a run was replayed under, from its ``replay.json`` ({} for a log without one)."""
+def run_info(source: str) -> dict[str, object]:
+    """Return a run's ``replay.json`` ({} for a log without one)."""
     where = Path(source)
     info = where / "replay.json" if where.name != "events" else where.parent / "replay.json"
     if not info.is_file():
         return {}
-    settings = json.loads(info.read_text(encoding="utf-8")).get("settings")
+    data = json.loads(info.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def run_settings(source: str) -> dict[str, object]:
+    """Return the settings a run was replayed under, from its ``replay.json`` ({} for a log without one)."""
+    settings = run_info(source).get("settings")
     return settings if isinstance(settings, dict) else {}
 
 
@@ -57,21 +63,25 @@ def run_headroom(settings: dict[str, object]) -> float:
     return float(str(settings.get("fill_headroom", FILL_HEADROOM)))
 
 
-def run_debug_partition(settings: dict[str, object]) -> DebugPartition | None:
-    """Return the run's debug partition rule, or None (a run from before the partition names no ``debug_hosts``)."""
-    from functools import partial
-
-    from ledger.core.knobs import DEBUG_RUNTIME_S, debug_partition_size
+def run_debug_partition(info: dict[str, object]) -> DebugPartition | None:
+    """Return the run's debug partition over time, or None (none, or a run that does not record it)."""
+    from ledger.core.knobs import DEBUG_RUNTIME_S
     from ledger.queries.explain import DebugPartition
+    from ledger.queries.timefmt import parse_iso
 
-    if "debug_hosts" not in settings:
+    settings = info.get("settings")
+    if not isinstance(settings, dict) or "debug_hosts" not in settings:
         return None
-    hosts = settings["debug_hosts"]  # None: the default share of the live hosts
-    if hosts == 0 or not (hosts is None or isinstance(hosts, int)):
-        return None
+    hosts = settings["debug_hosts"]  # None: sized from the debug runs' demand, recorded as it changed
     per_node = settings.get("gpus_per_node", 8)
-    return DebugPartition(partial(debug_partition_size, hosts), DEBUG_RUNTIME_S,
-                          per_node if isinstance(per_node, int) else 8)
+    per = per_node if isinstance(per_node, int) else 8
+    if isinstance(hosts, int) and hosts > 0:
+        return DebugPartition(hosts, (), DEBUG_RUNTIME_S, per)
+    sizes = info.get("debug_partition")
+    if hosts is not None or not isinstance(sizes, list) or not sizes:
+        return None
+    return DebugPartition(None, tuple((parse_iso(str(s["from"])), int(s["hosts"])) for s in sizes), DEBUG_RUNTIME_S,
+                          per)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
     from ledger.core.knobs import format_duration, parse_duration
     from ledger.queries.explain import as_text, explain
 
-    settings = run_settings(args.source)
+    info = run_info(args.source)
+    settings = info.get("settings")
+    settings = settings if isinstance(settings, dict) else {}
     headroom = share_arg("--fill-headroom", args.fill_headroom)
     if headroom is None:
         headroom = run_headroom(settings)
@@ -90,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         window, half_life = int(parse_duration(args.window)), None
     policy = str(settings.get("policy", "fairshare"))
     result = explain(args.source, args.workload_id, window_s=window, fill_headroom=headroom, policy=policy,
-                     debug_partition=run_debug_partition(settings))
+                     debug_partition=run_debug_partition(info))
     if half_life is not None and not result["recorded"]:  # a decided log quotes its own standings
         result["lookback_note"] = (
             f"The run ranked budgets by a {format_duration(half_life)} half-life: the standings below are over a "

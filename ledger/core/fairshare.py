@@ -63,7 +63,7 @@ _MICRO = 1_000_000  # entitlement rates in micro-GPUs: fractions of a GPU kept a
 # a snapshot's fields, in the order ``__init__`` sets them (the order of the bytes)
 _STATE = (
     "tree", "occ", "capacity", "horizon", "entitled", "_seeded", "_live", "_steady", "_standing_cache", "_order_cache",
-    "_cache_v", "queues", "sizes", "totals", "orphans", "debug_s", "debug_size", "per_node", "fill_fifo",
+    "_cache_v", "queues", "sizes", "totals", "orphans", "debug_s", "debug_size",
 )
 
 
@@ -152,12 +152,10 @@ class FairShareOrder:
         self.sizes: list[dict[str, dict[int, int]]] = [{}, {}, {}, {}]
         self.totals: list[dict[str, int]] = [{}, {}, {}, {}]  # tier (and DEBUG) -> node -> count in subtree
         self.orphans = SizedQueue()
-        self.fill_fifo: SizedQueue | None = None  # prototype: every waiting free-fill workload in one queue
-        # a debug run, indexed under DEBUG too (0: no debug partition): protected at most ``debug_s``
+        # a debug run, indexed under DEBUG too (0: not under fair share): protected at most ``debug_s``
         # seconds on at most ``debug_size`` GPUs
         self.debug_s = 0
         self.debug_size = 0
-        self.per_node = 8
 
     # ---- ratios ---------------------------------------------------------------------------
     def retarget(self, t: int) -> None:
@@ -470,8 +468,6 @@ class FairShareOrder:
             q = self.queues[(w.node, tier)] = SizedQueue()
         q.add(w.key, w.size)
         self._count(w, tier, 1)
-        if tier == UNALLOCATED and self.fill_fifo is not None:
-            self.fill_fifo.add(w.key, w.size)
         if tier == ALLOCATED and self.is_debug(w):
             q = self.queues.get((w.node, DEBUG))
             if q is None:
@@ -482,10 +478,6 @@ class FairShareOrder:
     def is_debug(self, w: Workload) -> bool:
         """Return whether ``w`` is a debug run the debug partition takes (always False with no partition)."""
         return 0 < w.min_runtime_s <= self.debug_s and w.size <= self.debug_size
-
-    def is_debug_run(self, w: Workload) -> bool:
-        """Return whether ``w`` is a debug run: protected at most 15 min on at most one host."""
-        return 0 < w.min_runtime_s <= 900 and w.size <= self.per_node
 
     def _count(self, w: Workload, tier: int, n: int) -> None:
         """Count ``w`` in (n = 1) or out of (n = -1) its subtree's waiting work of ``tier``. O(depth)."""
@@ -509,8 +501,7 @@ class FairShareOrder:
         assert w.node is not None
         self.queues[(w.node, tier)].remove(w.key, w.size)
         self._count(w, tier, -1)
-        if tier == UNALLOCATED and self.fill_fifo is not None:
-            self.fill_fifo.remove(w.key, w.size)
+
         if tier == ALLOCATED and self.is_debug(w):
             self.queues[(w.node, DEBUG)].remove(w.key, w.size)
             self._count(w, DEBUG, -1)
@@ -530,12 +521,6 @@ class FairShareOrder:
         """
         ahead = 0
         for tier in (ALLOCATED,) if allocated_only else (ALLOCATED, UNALLOCATED):
-            if tier == UNALLOCATED and self.fill_fifo is not None:
-                fkey = self.fill_fifo.best(fits if fill_fits is None else fill_fits)
-                if fkey is not None:
-                    return Pick(fkey, ahead + self.fill_fifo.position(fkey) + 1, UNALLOCATED)
-                ahead += len(self.fill_fifo)
-                continue
             pick = self._descend(tier, t, fits if tier == ALLOCATED or fill_fits is None else fill_fits, ahead)
             if pick is not None:
                 return pick

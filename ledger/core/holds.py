@@ -49,9 +49,9 @@ from typing import TYPE_CHECKING
 from ledger.core import progress
 from ledger.core.contract import EXITING, RUNNING, WAITING, Workload, hold_span_s
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick
+from ledger.core.fill import fill_into
 from ledger.core.grace import keep_exiting
 from ledger.core.knobs import format_duration
-from ledger.core.lanes import fill_into
 from ledger.core.pickling import rebuilt_from_fields
 from ledger.core.placement import Fits, Hosts, hosts_needed
 from ledger.core.reasons import start_reason
@@ -62,12 +62,16 @@ from ledger.events import Event, from_us
 if TYPE_CHECKING:
     from ledger.core.scheduler import DecisionCore
 
-__all__ = ["TRIES", "TRIES_SOAK", "Hold", "Holds", "fill_held", "pass_holds"]
+__all__ = ["TRIES", "TRIES_SOAK", "Hold", "Holds", "choose_held", "fill_held", "held_fits", "pass_holds", "soak_words"]
 
 _US = 1_000_000
 _NEVER = 1 << 62
 TRIES = 8  # waiters tried, in fair-share order, for a grant when the ones before cannot be held for
 TRIES_SOAK = 32  # waiters looked at per pass for room on held hosts (as Slurm's bf_max_job_test bounds its backfill)
+# Where a wide run's room is gathered: a host running narrow allocated work counts as freeing this much later than
+# it does, so a hold takes the hosts wide runs free (whole hosts, and no short work turned away) unless short
+# work's hosts free that much sooner (docs/rules.md, "Holds": 1 h measured against none and against always).
+NARROW_LATER_S = 3600
 
 
 @dataclass(slots=True)
@@ -174,8 +178,6 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
             if size <= per:
                 continue  # one host or less: the rules of a single host's room apply (see the docstring)
             w = core.workloads[key[2]]
-            if t - _waiting_since(w) < core.knobs.hold_after_s * _US or size < core.knobs.hold_min_gpus:
-                continue
             found = _earliest_room(core, w, t)
             # a hold's time lies ahead: room that is free of protection now is the preemption step's to give,
             # under its swap test, and a hold at "now" would take it with no test at all (the churn of two
@@ -184,8 +186,7 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
             # (a run too wide for the hosts outside the debug partition is the exception: the preemption step
             # never sees the partition, so only a hold gives it room, and it is held for at "now" too)
             if found is not None and (
-                found[1] > t or core.knobs.hold_now or t - _waiting_since(w) >= hold_span_s(core.knobs) * _US
-                or _beyond_lane(core, size)
+                found[1] > t or t - _waiting_since(w) >= hold_span_s(core.knobs) * _US or _beyond_lane(core, size)
             ):
                 hosts, until = found
                 hold = Hold(w.wid, hosts, until, t, w.size)
@@ -242,22 +243,22 @@ def _earliest_room(core: DecisionCore, w: Workload, t: int) -> tuple[list[int], 
             if h.gpus != per or not open_[h.index]:
                 continue
             at = t
-            narrow = 0
+            narrow = False
             for wid in h.workloads:
                 v = workloads[wid]
                 at = max(at, _frees_at(core, v, t, w))
                 if at >= _NEVER:
                     break
-                if v.allocated and v.held <= per:
-                    narrow = 1
+                narrow = narrow or (v.allocated and v.held <= per)
             if at < _NEVER:
-                free_now = 1 if (core.knobs.hold_busy_first and not h.workloads) else 0
-                ready.append(((narrow << 1 | free_now) if core.knobs.hold_wide_hosts else 0, at, h.index))
+                # a host of narrow allocated work counts as freeing NARROW_LATER_S later: gathering room for a
+                # wide run takes hosts that wide runs free before it takes the hosts short work runs on
+                ready.append((at + NARROW_LATER_S * _US if narrow else at, h.index, at))
         if len(ready) < need:
             return None
         ready.sort()
         chosen = ready[:need]
-        return sorted(i for _, _, i in chosen), max(at for _, at, _ in chosen)
+        return sorted(i for _, i, _ in chosen), max(at for _, _, at in chosen)
     best: tuple[int, int] | None = None
     for h in hosts.hosts:
         if h.gpus < size or not open_[h.index]:
@@ -423,6 +424,25 @@ def _held_fits(core: DecisionCore, hold: Hold, soak: bool = False) -> Fits:
     return Fits(per, most, whole)
 
 
+def held_fits(core: DecisionCore, hold: Hold, at_most: int) -> Fits:
+    """Return which sizes up to ``at_most`` GPUs fit the held room allocated work may soak."""
+    fits = _held_fits(core, hold, soak=True)
+    return Fits(fits.per, min(fits.most, at_most), fits.whole if at_most >= fits.per else 0)
+
+
+def choose_held(core: DecisionCore, hold: Hold, size: int) -> list[int]:
+    """Return the held hosts allocated work of ``size`` GPUs soaks (``_choose_held``, off the debug partition)."""
+    return _choose_held(core, hold, size, soak=True)
+
+
+def soak_words(hold: Hold, hosts: list[int]) -> str:
+    """Return what a start on held room adds to its reason: whose hold, until when, and why it may start there."""
+    return (
+        f"; on {'hosts' if len(hosts) > 1 else 'a host'} held for {hold.wid} until "
+        f"{from_us(hold.until):%Y-%m-%d %H:%M} UTC: its protected window ends by then"
+    )
+
+
 def _soak(core: DecisionCore, hold: Hold, t: int, out: list[Event]) -> None:
     """Start on held room, in fair-share order, allocated work whose protected window ends by the hold's time."""
     fits = _held_fits(core, hold, soak=True)
@@ -447,10 +467,7 @@ def _soak(core: DecisionCore, hold: Hold, t: int, out: list[Event]) -> None:
                     continue  # it would be preempted at the hold's time once more without a checkpoint
                 hosts = _choose_held(core, hold, size, soak=True)
                 position = order.position_of(w, t)
-                why = start_reason(core, w, _pick(w, position), hosts, t) + (
-                    f"; on {'hosts' if len(hosts) > 1 else 'a host'} held for {hold.wid} until "
-                    f"{from_us(hold.until):%Y-%m-%d %H:%M} UTC: its protected window ends by then"
-                )
+                why = start_reason(core, w, _pick(w, position), hosts, t) + soak_words(hold, hosts)
                 core._start(w, hosts, t, position, out, why)
                 started = True
                 break

@@ -45,17 +45,6 @@ FILL_HEADROOM = 0.03  # the default share of the capacity kept free of new fill 
 # A debug run: allocated work protected at most this long (its minimum runtime, capped) on at most one host.
 # The audit's debug bucket (queries/wait_by_size.sql) counts the same minimum runtimes, 1 s to 15 min.
 DEBUG_RUNTIME_S = 15 * 60
-# The default debug partition: this share of the live hosts, to the nearest host (1 of 32, 4 of 128;
-# none below 17 hosts). docs/rules.md measures it on every month against none and against 6 %.
-DEBUG_HOSTS_PERCENT = 3
-
-
-def debug_partition_size(debug_hosts: int | None, live_hosts: int, percent: int = DEBUG_HOSTS_PERCENT) -> int:
-    """Return how many of ``live_hosts`` hosts form the debug partition (``None``: the default share)."""
-    wanted = (percent * live_hosts + 50) // 100 if debug_hosts is None else debug_hosts
-    return min(wanted, max(live_hosts - 1, 0))  # never every host
-
-
 @dataclass(frozen=True)
 class Knobs:
     """Every setting a what-if replay can change; the defaults are the published design's."""
@@ -103,25 +92,14 @@ class Knobs:
     # Under fair share, free fill is not started into the last 3 % of the capacity left free while
     # allocated work runs or waits: the room the next allocated request takes (docs/rules.md).
     fill_headroom: float = FILL_HEADROOM
-    # The debug partition (fair share; docs/rules.md, "The debug partition"): the last ``debug_hosts``
+    # The debug partition (fair share; docs/rules.md, "Debug runs first"): the last ``debug_hosts``
     # hosts of the cluster start allocated work only if it is a debug run (protected at most
-    # ``DEBUG_RUNTIME_S``, at most one host); free fill soaks them as any host. None (default):
-    # ``DEBUG_HOSTS_PERCENT`` of the live hosts, resized as they change; 0: no partition.
+    # ``DEBUG_RUNTIME_S``, at most one host); free fill soaks them as any host. None (default): sized
+    # from the debug runs submitted over the last day (``lanes.partition_hosts``); 0: no partition.
     debug_hosts: int | None = None
-    guarantee: str = "off"  # prototype: off | all | narrow
-    debug_first: bool = False  # prototype
-    short_soak: bool = False  # prototype
-    holds_off: bool = False  # prototype
-    hold_after_s: int = 0  # prototype
-    hold_min_gpus: int = 0  # prototype
-    lane_class_s: int = DEBUG_RUNTIME_S  # prototype: runs protected at most this long (one host) take the partition
-    lane_percent: int = 3  # prototype
-    hold_now: bool = False  # prototype
-    hold_wide_hosts: bool = False  # prototype
-    lane_auto: float = 0.0  # prototype
-    hold_busy_first: bool = False  # prototype
-    fill_fifo: bool = False  # prototype
-    lane_extra: float = 1.0  # prototype
+    # Debug runs start first, in fair-share order among them, on any room (``lanes``); False: only on the debug
+    # partition, as before it (for what-if comparisons; docs/rules.md "Debug runs first").
+    debug_first: bool = True
 
     @property
     def swap_margin(self) -> bool:

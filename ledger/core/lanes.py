@@ -1,41 +1,46 @@
-"""The debug partition (``Knobs.debug_hosts``): a few hosts where only debug runs and free fill start.
+"""Debug runs first, and the debug partition sized from their measured demand.
 
-Rules (fair share; docs/rules.md, "The debug partition"):
+Rules (fair share; docs/rules.md, "Debug runs first"):
 
-* **Which hosts.** The last ``debug_hosts`` hosts of the cluster that are not retired (the highest
-  host indexes; ``placement``), never all of them; by default (``None``) 3 % of those hosts, to the
-  nearest host (``knobs.debug_partition_size``). A draining or failed one is not replaced; when
-  the capacity changes the partition moves to the new last hosts, and work running on a host that
-  joins or leaves it runs on.
-* **Who starts there.** A *debug run*: allocated work whose protected minimum runtime (the declared
-  one, capped) is at most ``DEBUG_RUNTIME_S`` (15 min) on at most one host
-  (``FairShareOrder.is_debug``). Debug runs are tried there first, in fair-share order among debug
-  runs (``start_debug``), so they do not wait behind the order's non-debug work; they may also
-  start anywhere else, as any allocated work. Free fill soaks the partition as any host
-  (``fill_lane``) and is preempted for a debug run as for any allocated request.
-* **Preemption.** A debug run that fits no free room preempts on the partition first
-  (``preempt_debug``): the victims the fair-share rules admit (``preemption.eligibility``) on
-  partition hosts only. Non-debug allocated work never starts on, nor preempts for room on, a
-  partition host: the room every other start, preemption and hold sees leaves the partition out.
+* **A debug run** is allocated work whose protected minimum runtime (the declared one, capped) is
+  at most ``DEBUG_RUNTIME_S`` (15 min) on at most one host (``FairShareOrder.is_debug``).
+* **First, wherever there is room.** Every pass starts debug runs before any other work, in
+  fair-share order among debug runs (``start_debug``): on the debug partition's free room, then on
+  any free room, then on held room when the run's protected window ends by the hold's time (it
+  soaks the room as any work that ends in time may). A debug run that fits none of these preempts
+  free fill, or a one-host run past its protected window of a team that holds more GPUs than its
+  share of the cluster is worth (``_Spare``): room a team under its share would take back as well.
+  Wide runs and the runs of teams within their share are never its victims, so a debug run never
+  costs a gang its start nor a team its share. (``Knobs.debug_first`` False: only the partition
+  serves them first, as before; for what-if comparisons.)
+* **The partition** holds the last hosts of the cluster that are not retired (the highest host
+  indexes; ``placement``), never all of them. Only debug runs and free fill start there, and a
+  debug run that finds it full preempts there what the fair-share rules admit (``preempt_debug``).
+* **Sized from demand** (``Knobs.debug_hosts`` None, the default): as many hosts as the debug runs
+  submitted over the last day kept busy on average, counting each at its GPUs × protected window
+  (``DebugDemand``), rounded up to whole hosts, at most a quarter of the live hosts; none when no
+  debug run came in the last day. It is sized again at a pass at most every ``RESIZE_S``; a host
+  that joins or leaves it runs on what it runs. A number of hosts fixes it (0: none).
 * **Too wide for the rest.** A run needing more hosts than there are outside the partition
   (``Hosts.outside_hosts``) can only start through a hold, and its hold may take partition hosts
-  (``holds``); a held partition host is held like any other until the holder starts. So the
-  *No starvation* bound (``contract.start_bound``) holds with a partition: such a run is neither
-  refused nor left waiting for room it can never see.
+  (``holds``); so the *No starvation* bound (``contract.start_bound``) holds with a partition.
 
 Costs: the partition's hosts have buckets of their own, so a start there is O(gpus_per_node) plus
-one fair-share descent over the debug runs' own counts; a preemption attempt there scans the
-victim pool once (as ``preemption.make_room``), at most once per size a pass.
+one fair-share descent over the debug runs' own counts; a start elsewhere the same over the main
+buckets; a preemption attempt scans the victim pool once (as ``preemption.make_room``), once per
+size a pass. Sizing is O(1) amortised per debug submission.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
 from functools import partial
 from typing import TYPE_CHECKING
 
 from ledger.core.contract import Workload
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick
+from ledger.core.fill import fill_into
+from ledger.core.holds import choose_held, held_fits, soak_words
 from ledger.core.placement import Fits
 from ledger.core.preemption import eligibility, make_room
 from ledger.core.reasons import start_reason
@@ -44,27 +49,185 @@ from ledger.events import Event
 if TYPE_CHECKING:
     from ledger.core.scheduler import DecisionCore
 
-__all__ = ["fill_into", "fill_lane", "preempt_debug", "start_debug"]
+__all__ = ["RESIZE_S", "DebugDemand", "fill_lane", "partition_hosts", "preempt_debug", "size_partition", "start_debug"]
+
+_US = 1_000_000
+DAY_S = 86_400  # the demand the partition is sized from: the debug runs submitted over the last day
+RESIZE_S = 600  # the partition is sized again at most this often (s)
+
+
+class DebugDemand:
+    """The debug runs submitted over the last day, each as GPUs × protected window: what sizes the partition."""
+
+    def __init__(self) -> None:
+        self.log: list[tuple[int, int]] = []  # (submitted, µs; GPU-seconds protected), oldest first
+        self.first = 0  # entries before this index are more than a day old
+        self.total = 0  # GPU-seconds of the entries from ``first`` on
+        self.sized_at = -1  # µs: when the partition was last sized from it
+        self.sizes: list[tuple[int, int]] = []  # (from, µs; hosts): every size it was given, for ``explain``
+
+    def snapshot(self) -> dict[str, object]:
+        """Return the demand's state for a snapshot."""
+        return {"log": self.log[self.first :], "total": self.total, "sized_at": self.sized_at, "sizes": self.sizes}
+
+    def restore(self, state: dict[str, object]) -> None:
+        """Take the state ``snapshot`` returned."""
+        log, total, sized_at, sizes = state["log"], state["total"], state["sized_at"], state["sizes"]
+        assert isinstance(log, list) and isinstance(total, int) and isinstance(sized_at, int)
+        assert isinstance(sizes, list)
+        self.log, self.first, self.total, self.sized_at, self.sizes = log, 0, total, sized_at, sizes
+
+    def submitted(self, t: int, gpu_s: int) -> None:
+        """Count a debug run submitted at ``t`` (µs) asking for ``gpu_s`` protected GPU-seconds. O(1)."""
+        self.log.append((t, gpu_s))
+        self.total += gpu_s
+
+    def mean_gpus(self, t: int) -> float:
+        """Return the GPUs the debug runs submitted over the day before ``t`` keep busy on average. O(1) amortised."""
+        log, i = self.log, self.first
+        while i < len(log) and log[i][0] <= t - DAY_S * _US:
+            self.total -= log[i][1]
+            i += 1
+        if i > 64 and i > len(log) // 2:  # drop the expired half once it is half the list (amortised O(1))
+            del log[:i]
+            i = 0
+        self.first = i
+        return self.total / DAY_S
+
+
+def partition_hosts(mean_gpus: float, per_node: int, live: int) -> int:
+    """Return the partition's hosts for debug runs keeping ``mean_gpus`` busy: whole hosts, at most a quarter."""
+    if mean_gpus <= 0:
+        return 0
+    return min(math.ceil(mean_gpus / per_node), live // 4)
+
+
+def size_partition(core: DecisionCore, t: int) -> None:
+    """Size the debug partition from the debug runs submitted over the last day (at most every ``RESIZE_S``)."""
+    demand = core.debug_demand
+    if demand.sized_at >= 0 and t < demand.sized_at + RESIZE_S * _US:
+        return
+    demand.sized_at = t
+    hosts = core.hosts
+    hosts.set_partition(partition_hosts(demand.mean_gpus(t), hosts.per_node, hosts.live_hosts()))
+    size = len(hosts.lane_hosts)
+    if size != (demand.sizes[-1][1] if demand.sizes else 0):
+        demand.sizes.append((t, size))
 
 
 def start_debug(core: DecisionCore, t: int, out: list[Event]) -> None:
-    """Start debug runs, in fair-share order among them, on the debug partition's free room."""
+    """Start debug runs before any other work, in fair-share order among them (see the module docstring)."""
     order = core.order
     assert isinstance(order, FairShareOrder)
     hosts = core.hosts
+    per = hosts.per_node
+    first = core.knobs.debug_first
+    failed = per + 1  # the smallest size that found no room and no victims this pass: no larger one is tried
     while True:
         fits = hosts.lane_fitting()
-        if not fits.most:
+        pick = order.next_debug(t, fits) if fits.most else None
+        if pick is not None:
+            _start(core, pick, _OnPartition(core), t, out, lane=True)
+            continue
+        if not first:
             return
-        pick = order.next_debug(t, fits)
+        fits = hosts.fitting(failed - 1)
+        pick = order.next_debug(t, fits) if fits.most else None
+        if pick is not None:
+            _start(core, pick, _Anywhere(core), t, out)
+            continue
+        hold = core.holds.hold
+        if hold is not None and hold.until - t >= order.debug_s * _US:  # the longest debug protection ends in time
+            fits = held_fits(core, hold, failed - 1)
+            pick = order.next_debug(t, fits) if fits.most else None
+            if pick is not None and pick.key[2] != hold.wid:
+                _start(core, pick, _Held(core), t, out)
+                continue
+        if not core.pool.any():
+            return
+        pick = order.next_debug(t, Fits(per, failed - 1, 1 if failed > per else 0))
         if pick is None:
             return
         w = core.workloads[pick.key[2]]
-        chosen = hosts.lane_choose(w.size)
+        if not make_room(core, w, _Spare(core), t, out, partial(order.position_of, w, t)):
+            failed = w.size
+
+
+def _start(core: DecisionCore, pick: Pick, where: _Where, t: int, out: list[Event], lane: bool = False) -> None:
+    """Start the debug run ``pick`` on the hosts ``where`` chooses for it, saying where and why."""
+    w = core.workloads[pick.key[2]]
+    chosen = where.choose(w)
+    position = core.order.position_of(w, t)
+    why = start_reason(core, w, Pick(w.key, position, ALLOCATED), chosen, t, lane=lane, debug=not lane)
+    core._start(w, chosen, t, position, out, why + where.words(chosen))
+
+
+class _Where:
+    """Where a debug run goes in one kind of room, and what the decision adds about that room."""
+
+    __slots__ = ("core",)
+
+    def __init__(self, core: DecisionCore) -> None:
+        self.core = core
+
+    def choose(self, w: Workload) -> list[int]:
+        """Return the hosts for ``w``."""
+        raise NotImplementedError
+
+    def words(self, hosts: list[int]) -> str:
+        """Return what the start decision adds about this room."""
+        return ""
+
+
+class _OnPartition(_Where):
+    def choose(self, w: Workload) -> list[int]:
+        chosen = self.core.hosts.lane_choose(w.size)
         assert chosen is not None
-        position = order.position_of(w, t)
-        why = start_reason(core, w, Pick(w.key, position, ALLOCATED), chosen, t, lane=True)
-        core._start(w, chosen, t, position, out, why)
+        return chosen
+
+
+class _Anywhere(_Where):
+    def choose(self, w: Workload) -> list[int]:
+        chosen = self.core.hosts.choose(w.size, w.node)  # beside its budget's runs, as any narrow run
+        assert chosen is not None
+        return chosen
+
+
+class _Held(_Where):
+    def choose(self, w: Workload) -> list[int]:
+        hold = self.core.holds.hold
+        assert hold is not None
+        return choose_held(self.core, hold, w.size)
+
+    def words(self, hosts: list[int]) -> str:
+        hold = self.core.holds.hold
+        assert hold is not None
+        return soak_words(hold, hosts)
+
+
+class _Spare:
+    """Who a debug run may preempt off the partition: free fill, and one-host runs of teams above their share.
+
+    A team's share is its part of the cluster (``BudgetTree.fraction``) × the capacity, in GPUs; a
+    team holds more when its allocated runs hold more GPUs than that now, and still would without
+    the victim. Only runs past their protected window are in the victim pool at all. (A class: a
+    compiled closure forms a reference cycle.)
+    """
+
+    __slots__ = ("core", "per")
+
+    def __init__(self, core: DecisionCore) -> None:
+        self.core = core
+        self.per = core.hosts.per_node
+
+    def __call__(self, v: Workload) -> bool:
+        if not v.allocated:
+            return True
+        if v.node is None or v.held > self.per:
+            return False
+        core = self.core
+        team = core.tree.team(v.node)
+        return core.occ.nodes[team].allocated.rate - v.held >= core.tree.fraction(team) * core.hosts.capacity
 
 
 def preempt_debug(core: DecisionCore, t: int, out: list[Event]) -> bool:
@@ -108,23 +271,3 @@ class _DebugWords:
 
     def __call__(self, core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], t: int) -> str:
         return start_reason(core, w, pick, hosts, t, lane=True)
-
-
-def fill_into(
-    core: DecisionCore, t: int, out: list[Event], fitting: Callable[[], Fits],
-    choose: Callable[[int], list[int] | None], words: Callable[[DecisionCore, Workload, Pick, list[int], int], str],
-) -> None:
-    """Start free fill, in the order's fill tiers, on a room apart (``fitting``: what fits, ``choose``: where)."""
-    order = core.order
-    nothing = Fits(core.hosts.per_node, 0, 0)  # no allocated work starts here
-    while True:
-        fits = fitting()
-        if not fits.most:
-            return
-        pick = order.next_start(t, nothing, False, fits)
-        if pick is None:
-            return
-        w = core.workloads[pick.key[2]]
-        chosen = choose(w.size)
-        assert chosen is not None
-        core._start(w, chosen, t, pick.position, out, words(core, w, pick, chosen, t))

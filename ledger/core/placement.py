@@ -28,13 +28,12 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from dataclasses import dataclass, field
 
-from ledger.core.knobs import debug_partition_size
 from ledger.core.pickling import field_state, rebuilt_from_fields, set_fields
 
 __all__ = ["Fits", "Host", "Hosts", "hosts_needed"]
 
 _STATE = (
-    "cluster", "per_node", "hosts", "by_name", "buckets", "capacity", "healthy", "budget_hosts", "debug_knob",
+    "cluster", "per_node", "hosts", "by_name", "buckets", "capacity", "healthy", "budget_hosts", "lane_size",
     "lane", "lane_buckets", "open", "lane_hosts",
 )
 
@@ -87,11 +86,10 @@ class Hosts:
 
     budget_hosts: dict[str, dict[int, int]]  # budget node -> {host index: its runs there}
 
-    def __init__(self, cluster: str = "", per_node: int = 8, debug_hosts: int | None = 0) -> None:
+    def __init__(self, cluster: str = "", per_node: int = 8, debug_hosts: int = 0) -> None:
         self._setup(cluster, per_node)
-        self.debug_knob: int | None = debug_hosts  # ``Knobs.debug_hosts``: hosts, or None for a share of the live hosts
+        self.lane_size = debug_hosts  # the debug partition's hosts wanted (``set_partition``; fewer if fewer live)
         self.dirty_cache: set[int] = set()  # derived: hosts whose free GPUs or health changed since a reader looked
-        self.lane_percent = 3  # prototype
 
     def __getstate__(self) -> dict[str, object]:
         # every field but ``dirty_cache`` (derived: never part of a snapshot), in the order ``_setup`` sets them
@@ -100,7 +98,6 @@ class Hosts:
     def __setstate__(self, state: dict[str, object]) -> None:
         set_fields(self, state)
         self.dirty_cache = set()
-        self.lane_percent = getattr(self, "lane_percent", 3)
 
     def _setup(self, cluster: str, per_node: int) -> None:
         self.cluster = cluster
@@ -111,7 +108,7 @@ class Hosts:
         self.capacity = 0  # GPUs on hosts that are not retired
         self.healthy: list[bool] = []  # by host index: takes new work outside the debug partition
         self.budget_hosts = {}
-        self.debug_knob = 0  # ``__init__`` sets the knob (kept here: the snapshot's fields follow this order)
+        self.lane_size = 0  # ``__init__`` sets it (kept here: the snapshot's fields follow this order)
         self.lane: list[bool] = []  # by host index: in the debug partition
         self.lane_buckets: list[list[int]] = [[] for _ in range(per_node + 1)]  # the partition's hosts by free GPUs
         self.open: list[bool] = []  # by host index: takes new work (healthy and not held), partition or not
@@ -152,9 +149,21 @@ class Hosts:
                 self._opened(h.index, False)
                 retired.append(h.index)
         self.capacity = sum(h.gpus for h in self.hosts if h.state != "retired")
-        if self.debug_knob != 0:
-            self._partition(want, debug_partition_size(self.debug_knob, want, self.lane_percent))
+        if self.lane_size or self.lane_hosts:
+            self._partition(want, min(self.lane_size, max(want - 1, 0)))
         return retired
+
+    def live_hosts(self) -> int:
+        """Return how many hosts are not retired (the first ones: hosts are retired from the top). O(hosts)."""
+        return sum(1 for h in self.hosts if h.state != "retired")
+
+    def set_partition(self, size: int) -> None:
+        """Make the last ``size`` live hosts the debug partition (never every host); hosts keep what they run."""
+        self.lane_size = size
+        live = self.live_hosts()
+        size = min(size, max(live - 1, 0))
+        if size != len(self.lane_hosts) or (self.lane_hosts and self.lane_hosts[-1] != live - 1):
+            self._partition(live, size)
 
     def _partition(self, live: int, size: int) -> None:
         """Make the last ``size`` of the ``live`` hosts the debug partition (``lane_hosts``)."""

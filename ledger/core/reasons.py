@@ -17,11 +17,12 @@ __all__ = ["debug_hosts_rule", "start_reason"]
 
 
 def start_reason(
-    core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], t: int, lane: bool = False
+    core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], t: int, lane: bool = False, debug: bool = False
 ) -> str:
     """Return the plain-words reason of a start decision (what `explain` shows a researcher).
 
-    ``lane``: it starts on the debug partition (``lanes``), where only debug runs (and free fill) start.
+    ``lane``: it starts on the debug partition (``lanes``), where only debug runs (and free fill) start;
+    ``debug``: a debug run started elsewhere before other work (``lanes.start_debug``).
     """
     where = _where(core, w, hosts)
     if lane:
@@ -48,9 +49,12 @@ def start_reason(
         standing = _no_allocation(core, w.node)
     else:
         standing = f"{w.node} has used {percent(ratio)} of its allocation over the {core.lookback}"
-    first = "first debug run in the fair-share order that fits the debug partition" if lane else (
-        "first in the fair-share order among work that fits"
-    )
+    if lane:
+        first = "first debug run in the fair-share order that fits the debug partition"
+    elif debug:
+        first = "a debug run: debug runs start before other work, and it is the first of them in the fair-share order"
+    else:
+        first = "first in the fair-share order among work that fits"
     return f"{standing}; {first}; protected for {format_duration(protection_s(core, w))}; {where}"
 
 

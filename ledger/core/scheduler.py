@@ -40,7 +40,7 @@ import pickle
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger.core import holds, lanes, progress, shares
+from ledger.core import holds, lanes, progress
 from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
 from ledger.core.fairshare import FairShareOrder
 from ledger.core.grace import keep_exiting, leave_hosts, unreserve, victim_left
@@ -104,22 +104,13 @@ class DecisionCore:
             self.order = FairShareOrder(self.tree, self.occ)
         else:
             self.order = FlatOrder(knobs.policy == "priority")
-        # the debug partition is a fair-share rule: the baselines place on every host alike
-        lane = knobs.debug_hosts if knobs.policy == "fairshare" else 0
+        # the debug partition is a fair-share rule: the baselines place on every host alike; sized from demand at
+        # each pass when the knob leaves it to the demand (``lanes.size_partition``)
+        lane = knobs.debug_hosts or 0 if knobs.policy == "fairshare" else 0
         self.hosts = Hosts(cluster, knobs.gpus_per_node, lane)  # hosts and placement
-        self.hosts.lane_percent = knobs.lane_percent
-        if lane != 0 and isinstance(self.order, FairShareOrder):
-            self.order.debug_s, self.order.debug_size = knobs.lane_class_s, knobs.gpus_per_node
-        if isinstance(self.order, FairShareOrder):
-            self.order.per_node = knobs.gpus_per_node
-            if knobs.fill_fifo:
-                from ledger.core.queues import SizedQueue
-                self.order.fill_fifo = SizedQueue()
-        self.narrow: dict[str, int] = {}  # prototype: team -> GPUs of its running narrow allocated work
-        self.debug_log: list[tuple[int, int]] = []  # prototype: (submit µs, GPU-seconds protected) of debug runs
-        self.debug_sum = 0
-        self.debug_at = 0
-        self.lane_checked = 0
+        if isinstance(self.order, FairShareOrder):  # debug runs are indexed apart: they start first (``lanes``)
+            self.order.debug_s, self.order.debug_size = DEBUG_RUNTIME_S, knobs.gpus_per_node
+        self.debug_demand = lanes.DebugDemand()  # what the debug partition is sized from (``lanes``)
         self.workloads = Roster()  # every known workload
         self.pool = VictimPool()  # running work a waiter may preempt
         self.wakeups = Wakeups()
@@ -233,6 +224,7 @@ class DecisionCore:
             "pool": self.pool.snapshot(),
             "wakeups": self.wakeups.snapshot(),
             "holds": self.holds.snapshot(),
+            "debug_demand": self.debug_demand.snapshot(),
             "passes": self.passes.snapshot(),
             "outputs": self.outputs.snapshot(),
         }
@@ -258,6 +250,7 @@ class DecisionCore:
         core.pool.restore(state["pool"])
         core.wakeups.restore(state["wakeups"])
         core.holds.restore(state["holds"])
+        core.debug_demand.restore(state["debug_demand"])
         core.passes.restore(state["passes"])
         core.outputs.restore(state["outputs"])
         return core
@@ -320,7 +313,7 @@ class DecisionCore:
         if isinstance(e, BudgetNodeDefined):
             self.tree.define(e.path, e.parent, e.share, e.managers, t, e.event_id)
             if e.team_level is not None and e.level == e.team_level:
-                self.tree.team_depth = self.tree.nodes[e.path].depth
+                self.tree.name_team_level(e.path)
             for p in self.tree.nodes:
                 self.occ.add_node(p)
             self._shares_changed(t)
@@ -366,10 +359,8 @@ class DecisionCore:
         w.key = (0 if self.knobs.policy == "fifo" else -w.priority, w.submit_us, w.wid)
         self.workloads.add(w)
         self.order.add(w)
-        if self.knobs.lane_auto and w.wants_allocation and 0 < w.min_runtime_s <= DEBUG_RUNTIME_S \
-                and w.size <= self.hosts.per_node:
-            self.debug_log.append((t, w.size * w.min_runtime_s))
-            self.debug_sum += w.size * w.min_runtime_s
+        if w.wants_allocation and 0 < w.min_runtime_s <= DEBUG_RUNTIME_S and w.size <= self.hosts.per_node:
+            self.debug_demand.submitted(t, w.size * w.min_runtime_s)
         return True
 
     def _size(self, gpus: int, nodes: int) -> int:
@@ -525,9 +516,6 @@ class DecisionCore:
         """Stop charging a run that ends at ``t``: O(depth)."""
         chain = self.chain(w)
         self.occ.run_changed(chain, t, -w.held, w.allocated)
-        if w.allocated and w.held <= self.hosts.per_node and self.knobs.guarantee != "off":
-            team = shares.team_of(self, chain[0])
-            self.narrow[team] -= w.held
         if w.prepaid:
             self.occ.prepaid_changed(chain, -w.held, w.protected_until)
             w.prepaid = False
@@ -554,9 +542,6 @@ class DecisionCore:
         w.start_us = w.last_ckpt_us = t
         chain = self.chain(w)
         self.occ.run_changed(chain, t, w.held, w.allocated)
-        if w.allocated and w.held <= self.hosts.per_node and self.knobs.guarantee != "off":
-            team = shares.team_of(self, chain[0])
-            self.narrow[team] = self.narrow.get(team, 0) + w.held
         if w.allocated and (self.knobs.policy != "priority" or w.shielded):
             w.protected_until = t + protect * _US
             if w.shielded:
@@ -677,14 +662,13 @@ class DecisionCore:
             self._cycle_done(t)
             self.passes.ran(t)
             return
-        if self.knobs.lane_auto:
-            self._size_lane(t)
+        fair = isinstance(self.order, FairShareOrder)
+        if fair and self.knobs.debug_hosts is None:  # the debug partition sized from the debug runs of the last day
+            lanes.size_partition(self, t)
         lane = bool(self.hosts.lane_hosts)  # a debug partition with hosts now
         while True:
-            if lane:  # debug runs into the debug partition's free room first (``lanes``)
+            if fair:  # debug runs first: the partition, any room, held room (``lanes``)
                 lanes.start_debug(self, t, out)
-            if self.knobs.guarantee != "off" or self.knobs.debug_first:
-                shares.start_short(self, t, out)
             self._fill(t, out, allocated_only=True)
             walk = self.passes.walk_due(t)
             if lane and (walk or fresh) and lanes.preempt_debug(self, t, out):
@@ -700,34 +684,13 @@ class DecisionCore:
                 continue
             self._cycle_done(t)
             break
-        if not self.knobs.holds_off:
-            holds.pass_holds(self, t, out)  # the head's hold: its start, the held room soaked, or a grant
+        holds.pass_holds(self, t, out)  # the head's hold: its start, the held room soaked, or a grant
         self._fill(t, out)
         if lane:
             lanes.fill_lane(self, t, out)  # free fill soaks the debug partition as any host
         holds.fill_held(self, t, out)
         self.passes.ran(t)
         progress.queue_recheck(self, t)
-
-    def _size_lane(self, t: int) -> None:
-        """Prototype: size the debug partition from the debug runs submitted over the last day."""
-        if t < self.lane_checked + 600 * _US:
-            return
-        self.lane_checked = t
-        log = self.debug_log
-        i = self.debug_at
-        while i < len(log) and log[i][0] <= t - 86_400 * _US:
-            self.debug_sum -= log[i][1]
-            i += 1
-        self.debug_at = i
-        per = self.hosts.per_node
-        mean = self.debug_sum / 86_400  # GPUs busy with debug runs on average over the last day
-        gpus = self.knobs.lane_auto * mean + (per * self.knobs.lane_extra if mean > 0 else 0)
-        live = sum(1 for h in self.hosts.hosts if h.state != "retired")
-        size = min(math.ceil(gpus / per), max(live - 1, 0), live // 4)
-        if size != len(self.hosts.lane_hosts):
-            self.hosts.debug_knob = size
-            self.hosts._partition(live, size)
 
     def _cycle_done(self, t: int) -> None:
         """Close the pass's preemption cycle: a walk at ``t`` puts the next one a cycle later, else wake for it."""

@@ -38,7 +38,7 @@ class BudgetTree:
         self.roots: list[str] = []
         self._chains: dict[str, list[str]] = {}  # path -> itself and its ancestors (nodes never move)
         self._branches: dict[tuple[str, str], tuple[str | None, str | None]] = {}  # derived: see branches()
-        self.team_depth: int | None = None  # depth of the team level when the budgets name it
+        self.team_depth: int | None = None  # the team level's depth, when the budgets name their levels
 
     def __getstate__(self) -> dict[str, object]:
         # ``_branches`` is derived, and only as large as the pairs asked for: never part of a snapshot
@@ -122,6 +122,21 @@ class BudgetTree:
                 p = self.nodes[p].parent
             self._chains[path] = chain
         return chain
+
+    def name_team_level(self, path: str) -> None:
+        """Take ``path``'s depth as the team level's (the budgets file names it, ``levels:`` and ``team_level:``)."""
+        self.team_depth = self.nodes[path].depth
+
+    def team(self, path: str) -> str:
+        """Return the team ``path`` is charged under: its ancestor at the team level, or itself (no level named).
+
+        O(1) once its chain is cached (``ancestors``).
+        """
+        chain = self.ancestors(path)
+        depth = self.team_depth
+        if depth is None or len(chain) - 1 <= depth:
+            return path
+        return chain[len(chain) - 1 - depth]
 
     def branches(self, a: str, b: str) -> tuple[str | None, str | None]:
         """Return the children of the lowest common ancestor of ``a`` and ``b`` on each one's side.

@@ -103,6 +103,8 @@ class ReplayStats:
     # while some work still waited (work that could never start)
     unfinished: dict[str, int] = field(default_factory=dict)
     not_submitted: int = 0  # workloads whose submission lies after the limit, when stopped at one
+    # (from, µs; hosts): the debug partition's size whenever it changed, when sized from demand (``lanes``)
+    debug_partition: list[tuple[int, int]] = field(default_factory=list)
 
     def demand_ratio(self, capacity_gpus: int) -> float:
         """Return mean demand (GPUs waiting or running) over capacity across the simulated span."""

@@ -144,6 +144,7 @@ def replay(
             driver.feed(inputs.setup)
             driver.feed(inputs.inputs)
             stats = driver.run(progress=progress, until_us=to_us(until) if until else None)
+        stats.debug_partition = list(core.debug_demand.sizes)
     except BaseException:
         log.close()
         shutil.rmtree(building, ignore_errors=True)

@@ -36,7 +36,10 @@ from datetime import UTC, datetime, timedelta
 from ledger.budgets import BudgetNode, Budgets
 from ledger.events import WorkloadSubmitted, trusted
 
-__all__ = ["LEVELS", "SPREAD", "START", "Params", "Sustained", "month", "sustained"]
+__all__ = [
+    "FAMILY_LEVELS", "LEVELS", "SPREAD", "START", "Family", "Params", "Sustained", "drawn", "family_draw", "month",
+    "sustained",
+]
 
 START = datetime(2026, 6, 1, tzinfo=UTC)  # a Monday
 SPREAD = (8.0, 4.0, 2.0, 1.0, 1.0, 1.0)  # team shares when budgets are spread
@@ -308,7 +311,7 @@ class Family:
     depth: int = 3  # levels of the tree, root included: 2 (lab/team) to 4 (lab/program/team/researcher)
     teams: int = 12
     skew: float = 0.5  # spread of each team's demand around its share (lognormal sigma; 0: in proportion)
-    debug_first: bool = True  # debug runs at the top priority inside their team (else drawn as any other)
+    debug_on_top: bool = True  # debug runs at the top priority inside their team (else drawn as any other)
 
     def __post_init__(self) -> None:
         if (not 0 < self.demand <= 10 or self.gpus < self.gpus_per_node or self.gpus % self.gpus_per_node
@@ -319,6 +322,21 @@ class Family:
 
 
 FAMILY_LEVELS = {2: ("lab", "team"), 3: ("lab", "program", "team"), 4: ("lab", "program", "team", "user")}
+# The family's ranges (the short-work targets are stated over them): demand 1.2–3x, training runs 1–10 % of the
+# workloads, debug runs 20–60 %, free fill none to 15 %, trees of 2–4 levels and 5–40 teams.
+DEMAND, WIDE, DEBUG, TEAMS = (1.2, 3.0), (0.01, 0.10), (0.2, 0.6), (5, 40)
+FILL, DEPTHS = (0.0, 0.02, 0.05, 0.15), (2, 3, 4)
+
+
+def family_draw(index: int, gpus: int = 256, days: int = 7) -> tuple[Family, int]:
+    """Return month ``index`` of the drawn family (its params and seed): the same index, the same month."""
+    r = random.Random(1000 + index)
+    params = Family(
+        gpus=gpus, days=days, demand=round(r.uniform(*DEMAND), 2), wide_share=round(r.uniform(*WIDE), 3),
+        debug_share=round(r.uniform(*DEBUG), 2), fill_share=r.choice(FILL), depth=r.choice(DEPTHS),
+        teams=r.randint(*TEAMS), skew=round(r.uniform(0, 1), 2), debug_on_top=r.random() < 0.7,
+    )
+    return params, index
 
 
 def drawn(params: Family, seed: int) -> tuple[list[WorkloadSubmitted], Budgets]:
@@ -365,7 +383,7 @@ def drawn(params: Family, seed: int) -> tuple[list[WorkloadSubmitted], Budgets]:
         rows.append((rng.randrange(0, span), rng.choice(teams[team][1]), {"label": label, **f}))
     rows.sort(key=lambda r: r[0])
     subs = _submissions(rng, cluster, rows, lambda leaf: leaf.rsplit("/", 1)[-1])
-    if not p.debug_first:
+    if not p.debug_on_top:
         subs = [s if s.kind != "debug" else s.model_copy(update={"priority": rng.choice((2, 2, 2, 1, 0))})
                 for s in subs]
     return subs, budgets

@@ -25,6 +25,7 @@ class Ledger:
     waiting: dict[str, None] = field(default_factory=dict)
     health: dict[str, str] = field(default_factory=dict)
     fill: set[str] = field(default_factory=set)  # free fill: minimum runtime 0 or an undefined budget
+    debug: set[str] = field(default_factory=set)  # debug runs: allocated, protected at most 15 min, one host at most
 
     def submitted(self, e: ev.WorkloadSubmitted, defined: bool) -> None:
         self.budgets[e.workload_id] = e.budget if defined else None
@@ -32,6 +33,8 @@ class Ledger:
         self.waiting[e.workload_id] = None
         if e.min_runtime_s == 0 or not defined:
             self.fill.add(e.workload_id)
+        elif e.min_runtime_s <= 900 and e.gpus <= self.per_node and e.nodes <= 1:
+            self.debug.add(e.workload_id)
 
     def fact(self, o: ev.Event) -> None:
         t = ev.to_us(o.time)
@@ -85,34 +88,46 @@ class Ledger:
         self.runs = kept
         return totals
 
-    def nothing_waiting_fits(self, headroom: int = 0, held: tuple[str, ...] = (), holder: str = "") -> str | None:
+    def nothing_waiting_fits(
+        self, headroom: int = 0, held: tuple[str, ...] = (), holder: str = "", partition: tuple[str, ...] = ()
+    ) -> str | None:
         """Return a waiting workload that fits the free healthy room now, if any (there must be none).
 
         Free fill is held back while the room it would leave is under ``headroom`` GPUs and allocated
         work runs or waits (the fill headroom of fair share): such fill does not count as fitting.
         Hosts ``held`` for ``holder`` are room for the holder only (the others may or may not start
         there, as the hold's rules say); the holder may start on them and on any other free host.
+        Hosts of the debug ``partition`` are room for debug runs and for free fill that fits them alone.
         """
         healthy = [h for h in self.host_gpus if self.health.get(h, "healthy") == "healthy"]
-        everywhere = {h: self.host_gpus[h] - self.used.get(h, 0) for h in healthy}
+        outside_hosts = sum(1 for h, g in self.host_gpus.items() if h not in partition and g == self.per_node)
+        beyond = holder in self.gpus and -(-self.gpus[holder] // self.per_node) > outside_hosts
+        # the holder's room: any free host, the debug partition's only when it is too wide for the hosts outside it
+        everywhere = {h: self.host_gpus[h] - self.used.get(h, 0) for h in healthy if beyond or h not in partition}
         whole_everywhere = sum(
             1 for h, f in everywhere.items() if f == self.per_node and self.host_gpus[h] == self.per_node
         )
         if holder in self.waiting and whole_everywhere >= -(-self.gpus[holder] // self.per_node):
             return holder
         free = {h: f for h, f in everywhere.items() if h not in held}
-        whole = sum(1 for h, f in free.items() if f == self.per_node and self.host_gpus[h] == self.per_node)
+        lane = {h: f for h, f in free.items() if h in partition}
+        outside = {h: f for h, f in free.items() if h not in partition}
         allocated_busy = any(r[3] for r in self.open.values()) or any(w not in self.fill for w in self.waiting)
-        total_free = sum(free.values())
+        total_free = sum(outside.values())
         for wid in self.waiting:
             g = self.gpus[wid]
             if wid in self.fill and allocated_busy and total_free - g < headroom:
                 continue
-            if g <= self.per_node and any(f >= g for f in free.values()):
-                return wid
-            if g > self.per_node and whole >= -(-g // self.per_node):
+            if self._fits(g, outside) or ((wid in self.debug or wid in self.fill) and self._fits(g, lane)):
                 return wid
         return None
+
+    def _fits(self, g: int, free: dict[str, int]) -> bool:
+        """Return whether ``g`` GPUs fit ``free`` (host -> free GPUs): one host's room, or enough wholly free hosts."""
+        if g <= self.per_node:
+            return any(f >= g for f in free.values())
+        whole = sum(1 for h, f in free.items() if f == self.per_node and self.host_gpus[h] == self.per_node)
+        return whole >= -(-g // self.per_node)
 
 
 def allowed_preemptions(knobs: object, checkpoints: int) -> int:

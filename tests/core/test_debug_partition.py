@@ -1,4 +1,4 @@
-"""A debug partition's day: the last host of four takes only debug runs, and free fill while it is idle.
+"""Debug runs first: the debug partition's day, and the partition sized from the debug runs' demand.
 
 Four hosts of 8 GPUs, two teams with equal shares, ``debug_hosts=1``: lab-n003 is the debug host.
 Team a runs a 24-GPU training run, three times its share, and so stands last in the fair-share
@@ -16,7 +16,7 @@ import pytest
 from ledger import events as ev
 from ledger.commands._knobs import add_knob_arguments, knobs_from_args
 from ledger.core import DecisionCore, Knobs
-from ledger.core.knobs import debug_partition_size
+from ledger.core.lanes import RESIZE_S, partition_hosts
 from ledger.errors import ConfigError
 from tests.core.test_day import of, run
 from tests.core.test_holds import _cluster
@@ -91,33 +91,104 @@ def test_the_partition_follows_the_cluster_size_and_never_takes_every_host() -> 
     assert _started(out)["b-batch"].nodes == ("lab-n000",)  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize(("hosts", "partition"), [(4, 0), (16, 0), (17, 1), (32, 1), (128, 4), (1024, 31)])
-def test_by_default_the_partition_is_three_percent_of_the_live_hosts(hosts: int, partition: int) -> None:
-    e = Events()
-    core = DecisionCore(Knobs(), "lab")
-    run(core, [*_cluster(e, gpus=8 * hosts)])
-    assert core.hosts.lane_hosts == list(range(hosts - partition, hosts))
-    assert debug_partition_size(None, hosts) == partition
+def _debug_day(e: Events, core: DecisionCore, runs: int, gpus: int, start: float = 1.0) -> None:
+    """Submit ``runs`` debug runs of ``gpus`` GPUs, each protected 15 min, spread over a day from ``start``."""
+    every = 24 * 60 / runs
+    run(core, [e.submit(start + k * every, f"d{start:g}-{k}", "lab/a", gpus=gpus, min_runtime_s=900) for k in range(runs)])
 
 
-def test_the_default_partition_follows_the_live_hosts_and_zero_turns_it_off() -> None:
+def test_with_no_debug_run_in_the_last_day_there_is_no_partition() -> None:
     e = Events()
     core = DecisionCore(Knobs(), "lab")
-    run(core, [*_cluster(e, gpus=1024)])  # 128 hosts: the last 4
-    assert core.hosts.lane_hosts == [124, 125, 126, 127]
-    run(core, [e.capacity(1, 512)])  # 64 hosts: the last 2 (1.92, to the nearest host)
-    assert core.hosts.lane_hosts == [62, 63]
-    run(core, [e.capacity(2, 96)])  # 12 hosts: none
+    run(core, [*_cluster(e, gpus=1024), e.submit(1, "batch", "lab/b", gpus=8, min_runtime_s=3600)])
     assert core.hosts.lane_hosts == []
+
+
+def test_the_partition_holds_the_gpus_the_last_days_debug_runs_kept_busy_rounded_up_to_hosts() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    run(core, [*_cluster(e, gpus=1024)])  # 128 hosts
+    # 192 debug runs of 8 GPUs protected 15 min over a day: 192 x 8 x 900 GPU-s / 86,400 s = 16 GPUs busy
+    _debug_day(e, core, 192, 8)
+    run(core, [e.submit(24 * 60 + 30, "later", "lab/b", gpus=1, min_runtime_s=3600)])  # a pass sizes it again
+    assert len(core.hosts.lane_hosts) == 2 and core.hosts.lane_hosts[-1] == 127
+    assert [size for _, size in core.debug_demand.sizes][-1] == 2
+
+
+def test_the_partition_follows_the_demand_at_most_every_ten_minutes_and_its_hosts_keep_their_work() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(), "lab")
+    run(core, [*_cluster(e, gpus=64)])  # 8 hosts, sized at 08:00 from no demand: none
+    out = run(core, [e.submit(1, "d", "lab/a", gpus=8, min_runtime_s=900)])
+    assert core.hosts.lane_hosts == [] and _started(out)["d"].nodes == ("lab-n000",)  # type: ignore[attr-defined]
+    # ten minutes on, a pass sizes it: one host (8 GPUs x 900 s / 86,400 s of a GPU, rounded up); the fill that
+    # started there when it was no partition host runs on
+    run(core, [e.submit(5, "fill", "lab/b", gpus=8, min_runtime_s=0)])
+    assert core.running()["fill"] == ("lab-n001",)
+    run(core, [e.submit(RESIZE_S / 60 + 1, "b-batch", "lab/b", gpus=8, min_runtime_s=3600)])
+    assert core.hosts.lane_hosts == [7]
+    assert core.running()["b-batch"] != ("lab-n007",)  # a batch run is no debug run: never on the partition
+    # a day and a sizing interval after the debug run, no other came: the host leaves the partition
+    out = run(core, [e.submit(24 * 60 + RESIZE_S / 60 + 2, "batch", "lab/b", gpus=8, min_runtime_s=3600)])
+    assert core.hosts.lane_hosts == [] and not of(out, ev.WorkloadPreempted)
+    assert [size for _, size in core.debug_demand.sizes] == [1, 0]
+
+
+@pytest.mark.parametrize(("mean_gpus", "live", "hosts"), [(0.0, 128, 0), (0.1, 128, 1), (8.0, 128, 1), (8.5, 128, 2),
+                                                         (100.0, 128, 13), (400.0, 128, 32), (5.0, 3, 0)])
+def test_partition_hosts_round_the_mean_up_to_whole_hosts_and_take_at_most_a_quarter(
+    mean_gpus: float, live: int, hosts: int
+) -> None:
+    assert partition_hosts(mean_gpus, 8, live) == hosts
+
+
+def test_a_fixed_number_of_hosts_is_kept_whatever_the_demand_and_zero_turns_it_off() -> None:
+    e = Events()
+    fixed = DecisionCore(Knobs(debug_hosts=3), "lab")
+    run(fixed, [*_cluster(e, gpus=1024)])
+    assert fixed.hosts.lane_hosts == [125, 126, 127]
     off = DecisionCore(Knobs(debug_hosts=0), "lab")
-    run(off, [*_cluster(Events(), gpus=1024)])
+    e = Events()
+    run(off, [*_cluster(e, gpus=1024)])
+    _debug_day(e, off, 96, 8)
     assert off.hosts.lane_hosts == []
+
+
+def test_a_debug_run_starts_before_the_fair_share_order_on_any_free_room() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(debug_hosts=0), "lab")
+    run(core, [*_cluster(e), e.submit(0, "a-train", "lab/a", gpus=16, min_runtime_s=4 * 3600)])
+    # b has used nothing and waits with a one-host batch run; a's debug run arrives in the same instant
+    out = run(core, [e.submit(1, "b-batch", "lab/b", gpus=8, min_runtime_s=3600, priority=0),
+                     e.submit(1, "a-debug", "lab/a", gpus=8, min_runtime_s=600)])
+    started = _started(out)
+    assert "b-batch" in started and "a-debug" in started  # two free hosts: both start
+    out = run(core, [e.submit(2, "b-batch2", "lab/b", gpus=8, min_runtime_s=3600),
+                     e.submit(2, "a-debug2", "lab/a", gpus=8, min_runtime_s=600)])
+    assert not of(out, ev.WorkloadStarted)
+    # a host frees: b stands first in the order, yet a's debug run takes it
+    out = run(core, [e.complete(20, "a-debug")])
+    assert list(_started(out)) == ["a-debug2"]
+    assert "debug runs start before other work" in _reason(out, "a-debug2")
+    assert core.fair_share_order(ev.to_us(at(20)))[1:] == ["lab/b", "lab/a"]
+
+
+def test_without_debug_first_the_order_serves_the_freed_host() -> None:
+    e = Events()
+    core = DecisionCore(Knobs(debug_hosts=0, debug_first=False), "lab")
+    run(core, [*_cluster(e), e.submit(0, "a-train", "lab/a", gpus=16, min_runtime_s=4 * 3600),
+               e.submit(1, "b-batch", "lab/b", gpus=8, min_runtime_s=3600),
+               e.submit(1, "a-debug", "lab/a", gpus=8, min_runtime_s=600),
+               e.submit(2, "b-batch2", "lab/b", gpus=8, min_runtime_s=3600),
+               e.submit(2, "a-debug2", "lab/a", gpus=8, min_runtime_s=600)])
+    out = run(core, [e.complete(20, "a-debug")])
+    assert list(_started(out)) == ["b-batch2"]
 
 
 def test_the_knob_is_labelled_and_checked() -> None:
     assert "debug-hosts=2" in Knobs(debug_hosts=2).label()
     assert "debug-hosts=0" in Knobs(debug_hosts=0).label()
-    assert "debug" not in Knobs().label()  # the default: 3 % of the hosts
+    assert "debug" not in Knobs().label()  # the default: sized from the debug runs' demand
     with pytest.raises(ConfigError, match="debug_hosts = -1"):
         Knobs(debug_hosts=-1)
 

@@ -100,7 +100,8 @@ def test_hosts_are_never_overfilled_protected_work_is_never_preempted_and_nothin
         kept = core.knobs.fill_headroom * core.hosts.capacity if core.knobs.policy == "fairshare" else 0
         hold = core.hold
         held = core.hosts.names(hold.hosts) if hold is not None else ()
-        stuck = led.nothing_waiting_fits(math.ceil(kept), held, hold.wid if hold is not None else "")
+        partition = core.hosts.names(core.hosts.lane_hosts)
+        stuck = led.nothing_waiting_fits(math.ceil(kept), held, hold.wid if hold is not None else "", partition)
         assert stuck is None, f"{stuck} waits although it fits the free room"
         # the hosts each budget runs on, as placement counts them, are the hosts its runs are on
         counted: dict[str, dict[int, int]] = {}
