@@ -18,8 +18,8 @@ Rules (fair share; docs/rules.md, "Debug runs first"):
   debug run that finds it full preempts there what the fair-share rules admit (``preempt_debug``).
 * **Sized from demand** (``Knobs.debug_hosts`` None, the default): as many hosts as the debug runs
   submitted over the last day kept busy on average, counting each at its GPUs × protected window
-  (``DebugDemand``), rounded up to whole hosts, at most a quarter of the live hosts; none when no
-  debug run came in the last day. It is sized again at a pass at most every ``RESIZE_S``; a host
+  (``DebugDemand``), rounded up to whole hosts, at most a quarter of the live hosts; none when they
+  kept less than one GPU busy on average (a few debug runs a day start first on any room). It is sized again at a pass at most every ``RESIZE_S``; a host
   that joins or leaves it runs on what it runs. A number of hosts fixes it (0: none).
 * **Too wide for the rest.** A run needing more hosts than there are outside the partition
   (``Hosts.outside_hosts``) can only start through a hold, and its hold may take partition hosts
@@ -61,21 +61,20 @@ class DebugDemand:
 
     def __init__(self) -> None:
         self.log: list[tuple[int, int]] = []  # (submitted, µs; GPU-seconds protected), oldest first
-        self.first = 0  # entries before this index are more than a day old
-        self.total = 0  # GPU-seconds of the entries from ``first`` on
+        self.total = 0  # GPU-seconds of the entries
         self.sized_at = -1  # µs: when the partition was last sized from it
         self.sizes: list[tuple[int, int]] = []  # (from, µs; hosts): every size it was given, for ``explain``
 
     def snapshot(self) -> dict[str, object]:
         """Return the demand's state for a snapshot."""
-        return {"log": self.log[self.first :], "total": self.total, "sized_at": self.sized_at, "sizes": self.sizes}
+        return {"log": self.log, "total": self.total, "sized_at": self.sized_at, "sizes": self.sizes}
 
     def restore(self, state: dict[str, object]) -> None:
         """Take the state ``snapshot`` returned."""
         log, total, sized_at, sizes = state["log"], state["total"], state["sized_at"], state["sizes"]
         assert isinstance(log, list) and isinstance(total, int) and isinstance(sized_at, int)
         assert isinstance(sizes, list)
-        self.log, self.first, self.total, self.sized_at, self.sizes = log, 0, total, sized_at, sizes
+        self.log, self.total, self.sized_at, self.sizes = log, total, sized_at, sizes
 
     def submitted(self, t: int, gpu_s: int) -> None:
         """Count a debug run submitted at ``t`` (µs) asking for ``gpu_s`` protected GPU-seconds. O(1)."""
@@ -83,21 +82,26 @@ class DebugDemand:
         self.total += gpu_s
 
     def mean_gpus(self, t: int) -> float:
-        """Return the GPUs the debug runs submitted over the day before ``t`` keep busy on average. O(1) amortised."""
-        log, i = self.log, self.first
+        """Return the GPUs the debug runs submitted over the day before ``t`` keep busy on average.
+
+        O(entries expired) plus one shift of the list when any expired: it is asked once per ``RESIZE_S``.
+        """
+        log, i = self.log, 0
         while i < len(log) and log[i][0] <= t - DAY_S * _US:
             self.total -= log[i][1]
             i += 1
-        if i > 64 and i > len(log) // 2:  # drop the expired half once it is half the list (amortised O(1))
+        if i:
             del log[:i]
-            i = 0
-        self.first = i
         return self.total / DAY_S
 
 
 def partition_hosts(mean_gpus: float, per_node: int, live: int) -> int:
-    """Return the partition's hosts for debug runs keeping ``mean_gpus`` busy: whole hosts, at most a quarter."""
-    if mean_gpus <= 0:
+    """Return the partition's hosts for debug runs keeping ``mean_gpus`` busy: whole hosts, at most a quarter.
+
+    None below one GPU busy on average: a few debug runs a day start first on any room, and a host kept
+    for them would stand idle (or hold only free fill) nearly all day.
+    """
+    if mean_gpus < 1:
         return 0
     return min(math.ceil(mean_gpus / per_node), live // 4)
 

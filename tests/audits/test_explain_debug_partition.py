@@ -42,19 +42,25 @@ def test_a_batch_run_waiting_beside_a_free_debug_host_is_told_why_it_could_not_t
         "15.0 min on one host, and free fill: its minimum runtime of 30.0 min kept it off that room"
     ) in text
     # a debug run's own story, and a story told without the partition, say nothing of it
-    one_host = DebugPartition(lambda live: 1, 900, 8)
+    one_host = DebugPartition(1, (), 900, 8)
     assert "debug partition" not in str(explain(run, "a-debug", debug_partition=one_host)["story"])
     assert "debug partition, which" not in str(explain(run, "b-batch")["story"])
 
 
-def test_the_default_partition_is_told_with_the_size_it_had_on_the_cluster(
+def test_a_partition_sized_from_demand_is_told_with_the_size_it_had_then(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # 17 hosts, the default rules: 3 % of them, to the nearest host, is the last one (lab-n016). Team
-    # a's 128-GPU run takes the other 16 for 7 h; b's batch run waits beside the free debug host.
-    run = _day(tmp_path, gpus=136, train_gpus=128, knobs=Knobs())
-    assert main(["explain", str(run), "b-batch"]) == 0  # replay.json: debug_hosts null, the default share
-    text = capsys.readouterr().out
-    assert "The cluster's last host was a debug partition" in text
+    # 17 hosts, the default rules. A 15-minute debug run at 08:00 is the day's debug demand: the pass of
+    # that instant sizes the partition at one host (lab-n016). Team a's 128-GPU run takes the other 16
+    # for 7 h; b's batch run waits beside the debug host, which keeps room the batch run may not take.
+    subs = [
+        submit(0, "a-debug", "a", 1, 300, min_runtime_s=900),
+        submit(1, "a-train", "a", 128, 7 * H, min_runtime_s=8 * H),
+        submit(2, "b-batch", "b", 8, H, min_runtime_s=1800),
+    ]
+    run = tmp_path / "run"
+    run_one(inputs_from_budgets(lab(136), subs), Knobs(), run, quiet=True)
+    assert main(["explain", str(run), "b-batch"]) == 0  # replay.json: debug_hosts null, its sizes recorded
+    assert "The cluster's last host was a debug partition" in capsys.readouterr().out
     assert main(["explain", str(run), "a-debug"]) == 0
     assert "lab-n016" in capsys.readouterr().out

@@ -118,23 +118,23 @@ def test_the_partition_holds_the_gpus_the_last_days_debug_runs_kept_busy_rounded
 def test_the_partition_follows_the_demand_at_most_every_ten_minutes_and_its_hosts_keep_their_work() -> None:
     e = Events()
     core = DecisionCore(Knobs(), "lab")
-    run(core, [*_cluster(e, gpus=64)])  # 8 hosts, sized at 08:00 from no demand: none
-    out = run(core, [e.submit(1, "d", "lab/a", gpus=8, min_runtime_s=900)])
-    assert core.hosts.lane_hosts == [] and _started(out)["d"].nodes == ("lab-n000",)  # type: ignore[attr-defined]
-    # ten minutes on, a pass sizes it: one host (8 GPUs x 900 s / 86,400 s of a GPU, rounded up); the fill that
-    # started there when it was no partition host runs on
-    run(core, [e.submit(5, "fill", "lab/b", gpus=8, min_runtime_s=0)])
-    assert core.running()["fill"] == ("lab-n001",)
-    run(core, [e.submit(RESIZE_S / 60 + 1, "b-batch", "lab/b", gpus=8, min_runtime_s=3600)])
-    assert core.hosts.lane_hosts == [7]
-    assert core.running()["b-batch"] != ("lab-n007",)  # a batch run is no debug run: never on the partition
-    # a day and a sizing interval after the debug run, no other came: the host leaves the partition
+    run(core, [*_cluster(e, gpus=128)])  # 16 hosts, sized at 08:00 from no demand: none
+    # twelve 8-GPU debug runs, each protected 15 min: 12 x 8 x 900 GPU-s, one GPU busy over a day
+    out = run(core, [e.submit(1, f"d{k}", "lab/a", gpus=8, min_runtime_s=900) for k in range(12)])
+    assert core.hosts.lane_hosts == [] and len(_started(out)) == 12
+    # ten minutes on, a pass sizes it: one host, the last; the debug run there runs on
+    run(core, [e.complete(5, "d11"), e.submit(6, "fill", "lab/b", gpus=8, min_runtime_s=0)])
+    out = run(core, [e.submit(RESIZE_S / 60 + 1, "b-batch", "lab/b", gpus=8, min_runtime_s=3600)])
+    assert core.hosts.lane_hosts == [15] and not of(out, ev.WorkloadPreempted)
+    assert core.running()["b-batch"] != ("lab-n015",)  # a batch run is no debug run: never on the partition
+    # a day and a sizing interval after the debug runs, no other came: the host leaves the partition
     out = run(core, [e.submit(24 * 60 + RESIZE_S / 60 + 2, "batch", "lab/b", gpus=8, min_runtime_s=3600)])
     assert core.hosts.lane_hosts == [] and not of(out, ev.WorkloadPreempted)
     assert [size for _, size in core.debug_demand.sizes] == [1, 0]
 
 
-@pytest.mark.parametrize(("mean_gpus", "live", "hosts"), [(0.0, 128, 0), (0.1, 128, 1), (8.0, 128, 1), (8.5, 128, 2),
+@pytest.mark.parametrize(("mean_gpus", "live", "hosts"), [(0.0, 128, 0), (0.9, 128, 0), (1.0, 128, 1), (8.0, 128, 1),
+                                                         (8.5, 128, 2),
                                                          (100.0, 128, 13), (400.0, 128, 32), (5.0, 3, 0)])
 def test_partition_hosts_round_the_mean_up_to_whole_hosts_and_take_at_most_a_quarter(
     mean_gpus: float, live: int, hosts: int
