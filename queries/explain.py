@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,11 +36,18 @@ from ledger.queries.timefmt import duration, iso
 
 @dataclass(frozen=True)
 class DebugPartition:
-    """A run's debug partition: its size on a cluster of so many live hosts, and what a debug run is."""
+    """A run's debug partition: its hosts (fixed, or as the replay recorded them over time) and what a debug run is."""
 
-    hosts: Callable[[int], int]  # live hosts -> the partition's hosts (the core's rule, from the command)
+    fixed: int | None  # the hosts the run's ``--debug-hosts`` fixed (never every live host), or None: recorded
+    sizes: tuple[tuple[int, int], ...]  # (from, µs; hosts): its size whenever it changed, when sized from demand
     runtime_s: int  # the longest protected runtime of a debug run
     per_node: int  # GPUs per host, to count the live hosts from the capacity
+
+    def hosts_at(self, t_us: int, live: int) -> int:
+        """Return how many hosts the partition held at ``t_us`` on a cluster of ``live`` hosts."""
+        if self.fixed is not None:
+            return min(self.fixed, max(live - 1, 0))
+        return next((hosts for at, hosts in reversed(self.sizes) if at <= t_us), 0)
 
 MAX_MOMENTS = 5  # moments shown per waiting period, spread over all of it; the rest are summarised
 POLICIES = ("fairshare", "priority", "fifo")
@@ -372,7 +378,7 @@ def _partition_note(log: _Log, t_us: int) -> str:
     if partition is None or me["min_runtime_s"] <= 0 or me["min_runtime_s"] <= partition.runtime_s:
         return ""
     found = log.q("SELECT gpus FROM capacity_versions WHERE from_us <= $t ORDER BY from_us DESC LIMIT 1", t=t_us)
-    size = partition.hosts(-(-int(found[0]["gpus"]) // partition.per_node) if found else 0)
+    size = partition.hosts_at(t_us, -(-int(found[0]["gpus"]) // partition.per_node) if found else 0)
     if not size:
         return ""
     hosts = "host was" if size == 1 else f"{size} hosts were"

@@ -94,7 +94,8 @@ def test_the_partition_follows_the_cluster_size_and_never_takes_every_host() -> 
 def _debug_day(e: Events, core: DecisionCore, runs: int, gpus: int, start: float = 1.0) -> None:
     """Submit ``runs`` debug runs of ``gpus`` GPUs, each protected 15 min, spread over a day from ``start``."""
     every = 24 * 60 / runs
-    run(core, [e.submit(start + k * every, f"d{start:g}-{k}", "lab/a", gpus=gpus, min_runtime_s=900) for k in range(runs)])
+    run(core, [e.submit(start + k * every, f"d{start:g}-{k}", "lab/a", gpus=gpus, min_runtime_s=900)
+               for k in range(runs)])
 
 
 def test_with_no_debug_run_in_the_last_day_there_is_no_partition() -> None:
