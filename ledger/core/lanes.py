@@ -19,8 +19,8 @@ Rules (fair share; docs/rules.md, "Debug runs first"):
 * **Sized from demand** (``Knobs.debug_hosts`` None, the default): as many hosts as the debug runs
   submitted over the last day kept busy on average, counting each at its GPUs × protected window
   (``DebugDemand``), rounded up to whole hosts, at most a quarter of the live hosts; none when no
-  debug run came in the last day. It is sized again at a pass at most every ``RESIZE_S``; a host that joins or leaves it runs on what it
-  runs. A number of hosts fixes it (0: none).
+  debug run came in the last day. It is sized again at a pass at most every ``RESIZE_S``; a host that
+  joins or leaves it runs on what it runs. A number of hosts fixes it (0: none).
 * **Too wide for the rest.** A run needing more hosts than there are outside the partition
   (``Hosts.outside_hosts``) can only start through a hold, and its hold may take partition hosts
   (``holds``); so the *No starvation* bound (``contract.start_bound``) holds with a partition.
