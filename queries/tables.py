@@ -47,7 +47,7 @@ def level_noun(level: dict[str, Any] | None, many: bool = False) -> str:
 
 
 def plural(noun: str) -> str:
-    """Return a noun's plural as level names read: 'project' -> 'projects', 'budget at depth 2' -> 'budgets at depth 2'."""
+    """Return a noun's plural as level names read: 'project' -> 'projects', 'budget at X' -> 'budgets at X'."""
     head, sep, rest = noun.partition(" ")
     if sep:  # a noun with words after it: the first word takes the plural
         return f"{plural(head)} {rest}"
