@@ -183,6 +183,11 @@ class BlockEncoder:
         self._encoder = union_encoder(schema)  # type: ignore[arg-type]  # the log's schema is a union (a list)
         self._sync = sync
 
+    @property
+    def sync(self) -> bytes:
+        """Return the segment's sync marker, which ends every block."""
+        return self._sync
+
     def encode(self, records: Sequence[tuple[str, dict[str, Any]]]) -> bytes:
         """Return the bytes of one block holding ``records`` (count, size, data, sync marker)."""
         if not records:

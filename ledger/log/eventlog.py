@@ -10,10 +10,10 @@ Guarantees:
   complete blocks after it is not a crash but corruption: it raises LogCorruptError, never truncates.
 * **All or nothing.** Every event of a batch is validated first; one bad event raises
   EventValidationError and nothing of the batch is written.
-* **Trusted records.** ``append_records`` takes Avro-ready records from a producer that has
-  checked every value itself (the file importers) and skips the per-event model validation;
-  everything else above holds for it too, and a value Avro cannot encode still refuses the batch.
-  ``append_encoded`` takes such records already as their Avro bytes (the importers' fast path).
+* **Trusted records.** ``append_batch`` takes events as columns (``ledger.log.batch.EventBatch``)
+  from a producer that has checked every value itself (the file importers, the replay) and
+  ``append_records`` Avro-ready records; both skip the per-event model validation. Everything
+  else above holds for them too, and a value Avro cannot encode still refuses the batch.
 * **Idempotent.** An event whose ``event_id`` is already in the log (or earlier in the batch) is
   skipped; ``append`` returns how many were written.
 * **Single writer.** The process that appends holds an advisory lock on ``LOCK``; any number of
@@ -30,11 +30,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import pyarrow as pa
+
 from ledger.codec import trusted_from_record, union_schema
 from ledger.errors import ConfigError, EventValidationError, LogError
 from ledger.events import Event
+from ledger.log.avro_encode import varint
+from ledger.log.batch import EventBatch, merged, repeats, sizes
 from ledger.log.checks import FULL_NAMES, SHORT_NAMES, check_batch, explain_unencodable
-from ledger.log.container import BlockEncoder, write_all
+from ledger.log.container import SYNC_SIZE, BlockEncoder, write_all
 from ledger.log.lockfile import LOCK_NAME, WriterLock
 from ledger.log.segments import (
     DECODE_ERRORS,
@@ -76,7 +80,7 @@ class _Writer:
         self.size = 0
         self.encoder: BlockEncoder | None = None
         self.ids: set[str] | None = None
-        self.active_ids: list[str] = []
+        self.active_ids: list[str] | None = []  # None: not kept (a batch too big for memory); read from the segment
         self.recovered_bytes = 0
         self.broken: str | None = None
 
@@ -129,6 +133,8 @@ class _Writer:
     def _roll(self) -> None:
         """Seal the active segment (saving its ids) and start the next one; on failure keep the old one."""
         if self.active is not None:
+            if self.active_ids is None:
+                self.active_ids = scan_ids(view_segment(self.active, last=True))
             save_ids(self.active, self.size, self.active_ids)
         number = self.number + 1
         sync = _sync_marker(number)
@@ -141,7 +147,7 @@ class _Writer:
         self.encoder = BlockEncoder(union_schema(), sync)
         self.active_ids = []
 
-    def write(self, records: list[tuple[str, dict[str, Any]]], ids: list[str]) -> None:
+    def write(self, records: list[tuple[str, dict[str, Any]]], ids: Sequence[str]) -> None:
         """Append one batch as one block and fsync it; on failure leave the segment as it was."""
         if self.broken is not None:
             raise LogError(self.broken)
@@ -164,6 +170,7 @@ class _Writer:
         self._write_block(self.encoder.encode_encoded(encoded), ids)
 
     def _write_block(self, block: bytes, ids: Sequence[str]) -> None:
+        """Write a whole block and fsync it; on failure cut the segment back to where it was."""
         fd = self.file.fileno()
         try:
             write_all(fd, block)
@@ -172,7 +179,45 @@ class _Writer:
             self._undo(fd)
             raise LogError(f"{self.active}: append failed ({exc.strerror}); the batch was not written") from None
         self.size += len(block)
-        self.active_ids.extend(ids)
+        if self.active_ids is not None:
+            self.active_ids.extend(ids)
+
+    def write_pieces(self, count: int, size: int, pieces: Iterator[Any], ids: Sequence[str] | None) -> None:
+        """Append one block of ``count`` records given as pieces of ``size`` bytes in all, and fsync it.
+
+        The block is written as it is read from ``pieces`` (a batch's runs, merged), so it need not
+        fit in memory; on any failure, the segment is cut back to where it was. ``ids`` None: the
+        block's ids are not kept in memory (they are read from the segment when needed).
+        """
+        if self.broken is not None:
+            raise LogError(self.broken)
+        if self.active is None or self.size >= self.segment_bytes:
+            self._roll()
+        assert self.encoder is not None
+        fd = self.file.fileno()
+        head = varint(count << 1) + varint(size << 1)  # counts are positive: zig-zag is << 1
+        written = 0
+        try:
+            write_all(fd, head)
+            for piece in pieces:
+                write_all(fd, piece)
+                written += len(piece)
+            if written != size:
+                raise LogError(f"{self.active}: a block of {written} bytes where {size} were counted; not written")
+            write_all(fd, self.encoder.sync)
+            os.fsync(fd)
+        except OSError as exc:
+            self._undo(fd)
+            raise LogError(f"{self.active}: append failed ({exc.strerror}); the batch was not written") from None
+        except BaseException:
+            self._undo(fd)
+            raise
+        self.size += len(head) + size + SYNC_SIZE
+        if ids is None or self.active_ids is None:
+            self.active_ids = None
+            self.ids = None
+        else:
+            self.active_ids.extend(ids)
 
     def _undo(self, fd: int) -> None:
         try:
@@ -271,6 +316,42 @@ class EventLog:
         except KeyError as exc:
             raise EventValidationError(f"unknown event type {exc.args[0]!r}", field="type", value=exc.args[0]) from None
         return self._append_checked(batch)
+
+    def append_batch(self, batch: EventBatch) -> int:
+        """Append a batch of events given as columns as one durable block; return how many were written.
+
+        For producers that check every value themselves (the file importers, the replay's log
+        writer), as for ``append_records``: the columns were encoded when added to the batch, so
+        nothing is validated or encoded here. The block holds the batch's events in the order of
+        its sort keys. Deduplication, atomicity and durability are as for ``append``. A batch that
+        outgrew its memory (``EventBatch.spilled``) is merged from its runs while it is written,
+        and its ids are not kept in memory afterwards: a later append in this process reads them
+        back from the segment.
+        """
+        if self._readonly:
+            raise LogError(f"{self._path}: opened read-only")
+        if not len(batch):
+            return 0
+        with self._guard:
+            writer = self._writer or self._become_writer(required=True)
+            assert writer is not None
+            known = writer.known_ids()
+            runs = batch.runs()
+            keep = repeats(runs, batch.keys, known)
+            count, size = sizes(runs, keep)
+            if not count:
+                return 0
+            ids: list[str] | None = None
+            if not batch.spilled:  # in memory, in block order: kept as the other appends keep them
+                ids = runs[0].column("id").filter(pa.array(keep[0])).to_pylist()
+                known.update(ids)
+            try:
+                writer.write_pieces(count, size, merged(runs, batch.keys, keep), ids)
+            except BaseException:
+                if ids is not None:
+                    known.difference_update(ids)  # a failed append leaves its ids unknown
+                raise
+            return count
 
     def append_encoded(self, ids: Sequence[str], encoded: Sequence[bytes]) -> int:
         """Append records given as their Avro bytes (``encoded[i]`` holds the event ``ids[i]``) as one durable batch.

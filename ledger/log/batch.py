@@ -1,0 +1,346 @@
+"""A batch of events given as columns, kept in sort-key order, ready to be appended as one container block.
+
+``EventBatch`` is what the file importers and the replay hand the log (``EventLog.append_batch``)
+instead of one record object per event. Each ``add`` gives the events of one type as columns
+(``ledger.log.avro_columns``: numpy or pyarrow arrays, ``Coded`` columns, constants, or an Arrow
+table, record batch reader or DuckDB relation whose columns are named after the fields), which
+are encoded at once, and optionally sort keys: the block holds the events ordered by their keys,
+ties in the order they were added (``keys=0``: simply in the order added).
+
+A batch larger than ``memory`` bytes of encoded events does not stay in memory: its events are
+sorted and written to a temporary file (a *run*) in ``spill`` (default: the system's temporary
+directory) whenever that much has gathered, and ``append_batch`` merges the runs while it writes
+the block. So a batch of any size needs about ``memory`` bytes and 8 bytes an event (a hash of its
+event_id, to find repeats), and the block is written exactly as if it had been encoded in one go.
+Nothing reaches the log before ``append_batch``: a value that cannot be encoded raises
+``EventValidationError`` from ``add``, naming the event, field and value.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+
+from ledger.codec import union_schema
+from ledger.errors import EventValidationError
+from ledger.log.avro_columns import Coded, ColumnEncoder, column_value
+from ledger.log.avro_encode import UnencodableValue, union_encoder
+from ledger.log.checks import FULL_NAMES
+
+__all__ = ["MEMORY", "EventBatch"]
+
+MEMORY = 64 << 20
+"""Encoded bytes a batch keeps in memory before it sorts them into a run on disk."""
+
+_SLICE = 1 << 18  # rows encoded in one call: bounds the temporaries (and a call's 2 GiB of records)
+_WINDOW = 1 << 16  # rows of each run read at a time while merging
+
+
+def _encoder() -> ColumnEncoder:
+    return ColumnEncoder(union_encoder(union_schema()))  # type: ignore[arg-type]  # the log's schema is a union
+
+
+class EventBatch:
+    """Events of any types as columns, ordered by sort keys, to be appended to a log as one block."""
+
+    def __init__(self, keys: int = 0, *, memory: int = MEMORY, spill: str | os.PathLike[str] | None = None) -> None:
+        self.keys = keys
+        self.memory = memory
+        self.counts: Counter[str] = Counter()  # events added, by type
+        self._spill_dir = spill
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self._encoder = _encoder()
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_bytes = 0
+        self._runs: list[Path] = []
+        self._seq = 0
+        self._hasher: Any = None
+
+    def __len__(self) -> int:
+        """Return how many events were added (repeats included: the log drops them when appending)."""
+        return self._seq
+
+    @property
+    def spilled(self) -> bool:
+        """Tell whether part of the batch waits on disk (it outgrew ``memory``)."""
+        return bool(self._runs)
+
+    def add(self, type_name: str, columns: Any, n: int | None = None, keys: Sequence[Any] = ()) -> None:
+        """Add events of one type: ``columns`` by field name (``n`` rows), or an Arrow table / stream of them.
+
+        ``keys``: ``self.keys`` sort keys, each a column of ``n`` whole numbers or one number for all
+        rows. Raises EventValidationError naming the first event whose value cannot be encoded.
+        """
+        if len(keys) != self.keys:
+            raise ValueError(f"{len(keys)} sort keys for a batch ordered by {self.keys}")
+        full = FULL_NAMES.get(type_name)
+        if full is None:
+            raise EventValidationError(f"unknown event type {type_name!r}", field="type", value=type_name)
+        if not isinstance(columns, Mapping):
+            self._add_stream(type_name, columns, keys)
+            return
+        if n is None:
+            raise ValueError("n, the number of rows, is needed with a mapping of columns")
+        for start in range(0, n, _SLICE):
+            stop = min(n, start + _SLICE)
+            part = columns if (start, stop) == (0, n) else {k: _slice(v, start, stop) for k, v in columns.items()}
+            rows = [k if isinstance(k, int | np.integer) else _slice(k, start, stop) for k in keys]
+            self._add(type_name, full, part, stop - start, rows)
+
+    def _add_stream(self, type_name: str, source: Any, keys: Sequence[Any]) -> None:
+        """Add the record batches of an Arrow table, record batch reader, or anything with an Arrow C stream."""
+        if isinstance(source, pa.RecordBatch):
+            batches: Any = [source]
+        elif isinstance(source, pa.Table):
+            batches = source.to_batches()
+        elif isinstance(source, pa.RecordBatchReader):
+            batches = source
+        else:
+            batches = pa.RecordBatchReader.from_stream(source)  # a DuckDB relation, a polars frame...
+        at = 0
+        for record_batch in batches:
+            rows = record_batch.num_rows
+            columns = dict(zip(record_batch.schema.names, record_batch.columns, strict=True))
+            key_rows = [k if isinstance(k, int | np.integer) else _slice(k, at, at + rows) for k in keys]
+            self.add(type_name, columns, rows, key_rows)
+            at += rows
+
+    def _add(self, type_name: str, full: str, columns: Mapping[str, Any], n: int, keys: list[Any]) -> None:
+        if n == 0:
+            return
+        try:
+            records = self._encoder.encode(full, columns, n)
+        except UnencodableValue as exc:
+            where = None if exc.event_id is None else f"event {exc.event_id!r}"
+            raise EventValidationError(str(exc), field=exc.field, value=exc.value, where=where) from None
+        ids = _ids(columns.get("event_id"), n)
+        fields: dict[str, Any] = {"record": records, "id": ids}
+        for k, key in enumerate(keys):
+            fields[f"k{k}"] = np.full(n, key, np.int64) if isinstance(key, int | np.integer) else _int64(key, n)
+        fields["seq"] = np.arange(self._seq, self._seq + n, dtype=np.int64)
+        fields["hash"] = self._hash(ids)
+        self._seq += n
+        self.counts[type_name] += n
+        part = pa.RecordBatch.from_pydict(fields)
+        self._pending.append(part)
+        self._pending_bytes += part.nbytes
+        if self._pending_bytes >= self.memory:
+            self._spill()
+
+    def _hash(self, ids: pa.StringArray) -> npt.NDArray[np.uint64]:
+        """Return a 64-bit hash of each event_id (equal ids, equal hashes; DuckDB's hash function)."""
+        if self._hasher is None:
+            import duckdb
+
+            self._hasher = duckdb.connect()
+        table = pa.table({"id": ids})
+        self._hasher.register("ids", table)
+        try:
+            out: npt.NDArray[np.uint64] = self._hasher.execute("SELECT hash(id) AS h FROM ids").fetchnumpy()["h"]
+        finally:
+            self._hasher.unregister("ids")
+        return np.asarray(out, np.uint64)
+
+    # --- in key order ---------------------------------------------------------------------------------
+
+    def _order(self) -> list[str]:
+        return [*(f"k{k}" for k in range(self.keys)), "seq"]
+
+    def _sorted_pending(self) -> pa.Table:
+        table = pa.Table.from_batches(self._pending) if self._pending else None
+        self._pending, self._pending_bytes = [], 0
+        if table is None:
+            return pa.table({"record": pa.array([], pa.binary())})
+        if self.keys:  # (in seq order already when there are no keys)
+            order = np.lexsort([table.column(c).to_numpy() for c in reversed(self._order())])
+            table = table.take(pa.array(order))
+        return table.combine_chunks()
+
+    def _spill(self) -> None:
+        """Sort what is in memory and write it to a new run on disk."""
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="gpuledger-batch-", dir=self._spill_dir)
+        table = self._sorted_pending()
+        path = Path(self._tmp.name) / f"run{len(self._runs):05d}.arrow"
+        with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, table.schema) as out:
+            out.write_table(table, max_chunksize=_WINDOW)
+        self._runs.append(path)
+
+    def runs(self) -> list[pa.Table]:
+        """Return every run in key order (those on disk memory-mapped); what is still in memory becomes the last."""
+        tables = [ipc.open_file(pa.memory_map(str(path))).read_all() for path in self._runs]
+        if self._pending or not tables:
+            tables.append(self._sorted_pending())
+        return tables
+
+    def close(self) -> None:
+        """Drop the events and remove the runs on disk."""
+        self._pending, self._pending_bytes = [], 0
+        self._runs = []
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+        if self._hasher is not None:
+            self._hasher.close()
+            self._hasher = None
+
+    def __enter__(self) -> EventBatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def repeats(runs: Sequence[pa.Table], keys: int, known: set[str]) -> list[npt.NDArray[np.bool_]]:
+    """Return, for each run, which of its events to write: not in ``known``, and first of its event_id in key order."""
+    keep = [np.ones(t.num_rows, np.bool_) for t in runs]
+    if known:  # ids already in the log (Python strings: checked a window at a time)
+        for mask, table in zip(keep, runs, strict=True):
+            ids = table.column("id")
+            for start in range(0, table.num_rows, _WINDOW):
+                chunk = ids.slice(start, _WINDOW).to_pylist()
+                if not known.isdisjoint(chunk):
+                    mask[start : start + len(chunk)] &= np.array([i not in known for i in chunk], np.bool_)
+    hashes = np.concatenate([np.asarray(t.column("hash").to_numpy(), np.uint64) for t in runs]) if runs else None
+    if hashes is None or pc.count_distinct(pa.array(hashes)).as_py() == len(hashes):
+        return keep  # every event_id of the batch differs from the others (the common case, a hash table in C)
+    order = np.argsort(hashes, kind="stable")
+    ordered = hashes[order]
+    same = np.flatnonzero(ordered[1:] == ordered[:-1])
+    if not len(same):
+        return keep
+    # rows whose hash another row shares: compare their ids, and keep the first of each in key order
+    suspects = np.unique(np.concatenate([order[same], order[same + 1]]))
+    bounds = np.cumsum([0] + [t.num_rows for t in runs])
+    found: dict[str, tuple[tuple[int, ...], int, int]] = {}
+    for flat in suspects.tolist():
+        run = int(np.searchsorted(bounds, flat, side="right")) - 1
+        row = flat - int(bounds[run])
+        table = runs[run]
+        event_id = table.column("id")[row].as_py()
+        if not keep[run][row]:
+            continue  # already in the log
+        position = tuple(int(table.column(c)[row].as_py()) for c in [*(f"k{k}" for k in range(keys)), "seq"])
+        first = found.get(event_id)
+        if first is None or position < first[0]:
+            if first is not None:
+                keep[first[1]][first[2]] = False
+            found[event_id] = (position, run, row)
+        else:
+            keep[run][row] = False
+    return keep
+
+
+def merged(runs: Sequence[pa.Table], keys: int, keep: Sequence[npt.NDArray[np.bool_]]) -> Iterator[pa.Buffer | bytes]:
+    """Yield the kept records' bytes of sorted runs in key order (ties in ``seq`` order), a window at a time."""
+    order = [*(f"k{k}" for k in range(keys)), "seq"]
+    if len(runs) == 1:
+        table, mask = runs[0], keep[0]
+        for start in range(0, table.num_rows, _WINDOW):
+            piece = table.column("record").slice(start, _WINDOW)
+            wanted = mask[start : start + _WINDOW]
+            if not wanted.all():
+                piece = piece.filter(pa.array(wanted))
+            yield _body(piece)
+        return
+    columns = [[np.asarray(t.column(c).to_numpy()) for c in order] for t in runs]
+    at = [0] * len(runs)
+    ends = [t.num_rows for t in runs]
+    while True:
+        live = [r for r in range(len(runs)) if at[r] < ends[r]]
+        if not live:
+            return
+        # everything up to the smallest last key of the windows read can be written: no later row precedes it
+        limit = min(
+            (tuple(int(col[min(at[r] + _WINDOW, ends[r]) - 1]) for col in columns[r]) for r in live
+             if at[r] + _WINDOW < ends[r]),
+            default=None,
+        )  # fmt: skip
+        picked: list[tuple[int, int, int]] = []
+        for r in live:
+            stop = min(at[r] + _WINDOW, ends[r])
+            if limit is not None:
+                cols = columns[r]
+                # (bisect over a range gives an index into it)
+                stop = at[r] + bisect.bisect_right(range(at[r], stop), limit, key=lambda i: _row_key(cols, i))
+            if stop > at[r]:
+                picked.append((r, at[r], stop))
+        gathered = [runs[r].slice(a, b - a).select(["record", *order]) for r, a, b in picked]
+        wanted = np.concatenate([keep[r][a:b] for r, a, b in picked])
+        table = pa.concat_tables(gathered)
+        sort = np.lexsort([np.asarray(table.column(c).to_numpy()) for c in reversed(order)])
+        sort = sort[wanted[sort]]
+        yield _body(table.column("record").take(pa.array(sort)).combine_chunks())
+        for r, _, b in picked:
+            at[r] = b
+
+
+def _row_key(columns: Sequence[npt.NDArray[np.int64]], row: int) -> tuple[int, ...]:
+    return tuple(int(c[row]) for c in columns)
+
+
+def _body(records: pa.BinaryArray | pa.ChunkedArray) -> pa.Buffer | bytes:
+    """Return the bytes of records one after the other (the value buffer of a binary column)."""
+    if isinstance(records, pa.ChunkedArray):
+        records = records.combine_chunks()
+    if len(records) == 0:
+        return b""
+    offsets = np.frombuffer(records.buffers()[1], np.int32, count=len(records) + 1, offset=records.offset * 4)
+    start, stop = int(offsets[0]), int(offsets[-1])
+    data: pa.Buffer = records.buffers()[2]
+    return data.slice(start, stop - start)
+
+
+def sizes(runs: Sequence[pa.Table], keep: Sequence[npt.NDArray[np.bool_]]) -> tuple[int, int]:
+    """Return (events, bytes) of the kept records."""
+    count = size = 0
+    for table, mask in zip(runs, keep, strict=True):
+        lengths = np.asarray(pc.binary_length(table.column("record")).to_numpy(), np.int64) if table.num_rows else None
+        if lengths is not None:
+            count += int(mask.sum())
+            size += int(lengths[mask].sum())
+    return count, size
+
+
+def _ids(column: Any, n: int) -> pa.StringArray:
+    """Return the event_id column as pyarrow strings (a coded or constant one materialised)."""
+    if column is None:
+        raise EventValidationError("events without an event_id column", field="event_id", value=None)
+    if isinstance(column, Coded):
+        return pa.array(list(column.values), pa.string()).take(pa.array(np.asarray(column.codes)))
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if isinstance(column, pa.Array):
+        return column.cast(pa.string())
+    if isinstance(column, np.ndarray):
+        return pa.array([column_value(column, r) for r in range(n)], pa.string())
+    return pa.array([column] * n, pa.string())
+
+
+def _int64(column: Any, n: int) -> npt.NDArray[np.int64]:
+    array = np.asarray(column.to_numpy() if isinstance(column, pa.Array | pa.ChunkedArray) else column, np.int64)
+    if array.shape != (n,):
+        raise ValueError(f"a sort key of {array.shape} for {n} rows")
+    return array
+
+
+def _slice(column: Any, start: int, stop: int) -> Any:
+    """Return rows start:stop of a column (a constant stays one)."""
+    if isinstance(column, Coded):
+        return Coded(column.codes[start:stop], column.values)
+    if isinstance(column, np.ndarray):
+        return column[start:stop]
+    if isinstance(column, pa.Array | pa.ChunkedArray):
+        return column.slice(start, stop - start)
+    return column
