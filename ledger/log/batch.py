@@ -54,9 +54,11 @@ def _encoder() -> ColumnEncoder:
 class EventBatch:
     """Events of any types as columns, ordered by sort keys, to be appended to a log as one block."""
 
-    def __init__(self, keys: int = 0, *, memory: int = MEMORY, spill: str | os.PathLike[str] | None = None) -> None:
+    def __init__(
+        self, keys: int = 0, *, memory: int | None = None, spill: str | os.PathLike[str] | None = None
+    ) -> None:
         self.keys = keys
-        self.memory = memory
+        self.memory = memory or MEMORY
         self.counts: Counter[str] = Counter()  # events added, by type
         self._spill_dir = spill
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
@@ -64,6 +66,7 @@ class EventBatch:
         self._pending: list[pa.RecordBatch] = []
         self._pending_bytes = 0
         self._runs: list[Path] = []
+        self._hashes: list[npt.NDArray[np.uint64]] = []  # of the event_ids, in the order added
         self._seq = 0
         self._hasher: Any = None
 
@@ -124,12 +127,10 @@ class EventBatch:
         except UnencodableValue as exc:
             where = None if exc.event_id is None else f"event {exc.event_id!r}"
             raise EventValidationError(str(exc), field=exc.field, value=exc.value, where=where) from None
-        ids = _ids(columns.get("event_id"), n)
-        fields: dict[str, Any] = {"record": records, "id": ids}
+        fields: dict[str, Any] = {"record": records, "id": _ids(columns.get("event_id"), n)}
         for k, key in enumerate(keys):
             fields[f"k{k}"] = np.full(n, key, np.int64) if isinstance(key, int | np.integer) else _int64(key, n)
         fields["seq"] = np.arange(self._seq, self._seq + n, dtype=np.int64)
-        fields["hash"] = self._hash(ids)
         self._seq += n
         self.counts[type_name] += n
         part = pa.RecordBatch.from_pydict(fields)
@@ -138,33 +139,34 @@ class EventBatch:
         if self._pending_bytes >= self.memory:
             self._spill()
 
-    def _hash(self, ids: pa.StringArray) -> npt.NDArray[np.uint64]:
-        """Return a 64-bit hash of each event_id (equal ids, equal hashes; DuckDB's hash function)."""
+    def _hash(self, ids: pa.ChunkedArray) -> None:
+        """Keep a 64-bit hash of each event_id, in the order added (equal ids, equal hashes; DuckDB's hash)."""
         if self._hasher is None:
             import duckdb
 
             self._hasher = duckdb.connect()
-        table = pa.table({"id": ids})
-        self._hasher.register("ids", table)
+        self._hasher.register("batch_ids", pa.table({"id": ids}))
         try:
-            out: npt.NDArray[np.uint64] = self._hasher.execute("SELECT hash(id) AS h FROM ids").fetchnumpy()["h"]
+            got = self._hasher.execute("SELECT hash(id) AS h FROM batch_ids").fetchnumpy()["h"]
         finally:
-            self._hasher.unregister("ids")
-        return np.asarray(out, np.uint64)
+            self._hasher.unregister("batch_ids")
+        self._hashes.append(np.asarray(got, np.uint64))
 
     # --- in key order ---------------------------------------------------------------------------------
 
-    def _order(self) -> list[str]:
-        return [*(f"k{k}" for k in range(self.keys)), "seq"]
-
     def _sorted_pending(self) -> pa.Table:
-        table = pa.Table.from_batches(self._pending) if self._pending else None
+        """Return what is in memory sorted by the keys (a stable sort: ties in the order added), and forget it."""
+        if not self._pending:
+            return pa.table({
+                "record": pa.array([], pa.binary()), "id": pa.array([], pa.string()),
+                **{f"k{k}": pa.array([], pa.int64()) for k in range(self.keys)}, "seq": pa.array([], pa.int64()),
+            })  # fmt: skip
+        table = pa.Table.from_batches(self._pending)
         self._pending, self._pending_bytes = [], 0
-        if table is None:
-            return pa.table({"record": pa.array([], pa.binary())})
-        if self.keys:  # (in seq order already when there are no keys)
-            order = np.lexsort([table.column(c).to_numpy() for c in reversed(self._order())])
-            table = table.take(pa.array(order))
+        self._hash(table.column("id"))
+        if self.keys:
+            order = pc.sort_indices(table, sort_keys=[(f"k{k}", "ascending") for k in range(self.keys)])
+            table = table.take(order)
         return table.combine_chunks()
 
     def _spill(self) -> None:
@@ -184,10 +186,47 @@ class EventBatch:
             tables.append(self._sorted_pending())
         return tables
 
+    def repeats(self, runs: Sequence[pa.Table], known: set[str]) -> list[npt.NDArray[np.bool_]]:
+        """Return, for each run, which of its events to write: not in ``known``, and first of its event_id in order.
+
+        An event_id repeated in the batch is kept where it comes first in the block (key order, ties
+        in the order added). Repeats are found by the ids' hashes, then their ids compared.
+        """
+        keep = [np.ones(t.num_rows, np.bool_) for t in runs]
+        if known:  # ids already in the log (Python strings: checked a window at a time)
+            for mask, table in zip(keep, runs, strict=True):
+                ids = table.column("id")
+                for start in range(0, table.num_rows, _WINDOW):
+                    chunk = ids.slice(start, _WINDOW).to_pylist()
+                    if not known.isdisjoint(chunk):
+                        mask[start : start + len(chunk)] &= np.array([i not in known for i in chunk], np.bool_)
+        hashes = np.concatenate(self._hashes) if self._hashes else np.zeros(0, np.uint64)
+        ordered = np.sort(hashes)
+        twice = ordered[1:][ordered[1:] == ordered[:-1]]
+        if not len(twice):
+            return keep  # every event_id of the batch differs from the others (the common case)
+        suspects = np.flatnonzero(np.isin(hashes, twice))  # their seq: rows that share a hash with another
+        first: dict[str, tuple[tuple[int, ...], int, int]] = {}
+        for run, table in enumerate(runs):
+            rows = np.flatnonzero(np.isin(np.asarray(table.column("seq").to_numpy()), suspects))
+            for row in rows.tolist():
+                if not keep[run][row]:
+                    continue  # already in the log
+                event_id = table.column("id")[row].as_py()
+                place = (*(int(table.column(f"k{k}")[row].as_py()) for k in range(self.keys)), run, row)
+                seen = first.get(event_id)
+                if seen is None or place < seen[0]:
+                    if seen is not None:
+                        keep[seen[1]][seen[2]] = False
+                    first[event_id] = (place, run, row)
+                else:
+                    keep[run][row] = False
+        return keep
+
     def close(self) -> None:
         """Drop the events and remove the runs on disk."""
         self._pending, self._pending_bytes = [], 0
-        self._runs = []
+        self._runs, self._hashes = [], []
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -202,49 +241,8 @@ class EventBatch:
         self.close()
 
 
-def repeats(runs: Sequence[pa.Table], keys: int, known: set[str]) -> list[npt.NDArray[np.bool_]]:
-    """Return, for each run, which of its events to write: not in ``known``, and first of its event_id in key order."""
-    keep = [np.ones(t.num_rows, np.bool_) for t in runs]
-    if known:  # ids already in the log (Python strings: checked a window at a time)
-        for mask, table in zip(keep, runs, strict=True):
-            ids = table.column("id")
-            for start in range(0, table.num_rows, _WINDOW):
-                chunk = ids.slice(start, _WINDOW).to_pylist()
-                if not known.isdisjoint(chunk):
-                    mask[start : start + len(chunk)] &= np.array([i not in known for i in chunk], np.bool_)
-    hashes = np.concatenate([np.asarray(t.column("hash").to_numpy(), np.uint64) for t in runs]) if runs else None
-    if hashes is None or pc.count_distinct(pa.array(hashes)).as_py() == len(hashes):
-        return keep  # every event_id of the batch differs from the others (the common case, a hash table in C)
-    order = np.argsort(hashes, kind="stable")
-    ordered = hashes[order]
-    same = np.flatnonzero(ordered[1:] == ordered[:-1])
-    if not len(same):
-        return keep
-    # rows whose hash another row shares: compare their ids, and keep the first of each in key order
-    suspects = np.unique(np.concatenate([order[same], order[same + 1]]))
-    bounds = np.cumsum([0] + [t.num_rows for t in runs])
-    found: dict[str, tuple[tuple[int, ...], int, int]] = {}
-    for flat in suspects.tolist():
-        run = int(np.searchsorted(bounds, flat, side="right")) - 1
-        row = flat - int(bounds[run])
-        table = runs[run]
-        event_id = table.column("id")[row].as_py()
-        if not keep[run][row]:
-            continue  # already in the log
-        position = tuple(int(table.column(c)[row].as_py()) for c in [*(f"k{k}" for k in range(keys)), "seq"])
-        first = found.get(event_id)
-        if first is None or position < first[0]:
-            if first is not None:
-                keep[first[1]][first[2]] = False
-            found[event_id] = (position, run, row)
-        else:
-            keep[run][row] = False
-    return keep
-
-
 def merged(runs: Sequence[pa.Table], keys: int, keep: Sequence[npt.NDArray[np.bool_]]) -> Iterator[pa.Buffer | bytes]:
-    """Yield the kept records' bytes of sorted runs in key order (ties in ``seq`` order), a window at a time."""
-    order = [*(f"k{k}" for k in range(keys)), "seq"]
+    """Yield the kept records' bytes of sorted runs in key order (ties in run order), a window at a time."""
     if len(runs) == 1:
         table, mask = runs[0], keep[0]
         for start in range(0, table.num_rows, _WINDOW):
@@ -254,6 +252,7 @@ def merged(runs: Sequence[pa.Table], keys: int, keep: Sequence[npt.NDArray[np.bo
                 piece = piece.filter(pa.array(wanted))
             yield _body(piece)
         return
+    order = [f"k{k}" for k in range(keys)]
     columns = [[np.asarray(t.column(c).to_numpy()) for c in order] for t in runs]
     at = [0] * len(runs)
     ends = [t.num_rows for t in runs]
@@ -261,27 +260,24 @@ def merged(runs: Sequence[pa.Table], keys: int, keep: Sequence[npt.NDArray[np.bo
         live = [r for r in range(len(runs)) if at[r] < ends[r]]
         if not live:
             return
-        # everything up to the smallest last key of the windows read can be written: no later row precedes it
-        limit = min(
-            (tuple(int(col[min(at[r] + _WINDOW, ends[r]) - 1]) for col in columns[r]) for r in live
-             if at[r] + _WINDOW < ends[r]),
-            default=None,
-        )  # fmt: skip
+        # everything up to the first of the windows' last rows (by key, then run) can be written now
+        last = [(_row_key(columns[r], at[r] + _WINDOW - 1), r) for r in live if at[r] + _WINDOW < ends[r]]
+        limit, first = min(last) if last else ((), len(runs))
         picked: list[tuple[int, int, int]] = []
         for r in live:
             stop = min(at[r] + _WINDOW, ends[r])
-            if limit is not None:
+            if last and r != first:
+                # a run before the first one may give rows of the limit's key, one after it only lower keys
+                find = bisect.bisect_right if r < first else bisect.bisect_left
                 cols = columns[r]
-                # (bisect over a range gives an index into it)
-                stop = at[r] + bisect.bisect_right(range(at[r], stop), limit, key=lambda i: _row_key(cols, i))
+                stop = at[r] + find(range(at[r], stop), limit, key=lambda i: _row_key(cols, i))
             if stop > at[r]:
                 picked.append((r, at[r], stop))
-        gathered = [runs[r].slice(a, b - a).select(["record", *order]) for r, a, b in picked]
+        gathered = pa.concat_tables([runs[r].slice(a, b - a).select(["record", *order]) for r, a, b in picked])
         wanted = np.concatenate([keep[r][a:b] for r, a, b in picked])
-        table = pa.concat_tables(gathered)
-        sort = np.lexsort([np.asarray(table.column(c).to_numpy()) for c in reversed(order)])
+        sort = np.asarray(pc.sort_indices(gathered, sort_keys=[(c, "ascending") for c in order]).to_numpy())
         sort = sort[wanted[sort]]
-        yield _body(table.column("record").take(pa.array(sort)).combine_chunks())
+        yield _body(gathered.column("record").take(pa.array(sort)).combine_chunks())
         for r, _, b in picked:
             at[r] = b
 

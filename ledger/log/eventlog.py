@@ -36,7 +36,7 @@ from ledger.codec import trusted_from_record, union_schema
 from ledger.errors import ConfigError, EventValidationError, LogError
 from ledger.events import Event
 from ledger.log.avro_encode import varint
-from ledger.log.batch import EventBatch, merged, repeats, sizes
+from ledger.log.batch import EventBatch, merged, sizes
 from ledger.log.checks import FULL_NAMES, SHORT_NAMES, check_batch, explain_unencodable
 from ledger.log.container import SYNC_SIZE, BlockEncoder, write_all
 from ledger.log.lockfile import LOCK_NAME, WriterLock
@@ -337,7 +337,7 @@ class EventLog:
             assert writer is not None
             known = writer.known_ids()
             runs = batch.runs()
-            keep = repeats(runs, batch.keys, known)
+            keep = batch.repeats(runs, known)
             count, size = sizes(runs, keep)
             if not count:
                 return 0
