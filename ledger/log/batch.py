@@ -7,12 +7,13 @@ table, record batch reader or DuckDB relation whose columns are named after the 
 are encoded at once, and optionally sort keys: the block holds the events ordered by their keys,
 ties in the order they were added (``keys=0``: simply in the order added).
 
-A batch larger than ``memory`` bytes of encoded events does not stay in memory: its events are
-sorted and written to a temporary file (a *run*) in ``spill`` (default: the system's temporary
-directory) whenever that much has gathered, and ``append_batch`` merges the runs while it writes
-the block. So a batch of any size needs about ``memory`` bytes and 8 bytes an event (a hash of its
-event_id, to find repeats), and the block is written exactly as if it had been encoded in one go.
-Nothing reaches the log before ``append_batch``: a value that cannot be encoded raises
+A batch larger than ``memory`` bytes of encoded events (and their keys) does not stay in memory:
+its events are sorted and written to a temporary file (a *run*) in ``spill`` (default: the
+system's temporary directory) whenever that much has gathered, their event_ids to another in
+the order added, and ``append_batch`` merges the runs while it writes the block. So a batch of
+any size needs about ``memory`` bytes and 9 bytes an event (a hash of its event_id, to find
+repeats, and whether to write it), and the block is written exactly as if it had been encoded in
+one go. Nothing reaches the log before ``append_batch``: a value that cannot be encoded raises
 ``EventValidationError`` from ``add``, naming the event, field and value.
 """
 
@@ -38,17 +39,29 @@ from ledger.log.avro_columns import Coded, ColumnEncoder, column_value
 from ledger.log.avro_encode import UnencodableValue, union_encoder
 from ledger.log.checks import FULL_NAMES
 
-__all__ = ["MEMORY", "EventBatch"]
+__all__ = ["MEMORY", "EventBatch", "Plan"]
 
-MEMORY = 64 << 20
-"""Encoded bytes a batch keeps in memory before it sorts them into a run on disk."""
+MEMORY = 256 << 20
+"""Bytes of encoded events (and their sort keys) a batch keeps in memory before it sorts them into a run on disk."""
 
 _SLICE = 1 << 18  # rows encoded in one call: bounds the temporaries (and a call's 2 GiB of records)
-_WINDOW = 1 << 16  # rows of each run read at a time while merging
+_WINDOW = 1 << 16  # rows of each run read at a time while merging (and ids while looking for repeats)
 
 
 def _encoder() -> ColumnEncoder:
     return ColumnEncoder(union_encoder(union_schema()))  # type: ignore[arg-type]  # the log's schema is a union
+
+
+class Plan:
+    """What appending a batch writes: the runs in key order, which of their events to write, how many and bytes."""
+
+    def __init__(self, runs: list[pa.Table], keep: list[npt.NDArray[np.bool_]], ids: list[str] | None) -> None:
+        self.runs = runs
+        self.keep = keep
+        self.ids = ids  # the event_ids written, in block order; None when the batch was too big to keep them
+        self.count = sum(int(k.sum()) for k in keep)
+        lengths = (np.asarray(pc.binary_length(t.column("record")).to_numpy(), np.int64) for t in runs)
+        self.size = sum(int(n[k].sum()) for n, k in zip(lengths, keep, strict=True))
 
 
 class EventBatch:
@@ -63,9 +76,11 @@ class EventBatch:
         self._spill_dir = spill
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._encoder = _encoder()
-        self._pending: list[pa.RecordBatch] = []
+        self._pending: list[pa.RecordBatch] = []  # record, keys, seq: not yet sorted
         self._pending_bytes = 0
         self._runs: list[Path] = []
+        self._ids: list[pa.Array] = []  # event_ids, in the order added, while they are in memory
+        self._ids_file: Any = None  # ... and once the batch spilled, on disk
         self._hashes: list[npt.NDArray[np.uint64]] = []  # of the event_ids, in the order added
         self._seq = 0
         self._hasher: Any = None
@@ -127,10 +142,12 @@ class EventBatch:
         except UnencodableValue as exc:
             where = None if exc.event_id is None else f"event {exc.event_id!r}"
             raise EventValidationError(str(exc), field=exc.field, value=exc.value, where=where) from None
-        fields: dict[str, Any] = {"record": records, "id": _ids(columns.get("event_id"), n)}
+        fields: dict[str, Any] = {"record": records}
         for k, key in enumerate(keys):
             fields[f"k{k}"] = np.full(n, key, np.int64) if isinstance(key, int | np.integer) else _int64(key, n)
         fields["seq"] = np.arange(self._seq, self._seq + n, dtype=np.int64)
+        ids = _ids(columns.get("event_id"), n)
+        self._ids.append(ids)
         self._seq += n
         self.counts[type_name] += n
         part = pa.RecordBatch.from_pydict(fields)
@@ -139,94 +156,138 @@ class EventBatch:
         if self._pending_bytes >= self.memory:
             self._spill()
 
-    def _hash(self, ids: pa.ChunkedArray) -> None:
-        """Keep a 64-bit hash of each event_id, in the order added (equal ids, equal hashes; DuckDB's hash)."""
+    def _hash_ids(self) -> None:
+        """Keep a 64-bit hash of each event_id not hashed yet, in the order added (DuckDB's hash function)."""
         if self._hasher is None:
             import duckdb
 
             self._hasher = duckdb.connect()
-        self._hasher.register("batch_ids", pa.table({"id": ids}))
+        done = sum(len(h) for h in self._hashes)
+        fresh = pa.chunked_array(self._ids, pa.string()).slice(done - self._ids_written)
+        if not len(fresh):
+            return
+        self._hasher.register("batch_ids", pa.table({"id": fresh}))
         try:
             got = self._hasher.execute("SELECT hash(id) AS h FROM batch_ids").fetchnumpy()["h"]
         finally:
             self._hasher.unregister("batch_ids")
         self._hashes.append(np.asarray(got, np.uint64))
 
+    @property
+    def _ids_written(self) -> int:
+        return 0 if self._ids_file is None else self._ids_file[1]
+
     # --- in key order ---------------------------------------------------------------------------------
 
     def _sorted_pending(self) -> pa.Table:
         """Return what is in memory sorted by the keys (a stable sort: ties in the order added), and forget it."""
+        self._hash_ids()
         if not self._pending:
             return pa.table({
-                "record": pa.array([], pa.binary()), "id": pa.array([], pa.string()),
-                **{f"k{k}": pa.array([], pa.int64()) for k in range(self.keys)}, "seq": pa.array([], pa.int64()),
+                "record": pa.array([], pa.binary()), **{f"k{k}": pa.array([], pa.int64()) for k in range(self.keys)},
+                "seq": pa.array([], pa.int64()),
             })  # fmt: skip
         table = pa.Table.from_batches(self._pending)
         self._pending, self._pending_bytes = [], 0
-        self._hash(table.column("id"))
         if self.keys:
             order = pc.sort_indices(table, sort_keys=[(f"k{k}", "ascending") for k in range(self.keys)])
             table = table.take(order)
         return table.combine_chunks()
 
     def _spill(self) -> None:
-        """Sort what is in memory and write it to a new run on disk."""
+        """Sort what is in memory and write it to a new run on disk; move the ids met so far to disk."""
         if self._tmp is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="gpuledger-batch-", dir=self._spill_dir)
         table = self._sorted_pending()
-        path = Path(self._tmp.name) / f"run{len(self._runs):05d}.arrow"
+        folder = Path(self._tmp.name)
+        path = folder / f"run{len(self._runs):05d}.arrow"
         with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, table.schema) as out:
             out.write_table(table, max_chunksize=_WINDOW)
         self._runs.append(path)
+        if self._ids_file is None:
+            schema = pa.schema([("id", pa.string())])
+            self._ids_file = (ipc.new_stream(str(folder / "ids.arrow"), schema), 0)
+        writer, written = self._ids_file
+        for ids in self._ids:
+            writer.write_batch(pa.record_batch([ids.cast(pa.string())], names=["id"]))
+            written += len(ids)
+        self._ids_file, self._ids = (writer, written), []
 
-    def runs(self) -> list[pa.Table]:
-        """Return every run in key order (those on disk memory-mapped); what is still in memory becomes the last."""
-        tables = [ipc.open_file(pa.memory_map(str(path))).read_all() for path in self._runs]
-        if self._pending or not tables:
-            tables.append(self._sorted_pending())
-        return tables
+    def _all_ids(self) -> Iterator[pa.Array]:
+        """Yield the event_ids in the order added, a piece at a time (those on disk first)."""
+        if self._ids_file is not None:
+            assert self._tmp is not None
+            self._ids_file[0].close()
+            self._ids_file = (_Closed(), self._ids_file[1])
+            with pa.memory_map(str(Path(self._tmp.name) / "ids.arrow")) as source:
+                for record_batch in ipc.open_stream(source):
+                    yield record_batch.column(0)
+        yield from self._ids
 
-    def repeats(self, runs: Sequence[pa.Table], known: set[str]) -> list[npt.NDArray[np.bool_]]:
-        """Return, for each run, which of its events to write: not in ``known``, and first of its event_id in order.
+    def plan(self, known: set[str]) -> Plan:
+        """Return what appending the batch writes: its events less those in ``known`` and repeats.
 
         An event_id repeated in the batch is kept where it comes first in the block (key order, ties
         in the order added). Repeats are found by the ids' hashes, then their ids compared.
         """
-        keep = [np.ones(t.num_rows, np.bool_) for t in runs]
+        tables = [ipc.open_file(pa.memory_map(str(path))).read_all() for path in self._runs]
+        if self._pending or not tables:
+            tables.append(self._sorted_pending())
+        self._hash_ids()
+        write = np.ones(self._seq, np.bool_)  # in the order added
         if known:  # ids already in the log (Python strings: checked a window at a time)
-            for mask, table in zip(keep, runs, strict=True):
-                ids = table.column("id")
-                for start in range(0, table.num_rows, _WINDOW):
+            at = 0
+            for ids in self._all_ids():
+                for start in range(0, len(ids), _WINDOW):
                     chunk = ids.slice(start, _WINDOW).to_pylist()
                     if not known.isdisjoint(chunk):
-                        mask[start : start + len(chunk)] &= np.array([i not in known for i in chunk], np.bool_)
+                        write[at + start : at + start + len(chunk)] &= [i not in known for i in chunk]
+                at += len(ids)
         hashes = np.concatenate(self._hashes) if self._hashes else np.zeros(0, np.uint64)
         ordered = np.sort(hashes)
         twice = ordered[1:][ordered[1:] == ordered[:-1]]
-        if not len(twice):
-            return keep  # every event_id of the batch differs from the others (the common case)
-        suspects = np.flatnonzero(np.isin(hashes, twice))  # their seq: rows that share a hash with another
-        first: dict[str, tuple[tuple[int, ...], int, int]] = {}
-        for run, table in enumerate(runs):
-            rows = np.flatnonzero(np.isin(np.asarray(table.column("seq").to_numpy()), suspects))
-            for row in rows.tolist():
-                if not keep[run][row]:
-                    continue  # already in the log
-                event_id = table.column("id")[row].as_py()
+        if len(twice):  # rows that share a hash with another: compare their ids
+            self._first_of_each(tables, np.flatnonzero(np.isin(hashes, twice) & write), write)
+        keep = [write[np.asarray(t.column("seq").to_numpy())] for t in tables]
+        ids = None
+        if not self.spilled:  # in memory: kept in block order, as the other appends keep them
+            every = pa.chunked_array(self._ids, pa.string()) if self._ids else pa.chunked_array([], pa.string())
+            seq = pa.array(tables[0].column("seq").combine_chunks().filter(pa.array(keep[0])))
+            ids = every.take(seq).to_pylist()
+        return Plan(tables, keep, ids)
+
+    def _first_of_each(
+        self, tables: list[pa.Table], suspects: npt.NDArray[np.int64], write: npt.NDArray[np.bool_]
+    ) -> None:
+        """Write only the first (in block order) of the ``suspects`` (by seq) that share an event_id."""
+        ids: dict[int, str] = {}
+        at = 0
+        for piece in self._all_ids():
+            inside = suspects[(suspects >= at) & (suspects < at + len(piece))]
+            for seq, event_id in zip(inside.tolist(), piece.take(pa.array(inside - at)).to_pylist(), strict=True):
+                ids[seq] = event_id
+            at += len(piece)
+        first: dict[str, tuple[tuple[int, ...], int]] = {}
+        for run, table in enumerate(tables):
+            seqs = np.asarray(table.column("seq").to_numpy())
+            for row in np.flatnonzero(np.isin(seqs, suspects)).tolist():
+                seq = int(seqs[row])
                 place = (*(int(table.column(f"k{k}")[row].as_py()) for k in range(self.keys)), run, row)
-                seen = first.get(event_id)
+                seen = first.get(ids[seq])
                 if seen is None or place < seen[0]:
                     if seen is not None:
-                        keep[seen[1]][seen[2]] = False
-                    first[event_id] = (place, run, row)
+                        write[seen[1]] = False
+                    first[ids[seq]] = (place, seq)
                 else:
-                    keep[run][row] = False
-        return keep
+                    write[seq] = False
 
     def close(self) -> None:
         """Drop the events and remove the runs on disk."""
         self._pending, self._pending_bytes = [], 0
-        self._runs, self._hashes = [], []
+        self._runs, self._hashes, self._ids = [], [], []
+        if self._ids_file is not None:
+            self._ids_file[0].close()
+            self._ids_file = None
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -241,8 +302,14 @@ class EventBatch:
         self.close()
 
 
-def merged(runs: Sequence[pa.Table], keys: int, keep: Sequence[npt.NDArray[np.bool_]]) -> Iterator[pa.Buffer | bytes]:
+class _Closed:
+    def close(self) -> None:
+        """Nothing left to close."""
+
+
+def merged(plan: Plan, keys: int) -> Iterator[pa.Buffer | bytes]:
     """Yield the kept records' bytes of sorted runs in key order (ties in run order), a window at a time."""
+    runs, keep = plan.runs, plan.keep
     if len(runs) == 1:
         table, mask = runs[0], keep[0]
         for start in range(0, table.num_rows, _WINDOW):
@@ -298,18 +365,7 @@ def _body(records: pa.BinaryArray | pa.ChunkedArray) -> pa.Buffer | bytes:
     return data.slice(start, stop - start)
 
 
-def sizes(runs: Sequence[pa.Table], keep: Sequence[npt.NDArray[np.bool_]]) -> tuple[int, int]:
-    """Return (events, bytes) of the kept records."""
-    count = size = 0
-    for table, mask in zip(runs, keep, strict=True):
-        lengths = np.asarray(pc.binary_length(table.column("record")).to_numpy(), np.int64) if table.num_rows else None
-        if lengths is not None:
-            count += int(mask.sum())
-            size += int(lengths[mask].sum())
-    return count, size
-
-
-def _ids(column: Any, n: int) -> pa.StringArray:
+def _ids(column: Any, n: int) -> pa.Array:
     """Return the event_id column as pyarrow strings (a coded or constant one materialised)."""
     if column is None:
         raise EventValidationError("events without an event_id column", field="event_id", value=None)

@@ -30,13 +30,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import pyarrow as pa
-
 from ledger.codec import trusted_from_record, union_schema
 from ledger.errors import ConfigError, EventValidationError, LogError
 from ledger.events import Event
 from ledger.log.avro_encode import varint
-from ledger.log.batch import EventBatch, merged, sizes
+from ledger.log.batch import EventBatch, merged
 from ledger.log.checks import FULL_NAMES, SHORT_NAMES, check_batch, explain_unencodable
 from ledger.log.container import SYNC_SIZE, BlockEncoder, write_all
 from ledger.log.lockfile import LOCK_NAME, WriterLock
@@ -336,22 +334,18 @@ class EventLog:
             writer = self._writer or self._become_writer(required=True)
             assert writer is not None
             known = writer.known_ids()
-            runs = batch.runs()
-            keep = batch.repeats(runs, known)
-            count, size = sizes(runs, keep)
-            if not count:
+            plan = batch.plan(known)
+            if not plan.count:
                 return 0
-            ids: list[str] | None = None
-            if not batch.spilled:  # in memory, in block order: kept as the other appends keep them
-                ids = runs[0].column("id").filter(pa.array(keep[0])).to_pylist()
-                known.update(ids)
+            if plan.ids is not None:
+                known.update(plan.ids)
             try:
-                writer.write_pieces(count, size, merged(runs, batch.keys, keep), ids)
+                writer.write_pieces(plan.count, plan.size, merged(plan, batch.keys), plan.ids)
             except BaseException:
-                if ids is not None:
-                    known.difference_update(ids)  # a failed append leaves its ids unknown
+                if plan.ids is not None:
+                    known.difference_update(plan.ids)  # a failed append leaves its ids unknown
                 raise
-            return count
+            return plan.count
 
     def append_encoded(self, ids: Sequence[str], encoded: Sequence[bytes]) -> int:
         """Append records given as their Avro bytes (``encoded[i]`` holds the event ``ids[i]``) as one durable batch.
