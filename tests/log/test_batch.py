@@ -108,7 +108,8 @@ def test_a_batch_that_fails_to_write_leaves_the_segment_as_it_was(
     def spilled_batch() -> EventBatch:
         batch = EventBatch(1, memory=1)
         for k in range(4):
-            batch.add("CheckpointWritten", checkpoints([f"b{k}", f"c{k}"], [10 - k, 20 + k]), 2, [np.array([10 - k, 20 + k])])
+            times = [10 - k, 20 + k]
+            batch.add("CheckpointWritten", checkpoints([f"b{k}", f"c{k}"], times), 2, [np.array(times)])
         return batch
 
     monkeypatch.setattr(container_module.os, "write", fills_up)
