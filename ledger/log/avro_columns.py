@@ -234,10 +234,16 @@ def _vector(kind: str, spec: FieldSpec, column: np.ndarray | pa.Array) -> list[P
             wrong = (numbers < -(2**31)) | (numbers > 2**31 - 1)
             if wrong.any():
                 raise _Refused(int(np.flatnonzero(wrong)[0]))
+        if len(numbers) and numbers.min() == numbers.max():  # the same in every row: its bytes once, a constant
+            return [varints(zigzag(numbers[:1])).to_pylist()[0]]
         return [varints(zigzag(numbers))]
     if kind == "boolean":
         flags = _numpy(column, "b")
-        return None if flags is None else [_fixed(flags.astype(np.uint8), 1)]
+        if flags is None:
+            return None
+        if len(flags) and (flags.all() or not flags.any()):  # the same in every row: a constant
+            return [b"\x01" if flags[0] else b"\x00"]
+        return [_fixed(flags.astype(np.uint8), 1)]
     if kind == "double":
         reals = _numpy(column, "fiu")
         if reals is None or (reals.dtype.kind in "iu" and np.abs(reals).max(initial=0) > 2**53):
@@ -382,6 +388,8 @@ def varints(values: npt.NDArray[np.uint64], present: npt.NDArray[np.bool_] | Non
         bytes_[:, k] = ((values >> _U64(7 * k)) & _U64(0x7F)) | more
     if present is not None:
         lengths = np.where(present, lengths, 0)
+    if present is None and n and int(lengths.min()) == width:  # all as long (times of one era): no gaps to close
+        return _binary(lengths, bytes_.reshape(-1))
     keep = np.arange(width)[None, :] < lengths[:, None]
     return _binary(lengths, bytes_[keep])
 

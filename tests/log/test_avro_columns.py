@@ -73,7 +73,7 @@ def as_columns(full: str, records: list[dict[str, Any]], form: str) -> dict[str,
 
 @pytest.mark.parametrize("type_name", sorted(ev.EVENT_TYPES))
 @pytest.mark.parametrize("form", FORMS)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_every_event_written_as_columns_is_the_per_record_encoders_bytes(
     type_name: str, form: str, data: st.DataObject
