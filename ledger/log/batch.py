@@ -52,16 +52,100 @@ def _encoder() -> ColumnEncoder:
     return ColumnEncoder(union_encoder(union_schema()))  # type: ignore[arg-type]  # the log's schema is a union
 
 
+class _Memory:
+    """The encoded events of a batch since its last run, in one byte buffer reused from run to run.
+
+    A run's records are copied in as they come (each part sorted) and its keys kept beside them; a
+    buffer that is reused faults its pages in once, where new arrays for every part fault them in again.
+    """
+
+    def __init__(self, keys: int, memory: int) -> None:
+        self.keys = keys
+        self.data = np.empty(memory, np.uint8)  # (pages are only given as they are first written)
+        self.used = 0
+        self.lengths: list[npt.NDArray[np.int64]] = []
+        self.key_parts: list[list[npt.NDArray[np.int64]]] = []
+        self.seqs: list[npt.NDArray[np.int64]] = []
+
+    @property
+    def parts(self) -> int:
+        return len(self.seqs)
+
+    @property
+    def bytes(self) -> int:
+        """Return the bytes held: records, and the sort keys and sequence of each."""
+        return self.used + 8 * (self.keys + 2) * sum(len(s) for s in self.seqs)
+
+    def add(self, records: pa.BinaryArray, keys: list[npt.NDArray[np.int64]], seq: npt.NDArray[np.int64]) -> None:
+        offsets = np.frombuffer(records.buffers()[1], np.int32, count=len(records) + 1, offset=records.offset * 4)
+        start, stop = int(offsets[0]), int(offsets[-1])
+        if self.used + stop - start > len(self.data):
+            grown = np.empty(max(2 * len(self.data), self.used + stop - start), np.uint8)
+            grown[: self.used] = self.data[: self.used]
+            self.data = grown
+        self.data[self.used : self.used + stop - start] = np.frombuffer(records.buffers()[2], np.uint8)[start:stop]
+        self.used += stop - start
+        self.lengths.append(np.diff(offsets).astype(np.int64))
+        self.key_parts.append(keys)
+        self.seqs.append(seq)
+
+    def table(self) -> pa.Table:
+        """Return the records (a view of the buffer), keys and sequence as one table, parts one after the other."""
+        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int64)
+        offsets = np.zeros(len(lengths) + 1, np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        records = pa.Array.from_buffers(
+            pa.binary(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(self.data[: self.used])]
+        )
+        none = np.zeros(0, np.int64)
+        columns: dict[str, Any] = {"record": records}
+        for k in range(self.keys):
+            columns[f"k{k}"] = np.concatenate([p[k] for p in self.key_parts]) if self.key_parts else none
+        columns["seq"] = np.concatenate(self.seqs) if self.seqs else none
+        return pa.table(columns)
+
+    def clear(self) -> None:
+        """Forget the events (the buffer stays, for the next run)."""
+        self.used = 0
+        self.lengths, self.key_parts, self.seqs = [], [], []
+
+
+class _Run:
+    """Events in key order: a run on disk, or what is in memory seen through the order of its keys.
+
+    ``keys`` and ``seq`` are whole columns (in key order); ``records(a, b)`` gathers the records of
+    rows ``a:b`` only, so what is in memory is never copied whole.
+    """
+
+    def __init__(self, table: pa.Table, keys: int, order: npt.NDArray[np.int64] | None = None) -> None:
+        self.table = table
+        self.order = order  # rows of ``table`` in key order (None: the table is in key order)
+        self.num_rows = table.num_rows
+        self.keys = [self._ordered(table.column(f"k{k}")) for k in range(keys)]
+        self.seq = self._ordered(table.column("seq"))
+        self.lengths = self._ordered(pc.binary_length(table.column("record")))
+        self._records = table.column("record")
+
+    def _ordered(self, column: pa.ChunkedArray) -> npt.NDArray[np.int64]:
+        values: npt.NDArray[np.int64] = np.asarray(column.to_numpy(), np.int64)
+        return values if self.order is None else values[self.order]
+
+    def records(self, a: int, b: int) -> pa.BinaryArray:
+        """Return the records of rows a:b (in key order)."""
+        if self.order is None:
+            return self._records.slice(a, b - a).combine_chunks()
+        return self._records.chunk(0).take(pa.array(self.order[a:b]))  # (what is in memory: one chunk)
+
+
 class Plan:
     """What appending a batch writes: the runs in key order, which of their events to write, how many and bytes."""
 
-    def __init__(self, runs: list[pa.Table], keep: list[npt.NDArray[np.bool_]], ids: list[str] | None) -> None:
+    def __init__(self, runs: list[_Run], keep: list[npt.NDArray[np.bool_]], ids: list[str] | None) -> None:
         self.runs = runs
         self.keep = keep
         self.ids = ids  # the event_ids written, in block order; None when the batch was too big to keep them
         self.count = sum(int(k.sum()) for k in keep)
-        lengths = (np.asarray(pc.binary_length(t.column("record")).to_numpy(), np.int64) for t in runs)
-        self.size = sum(int(n[k].sum()) for n, k in zip(lengths, keep, strict=True))
+        self.size = sum(int(run.lengths[k].sum()) for run, k in zip(runs, keep, strict=True))
 
 
 class EventBatch:
@@ -76,8 +160,7 @@ class EventBatch:
         self._spill_dir = spill
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._encoder = _encoder()
-        self._pending: list[pa.RecordBatch] = []  # record, keys, seq: not yet sorted
-        self._pending_bytes = 0
+        self._memory = _Memory(keys, self.memory)  # added since the last run was written, each part sorted
         self._runs: list[Path] = []
         self._ids: list[pa.Array] = []  # event_ids, in the order added, while they are in memory
         self._ids_file: Any = None  # ... and once the batch spilled, on disk
@@ -142,22 +225,20 @@ class EventBatch:
         except UnencodableValue as exc:
             where = None if exc.event_id is None else f"event {exc.event_id!r}"
             raise EventValidationError(str(exc), field=exc.field, value=exc.value, where=where) from None
-        fields: dict[str, Any] = {"record": records}
-        for k, key in enumerate(keys):
-            fields[f"k{k}"] = np.full(n, key, np.int64) if isinstance(key, int | np.integer) else _int64(key, n)
-        fields["seq"] = np.arange(self._seq, self._seq + n, dtype=np.int64)
-        ids = _ids(columns.get("event_id"), n)
-        self._ids.append(ids)
-        self._seq += n
-        self.counts[type_name] += n
-        part = pa.RecordBatch.from_pydict(fields)
-        if self.keys and not _in_order([fields[f"k{k}"] for k in range(self.keys)]):
+        columns_of_keys = [np.full(n, key, np.int64) if isinstance(key, int | np.integer) else _int64(key, n)
+                           for key in keys]  # fmt: skip
+        seq = np.arange(self._seq, self._seq + n, dtype=np.int64)
+        if self.keys and not _in_order(columns_of_keys):
             # sorted now, while it is small: the sort of everything in memory then reads each part in
             # order, one after the other, several times faster than gathering records from anywhere
-            part = part.take(pc.sort_indices(part, sort_keys=[(f"k{k}", "ascending") for k in range(self.keys)]))
-        self._pending.append(part)
-        self._pending_bytes += part.nbytes
-        if self._pending_bytes >= self.memory:
+            order = np.lexsort(columns_of_keys[::-1])
+            records, seq = records.take(pa.array(order)), seq[order]
+            columns_of_keys = [k[order] for k in columns_of_keys]
+        self._ids.append(_ids(columns.get("event_id"), n))
+        self._seq += n
+        self.counts[type_name] += n
+        self._memory.add(records, columns_of_keys, seq)
+        if self._memory.bytes >= self.memory:
             self._spill()
 
     def _hash_ids(self) -> None:
@@ -183,34 +264,37 @@ class EventBatch:
 
     # --- in key order ---------------------------------------------------------------------------------
 
-    def _sorted_pending(self) -> pa.Table:
-        """Return what is in memory sorted by the keys (a stable sort: ties in the order added), and forget it."""
+    def _pending_run(self) -> _Run:
+        """Return what is in memory as a run in key order (a stable sort: ties in the order added), and forget it.
+
+        Each part was sorted when it was added, so the rows are read one part after the other.
+        """
         self._hash_ids()
-        if not self._pending:
-            return pa.table({
-                "record": pa.array([], pa.binary()), **{f"k{k}": pa.array([], pa.int64()) for k in range(self.keys)},
-                "seq": pa.array([], pa.int64()),
-            })  # fmt: skip
-        table = pa.Table.from_batches(self._pending)
-        self._pending, self._pending_bytes = [], 0
-        if self.keys:
-            order = pc.sort_indices(table, sort_keys=[(f"k{k}", "ascending") for k in range(self.keys)])
-            table = table.take(order)
-        return table.combine_chunks()
+        table = self._memory.table()
+        order = None
+        if self.keys and self._memory.parts > 1:  # (one part alone was sorted when added)
+            order = np.asarray(pc.sort_indices(table, sort_keys=[(f"k{k}", "ascending") for k in range(self.keys)]))
+        self._memory.clear()
+        return _Run(table, self.keys, order)
 
     def _spill(self) -> None:
-        """Sort what is in memory and write it to a new run on disk; move the ids met so far to disk."""
+        """Write what is in memory to a new run on disk, in key order; move the ids met so far to disk."""
         if self._tmp is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="gpuledger-batch-", dir=self._spill_dir)
-        table = self._sorted_pending()
+        run = self._pending_run()
         folder = Path(self._tmp.name)
         path = folder / f"run{len(self._runs):05d}.arrow"
-        with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, table.schema) as out:
-            out.write_table(table, max_chunksize=_WINDOW)
+        schema = pa.schema([("record", pa.binary()), *((f"k{k}", pa.int64()) for k in range(self.keys)),
+                            ("seq", pa.int64())])  # fmt: skip
+        with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, schema) as out:
+            for a in range(0, run.num_rows, _WINDOW):
+                b = min(run.num_rows, a + _WINDOW)
+                columns = [run.records(a, b), *(pa.array(k[a:b]) for k in run.keys),
+                           pa.array(run.seq[a:b])]  # fmt: skip
+                out.write_batch(pa.record_batch(columns, schema=schema))
         self._runs.append(path)
         if self._ids_file is None:
-            schema = pa.schema([("id", pa.string())])
-            self._ids_file = (ipc.new_stream(str(folder / "ids.arrow"), schema), 0)
+            self._ids_file = (ipc.new_stream(str(folder / "ids.arrow"), pa.schema([("id", pa.string())])), 0)
         writer, written = self._ids_file
         for ids in self._ids:
             writer.write_batch(pa.record_batch([ids.cast(pa.string())], names=["id"]))
@@ -234,9 +318,9 @@ class EventBatch:
         An event_id repeated in the batch is kept where it comes first in the block (key order, ties
         in the order added). Repeats are found by the ids' hashes, then their ids compared.
         """
-        tables = [ipc.open_file(pa.memory_map(str(path))).read_all() for path in self._runs]
-        if self._pending or not tables:
-            tables.append(self._sorted_pending())
+        runs = [_Run(ipc.open_file(pa.memory_map(str(path))).read_all(), self.keys) for path in self._runs]
+        if self._memory.parts or not runs:
+            runs.append(self._pending_run())
         self._hash_ids()
         write = np.ones(self._seq, np.bool_)  # in the order added
         if known:  # ids already in the log (Python strings: checked a window at a time)
@@ -251,18 +335,15 @@ class EventBatch:
         ordered = np.sort(hashes)
         twice = ordered[1:][ordered[1:] == ordered[:-1]]
         if len(twice):  # rows that share a hash with another: compare their ids
-            self._first_of_each(tables, np.flatnonzero(np.isin(hashes, twice) & write), write)
-        keep = [write[np.asarray(t.column("seq").to_numpy())] for t in tables]
+            self._first_of_each(runs, np.flatnonzero(np.isin(hashes, twice) & write), write)
+        keep = [write[run.seq] for run in runs]
         ids = None
         if not self.spilled:  # in memory: kept in block order, as the other appends keep them
             every = pa.chunked_array(self._ids, pa.string()) if self._ids else pa.chunked_array([], pa.string())
-            seq = pa.array(tables[0].column("seq").combine_chunks().filter(pa.array(keep[0])))
-            ids = every.take(seq).to_pylist()
-        return Plan(tables, keep, ids)
+            ids = every.take(pa.array(runs[0].seq[keep[0]])).to_pylist()
+        return Plan(runs, keep, ids)
 
-    def _first_of_each(
-        self, tables: list[pa.Table], suspects: npt.NDArray[np.int64], write: npt.NDArray[np.bool_]
-    ) -> None:
+    def _first_of_each(self, runs: list[_Run], suspects: npt.NDArray[np.int64], write: npt.NDArray[np.bool_]) -> None:
         """Write only the first (in block order) of the ``suspects`` (by seq) that share an event_id."""
         ids: dict[int, str] = {}
         at = 0
@@ -272,11 +353,10 @@ class EventBatch:
                 ids[seq] = event_id
             at += len(piece)
         first: dict[str, tuple[tuple[int, ...], int]] = {}
-        for run, table in enumerate(tables):
-            seqs = np.asarray(table.column("seq").to_numpy())
-            for row in np.flatnonzero(np.isin(seqs, suspects)).tolist():
-                seq = int(seqs[row])
-                place = (*(int(table.column(f"k{k}")[row].as_py()) for k in range(self.keys)), run, row)
+        for at_run, run in enumerate(runs):
+            for row in np.flatnonzero(np.isin(run.seq, suspects)).tolist():
+                seq = int(run.seq[row])
+                place = (*(int(k[row]) for k in run.keys), at_run, row)
                 seen = first.get(ids[seq])
                 if seen is None or place < seen[0]:
                     if seen is not None:
@@ -287,7 +367,7 @@ class EventBatch:
 
     def close(self) -> None:
         """Drop the events and remove the runs on disk."""
-        self._pending, self._pending_bytes = [], 0
+        self._memory.clear()
         self._runs, self._hashes, self._ids = [], [], []
         if self._ids_file is not None:
             self._ids_file[0].close()
@@ -311,28 +391,27 @@ class _Closed:
         """Nothing left to close."""
 
 
-def merged(plan: Plan, keys: int) -> Iterator[pa.Buffer | bytes]:
-    """Yield the kept records' bytes of sorted runs in key order (ties in run order), a window at a time."""
+def merged(plan: Plan) -> Iterator[pa.Buffer | bytes]:
+    """Yield the kept records' bytes of the plan's runs in key order (ties in run order), a window at a time."""
     runs, keep = plan.runs, plan.keep
     if len(runs) == 1:
-        table, mask = runs[0], keep[0]
-        for start in range(0, table.num_rows, _WINDOW):
-            piece = table.column("record").slice(start, _WINDOW)
-            wanted = mask[start : start + _WINDOW]
+        run, mask = runs[0], keep[0]
+        for a in range(0, run.num_rows, _WINDOW):
+            b = min(run.num_rows, a + _WINDOW)
+            piece = run.records(a, b)
+            wanted = mask[a:b]
             if not wanted.all():
                 piece = piece.filter(pa.array(wanted))
             yield _body(piece)
         return
-    order = [f"k{k}" for k in range(keys)]
-    columns = [[np.asarray(t.column(c).to_numpy()) for c in order] for t in runs]
     at = [0] * len(runs)
-    ends = [t.num_rows for t in runs]
+    ends = [run.num_rows for run in runs]
     while True:
         live = [r for r in range(len(runs)) if at[r] < ends[r]]
         if not live:
             return
         # everything up to the first of the windows' last rows (by key, then run) can be written now
-        last = [(_row_key(columns[r], at[r] + _WINDOW - 1), r) for r in live if at[r] + _WINDOW < ends[r]]
+        last = [(_row_key(runs[r].keys, at[r] + _WINDOW - 1), r) for r in live if at[r] + _WINDOW < ends[r]]
         limit, first = min(last) if last else ((), len(runs))
         picked: list[tuple[int, int, int]] = []
         for r in live:
@@ -340,15 +419,16 @@ def merged(plan: Plan, keys: int) -> Iterator[pa.Buffer | bytes]:
             if last and r != first:
                 # a run before the first one may give rows of the limit's key, one after it only lower keys
                 find = bisect.bisect_right if r < first else bisect.bisect_left
-                cols = columns[r]
-                stop = at[r] + find(range(at[r], stop), limit, key=lambda i: _row_key(cols, i))
+                run_keys = runs[r].keys
+                stop = at[r] + find(range(at[r], stop), limit, key=lambda i: _row_key(run_keys, i))
             if stop > at[r]:
                 picked.append((r, at[r], stop))
-        gathered = pa.concat_tables([runs[r].slice(a, b - a).select(["record", *order]) for r, a, b in picked])
+        gathered = {f"k{k}": np.concatenate([runs[r].keys[k][a:b] for r, a, b in picked]) for k in
+                    range(len(runs[0].keys))}  # fmt: skip
+        sort = np.asarray(pc.sort_indices(pa.table(gathered), sort_keys=[(c, "ascending") for c in gathered]))
         wanted = np.concatenate([keep[r][a:b] for r, a, b in picked])
-        sort = np.asarray(pc.sort_indices(gathered, sort_keys=[(c, "ascending") for c in order]).to_numpy())
-        sort = sort[wanted[sort]]
-        yield _body(gathered.column("record").take(pa.array(sort)).combine_chunks())
+        records = pa.chunked_array([runs[r].records(a, b) for r, a, b in picked], pa.binary())
+        yield _body(records.take(pa.array(sort[wanted[sort]])))
         for r, _, b in picked:
             at[r] = b
 

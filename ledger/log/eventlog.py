@@ -340,7 +340,7 @@ class EventLog:
             if plan.ids is not None:
                 known.update(plan.ids)
             try:
-                writer.write_pieces(plan.count, plan.size, merged(plan, batch.keys), plan.ids)
+                writer.write_pieces(plan.count, plan.size, merged(plan), plan.ids)
             except BaseException:
                 if plan.ids is not None:
                     known.difference_update(plan.ids)  # a failed append leaves its ids unknown
