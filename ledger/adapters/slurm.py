@@ -300,6 +300,8 @@ _STATES = tuple(sorted(_KNOWN))  # a record's state is its index here
 _TASK_BITS = 22  # a record's place in the file: its line, then its array task (a range names fewer than 4M)
 LINES = 1 << 18
 """Lines read at a time when they are given as strings (a file is read a piece of bytes at a time)."""
+TABLES = 128 << 20
+"""Bytes of checked records kept in memory until the jobs are assembled; the older chunks wait on disk."""
 # What ``str.splitlines`` ends a line at, besides "\n", "\r\n" and a lone "\r" (a file with a carriage return and
 # any of them is split as Python splits it), as UTF-8: each looked for alone (memchr), faster than one pattern
 _OTHER_BREAK_BYTES = (b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
@@ -396,7 +398,8 @@ class _Reading:
         self.layout: _Layout | None = None
         self.stood_in = False
         self.chunks: list[tuple[pa.RecordBatch, pa.RecordBatch]] = []  # (records, steps) while in memory
-        self.spilled = 0  # chunks on disk
+        self.spilled = 0  # chunks on disk (the first ones)
+        self.held = 0  # bytes of the chunks in memory
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self.job_refusals: list[tuple[int, int, str]] = []  # (rank, line, reason) of records that made no job
 
@@ -407,10 +410,9 @@ class _Reading:
         if tables is None:
             return
         self.chunks.append(tables)
-        if len(self.chunks) > 1 or self.spilled:  # more than one chunk: they wait on disk
-            for pair in self.chunks:
-                self._spill(pair)
-            self.chunks = []
+        self.held += tables[0].nbytes + tables[1].nbytes
+        while self.held > TABLES and len(self.chunks) > 1:  # the oldest wait on disk
+            self._spill(self.chunks.pop(0))
 
     def _spill(self, pair: tuple[pa.RecordBatch, pa.RecordBatch]) -> None:
         if self._tmp is None:
@@ -418,25 +420,29 @@ class _Reading:
         for name, table in zip(("records", "steps"), pair, strict=True):
             with ipc.new_file(str(Path(self._tmp.name) / f"{name}{self.spilled:05d}.arrow"), table.schema) as out:
                 out.write_batch(table)
+        self.held -= pair[0].nbytes + pair[1].nbytes
         self.spilled += 1
 
-    def _spilled(self) -> Iterator[tuple[pa.Table, pa.Table]]:
-        assert self._tmp is not None
-        folder = Path(self._tmp.name)
+    def _all_chunks(self) -> Iterator[tuple[pa.Table, pa.Table]]:
+        """Yield every chunk's (records, steps) in file order: those on disk first (read, not mapped), then the rest."""
         for k in range(self.spilled):
-            records, steps = (
-                ipc.open_file(pa.memory_map(str(folder / f"{name}{k:05d}.arrow"))).read_all()
-                for name in ("records", "steps")
-            )
-            yield records, steps
+            assert self._tmp is not None
+            pair = []
+            for name in ("records", "steps"):
+                with pa.OSFile(str(Path(self._tmp.name) / f"{name}{k:05d}.arrow")) as source:
+                    pair.append(ipc.open_file(source).read_all())
+            yield pair[0], pair[1]
+        for records, steps in self.chunks:
+            yield pa.Table.from_batches([records]), pa.Table.from_batches([steps])
 
     def finish(self) -> ImportResult:
         """Assemble the jobs of every chunk, add their events, and return the result."""
         try:
-            if self.spilled:
+            if self.spilled + len(self.chunks) > 1:
                 self._assemble_spread()
-            for records, steps in self.chunks:
-                _jobs(pa.Table.from_batches([records]), pa.Table.from_batches([steps]), self)
+            else:
+                for records, steps in self._all_chunks():
+                    _jobs(records, steps, self)
             for _, line, reason in sorted(self.job_refusals):
                 self.res.reject(line, reason)
             if self.stood_in:
@@ -451,7 +457,7 @@ class _Reading:
         hashes: list[npt.NDArray[np.uint64]] = []
         chunk_of: list[Ints] = []
         with _Hasher() as hasher:
-            for k, (records, steps) in enumerate(self._spilled()):
+            for k, (records, steps) in enumerate(self._all_chunks()):
                 for table, ids in ((records, "rec_id"), (steps, "job")):
                     hashes.append(hasher.keys(table.column("cluster"), table.column(ids)))
                     chunk_of.append(np.full(table.num_rows, k, np.int64))
@@ -463,7 +469,7 @@ class _Reading:
         spread = np.unique(spread)
         at = 0
         later: list[tuple[pa.Table, pa.Table]] = []
-        for records, steps in self._spilled():
+        for records, steps in self._all_chunks():
             r_hash, s_hash = hashes[at], hashes[at + 1]
             at += 2
             r_far, s_far = np.isin(r_hash, spread), np.isin(s_hash, spread)

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from ledger.log.avro_encode import FieldSpec, UnencodableValue, UnionEncoder, refusal
 
-__all__ = ["Coded", "ColumnEncoder", "column_value"]
+__all__ = ["Coded", "ColumnEncoder", "ColumnField", "column_value"]
 
 Part: TypeAlias = "bytes | pa.BinaryArray"  # a constant, or a column of bytes; a record is its parts joined
 _EMPTY = pa.scalar(b"", pa.binary())
@@ -49,7 +49,7 @@ class Coded(NamedTuple):
     values: Sequence[Any]
 
 
-class _Field(NamedTuple):
+class ColumnField(NamedTuple):
     """How one field of a record is written from a column."""
 
     spec: FieldSpec
@@ -58,7 +58,7 @@ class _Field(NamedTuple):
     branch: bytes  # ... and the other branch's (empty when the field is no union)
 
 
-def _kind(encoder: UnionEncoder, spec: FieldSpec) -> _Field:
+def _kind(encoder: UnionEncoder, spec: FieldSpec) -> ColumnField:
     """Return how the column path writes a field, from its type in the schema."""
     schema, space = encoder.resolve(spec.schema, spec.namespace)
     null: bytes | None = None
@@ -67,14 +67,14 @@ def _kind(encoder: UnionEncoder, spec: FieldSpec) -> _Field:
         kinds = [encoder.resolve(b, space)[0] for b in schema]
         types = [k.get("type") if isinstance(k, dict) else None for k in kinds]
         if len(schema) != 2 or "null" not in types:
-            return _Field(spec, "values", None, b"")
+            return ColumnField(spec, "values", None, b"")
         at = types.index("null")
         null, branch = bytes((at << 1,)), bytes(((1 - at) << 1,))
         schema = kinds[1 - at]
     kind = _simple(schema)
     if kind == "values" or (kind == "enum" and null is not None):
-        return _Field(spec, "values", None, b"")
-    return _Field(spec, kind, null, branch)
+        return ColumnField(spec, "values", None, b"")
+    return ColumnField(spec, kind, null, branch)
 
 
 def _simple(schema: Any) -> str:
@@ -107,7 +107,8 @@ class ColumnEncoder:
 
     def __init__(self, encoder: UnionEncoder) -> None:
         self._encoder = encoder
-        self._fields = {full: [_kind(encoder, spec) for spec in specs] for full, specs in encoder.fields.items()}
+        self.fields = {full: [_kind(encoder, spec) for spec in specs] for full, specs in encoder.fields.items()}
+        """Each record's fields as the column path writes them, by full record name."""
 
     def encode(self, full: str, columns: Mapping[str, Any], n: int) -> pa.BinaryArray:
         """Return the bytes of ``n`` records of record ``full`` (union branch, then fields), one per row.
@@ -116,7 +117,7 @@ class ColumnEncoder:
         written as its default (or null), as the per-record encoder does. Raises UnencodableValue
         naming the first row's event, field and value that the field's encoder would refuse.
         """
-        fields = self._fields.get(full)
+        fields = self.fields.get(full)
         if fields is None:
             raise UnencodableValue("batch", "type", full, "not a record of the log's schema")
         unknown = set(columns) - {f.spec.name for f in fields}
@@ -140,7 +141,7 @@ class ColumnEncoder:
                 raise self._refusal(full, field, columns, refused.row) from None
         return join(parts, n)
 
-    def _refusal(self, full: str, field: _Field, columns: Mapping[str, Any], row: int) -> UnencodableValue:
+    def _refusal(self, full: str, field: ColumnField, columns: Mapping[str, Any], row: int) -> UnencodableValue:
         """Return the error for the value of ``field`` at ``row``, as the field's encoder phrases it."""
         short = full.rpartition(".")[2]
         value = column_value(columns.get(field.spec.name, field.spec.default), row)
@@ -167,7 +168,7 @@ def column_value(column: Any, row: int) -> Any:
 # --- the fields -------------------------------------------------------------------------------------
 
 
-def _field(field: _Field, column: Any, n: int) -> list[Part]:
+def _field(field: ColumnField, column: Any, n: int) -> list[Part]:
     """Return the parts that write one field of ``n`` rows from ``column``."""
     spec = field.spec
     if isinstance(column, Coded):

@@ -24,6 +24,7 @@ import os
 import tempfile
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +40,20 @@ from ledger.log.avro_columns import Coded, ColumnEncoder, column_value
 from ledger.log.avro_encode import UnencodableValue, union_encoder
 from ledger.log.checks import FULL_NAMES
 
-__all__ = ["MEMORY", "EventBatch", "Plan"]
+__all__ = ["MEMORY", "REMEMBERED", "EventBatch", "Plan", "column_encoder"]
 
 MEMORY = 256 << 20
 """Bytes of encoded events (and their sort keys) a batch keeps in memory before it sorts them into a run on disk."""
 
+REMEMBERED = 1 << 18
+"""Events a batch may hold for the log to remember their ids as strings once written (more: read back if needed)."""
 _SLICE = 1 << 18  # rows encoded in one call: bounds the temporaries (and a call's 2 GiB of records)
 _WINDOW = 1 << 16  # rows of each run read at a time while merging (and ids while looking for repeats)
 
 
-def _encoder() -> ColumnEncoder:
+@lru_cache(maxsize=1)
+def column_encoder() -> ColumnEncoder:
+    """Return the column encoder of the log's union schema (made once per process)."""
     return ColumnEncoder(union_encoder(union_schema()))  # type: ignore[arg-type]  # the log's schema is a union
 
 
@@ -111,20 +116,31 @@ class _Memory:
 
 
 class _Run:
-    """Events in key order: a run on disk, or what is in memory seen through the order of its keys.
+    """Events in key order: what is in memory seen through the order of its keys, or a run on disk.
 
-    ``keys`` and ``seq`` are whole columns (in key order); ``records(a, b)`` gathers the records of
-    rows ``a:b`` only, so what is in memory is never copied whole.
+    ``keys``, ``seq`` and ``lengths`` are whole columns (in key order); ``records(a, b)`` gathers
+    the records of rows ``a:b`` only, so what is in memory is never copied whole and a run on disk
+    is read a window at a time (not mapped: its pages would count as the process's memory).
     """
 
-    def __init__(self, table: pa.Table, keys: int, order: npt.NDArray[np.int64] | None = None) -> None:
-        self.table = table
+    def __init__(self, table: pa.Table | None, keys: int, order: npt.NDArray[np.int64] | None = None,
+                 path: Path | None = None) -> None:  # fmt: skip
         self.order = order  # rows of ``table`` in key order (None: the table is in key order)
+        self._file: Any = None
+        if path is not None:  # a run on disk: its keys now, its records when asked for
+            with pa.OSFile(str(path.with_suffix(".keys"))) as source:
+                table = ipc.open_file(source).read_all()
+            self._file = ipc.open_file(pa.OSFile(str(path)))
+            self._starts = np.arange(0, table.num_rows + _WINDOW, _WINDOW)  # (records are written a window a batch)
+            self._cached: tuple[int, pa.RecordBatch] | None = None
+        assert table is not None
         self.num_rows = table.num_rows
         self.keys = [self._ordered(table.column(f"k{k}")) for k in range(keys)]
         self.seq = self._ordered(table.column("seq"))
-        self.lengths = self._ordered(pc.binary_length(table.column("record")))
-        self._records = table.column("record")
+        self.lengths = self._ordered(
+            table.column("length") if path is not None else pc.binary_length(table.column("record"))
+        )
+        self._records = None if path is not None else table.column("record").chunk(0)
 
     def _ordered(self, column: pa.ChunkedArray) -> npt.NDArray[np.int64]:
         values: npt.NDArray[np.int64] = np.asarray(column.to_numpy(), np.int64)
@@ -132,9 +148,24 @@ class _Run:
 
     def records(self, a: int, b: int) -> pa.BinaryArray:
         """Return the records of rows a:b (in key order)."""
+        if self._records is None:
+            return self._read(a, b)
         if self.order is None:
-            return self._records.slice(a, b - a).combine_chunks()
-        return self._records.chunk(0).take(pa.array(self.order[a:b]))  # (what is in memory: one chunk)
+            return self._records.slice(a, b - a)
+        return self._records.take(pa.array(self.order[a:b]))
+
+    def _read(self, a: int, b: int) -> pa.BinaryArray:
+        """Return rows a:b of the run on disk, reading the windows they lie in."""
+        pieces = []
+        first = int(np.searchsorted(self._starts, a, side="right")) - 1
+        last = int(np.searchsorted(self._starts, b - 1, side="right")) - 1 if b > a else first
+        for i in range(first, last + 1):
+            if self._cached is None or self._cached[0] != i:
+                self._cached = (i, self._file.get_batch(i))
+            batch, start = self._cached[1], int(self._starts[i])
+            lo, hi = max(a, start) - start, min(b, start + batch.num_rows) - start
+            pieces.append(batch.column(0).slice(lo, hi - lo))
+        return pa.concat_arrays(pieces) if len(pieces) != 1 else pieces[0]
 
 
 class Plan:
@@ -159,10 +190,10 @@ class EventBatch:
         self.counts: Counter[str] = Counter()  # events added, by type
         self._spill_dir = spill
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self._encoder = _encoder()
+        self._encoder = column_encoder()
         self._memory = _Memory(keys, self.memory)  # added since the last run was written, each part sorted
         self._runs: list[Path] = []
-        self._ids: list[pa.Array] = []  # event_ids, in the order added, while they are in memory
+        self._ids: list[pa.Array | list[str]] = []  # event_ids, in the order added, while they are in memory
         self._ids_file: Any = None  # ... and once the batch spilled, on disk
         self._hashes: list[npt.NDArray[np.uint64]] = []  # of the event_ids, in the order added
         self._seq = 0
@@ -225,6 +256,26 @@ class EventBatch:
         except UnencodableValue as exc:
             where = None if exc.event_id is None else f"event {exc.event_id!r}"
             raise EventValidationError(str(exc), field=exc.field, value=exc.value, where=where) from None
+        self.counts[type_name] += n
+        self._take(records, _ids(columns.get("event_id"), n), keys)
+
+    def add_encoded(self, records: pa.BinaryArray, ids: list[str], keys: Sequence[Any] = ()) -> None:
+        """Add events already encoded, each a branch of the log's union, as the per-record encoder writes it.
+
+        For events made one by one as objects (the replay's): the generated per-record encoder is the
+        cheapest way from an object to its bytes, and the batch still writes them as one block, in
+        key order, without repeats. ``ids``: each record's event_id. Not counted by type.
+        """
+        if len(keys) != self.keys:
+            raise ValueError(f"{len(keys)} sort keys for a batch ordered by {self.keys}")
+        if len(ids) != len(records):
+            raise ValueError(f"{len(ids)} event ids for {len(records)} encoded records")
+        if len(records):
+            self._take(records, ids, list(keys))
+
+    def _take(self, records: pa.BinaryArray, ids: pa.Array | list[str], keys: Sequence[Any]) -> None:
+        """Keep encoded records (each part sorted by its keys) with their ids; spill when memory is full."""
+        n = len(records)
         columns_of_keys = [np.full(n, key, np.int64) if isinstance(key, int | np.integer) else _int64(key, n)
                            for key in keys]  # fmt: skip
         seq = np.arange(self._seq, self._seq + n, dtype=np.int64)
@@ -234,9 +285,8 @@ class EventBatch:
             order = np.lexsort(columns_of_keys[::-1])
             records, seq = records.take(pa.array(order)), seq[order]
             columns_of_keys = [k[order] for k in columns_of_keys]
-        self._ids.append(_ids(columns.get("event_id"), n))
+        self._ids.append(ids)
         self._seq += n
-        self.counts[type_name] += n
         self._memory.add(records, columns_of_keys, seq)
         if self._memory.bytes >= self.memory:
             self._spill()
@@ -248,7 +298,7 @@ class EventBatch:
 
             self._hasher = duckdb.connect()
         done = sum(len(h) for h in self._hashes)
-        fresh = pa.chunked_array(self._ids, pa.string()).slice(done - self._ids_written)
+        fresh = pa.chunked_array([_arrow(i) for i in self._ids], pa.string()).slice(done - self._ids_written)
         if not len(fresh):
             return
         self._hasher.register("batch_ids", pa.table({"id": fresh}))
@@ -264,12 +314,13 @@ class EventBatch:
 
     # --- in key order ---------------------------------------------------------------------------------
 
-    def _pending_run(self) -> _Run:
+    def _pending_run(self, hash_ids: bool = True) -> _Run:
         """Return what is in memory as a run in key order (a stable sort: ties in the order added), and forget it.
 
         Each part was sorted when it was added, so the rows are read one part after the other.
         """
-        self._hash_ids()
+        if hash_ids:
+            self._hash_ids()
         table = self._memory.table()
         order = None
         if self.keys and self._memory.parts > 1:  # (one part alone was sorted when added)
@@ -284,20 +335,19 @@ class EventBatch:
         run = self._pending_run()
         folder = Path(self._tmp.name)
         path = folder / f"run{len(self._runs):05d}.arrow"
-        schema = pa.schema([("record", pa.binary()), *((f"k{k}", pa.int64()) for k in range(self.keys)),
-                            ("seq", pa.int64())])  # fmt: skip
+        schema = pa.schema([("record", pa.binary())])
         with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, schema) as out:
             for a in range(0, run.num_rows, _WINDOW):
-                b = min(run.num_rows, a + _WINDOW)
-                columns = [run.records(a, b), *(pa.array(k[a:b]) for k in run.keys),
-                           pa.array(run.seq[a:b])]  # fmt: skip
-                out.write_batch(pa.record_batch(columns, schema=schema))
+                out.write_batch(pa.record_batch([run.records(a, min(run.num_rows, a + _WINDOW))], schema=schema))
+        keys = pa.table({**{f"k{k}": run.keys[k] for k in range(self.keys)}, "seq": run.seq, "length": run.lengths})
+        with pa.OSFile(str(path.with_suffix(".keys")), "wb") as sink, ipc.new_file(sink, keys.schema) as out:
+            out.write_table(keys)
         self._runs.append(path)
         if self._ids_file is None:
             self._ids_file = (ipc.new_stream(str(folder / "ids.arrow"), pa.schema([("id", pa.string())])), 0)
         writer, written = self._ids_file
         for ids in self._ids:
-            writer.write_batch(pa.record_batch([ids.cast(pa.string())], names=["id"]))
+            writer.write_batch(pa.record_batch([_arrow(ids)], names=["id"]))
             written += len(ids)
         self._ids_file, self._ids = (writer, written), []
 
@@ -307,20 +357,29 @@ class EventBatch:
             assert self._tmp is not None
             self._ids_file[0].close()
             self._ids_file = (_Closed(), self._ids_file[1])
-            with pa.memory_map(str(Path(self._tmp.name) / "ids.arrow")) as source:
+            with pa.OSFile(str(Path(self._tmp.name) / "ids.arrow")) as source:
                 for record_batch in ipc.open_stream(source):
                     yield record_batch.column(0)
-        yield from self._ids
+        yield from map(_arrow, self._ids)
 
     def plan(self, known: set[str]) -> Plan:
         """Return what appending the batch writes: its events less those in ``known`` and repeats.
 
         An event_id repeated in the batch is kept where it comes first in the block (key order, ties
-        in the order added). Repeats are found by the ids' hashes, then their ids compared.
+        in the order added). A small batch compares its ids as strings; a large one finds repeats by
+        the ids' hashes first, then compares the ids that share one.
         """
-        runs = [_Run(ipc.open_file(pa.memory_map(str(path))).read_all(), self.keys) for path in self._runs]
+        runs = [_Run(None, self.keys, path=path) for path in self._runs]
         if self._memory.parts or not runs:
-            runs.append(self._pending_run())
+            runs.append(self._pending_run(hash_ids=self._seq > REMEMBERED))
+        if not self.spilled and self._seq <= REMEMBERED:
+            every: list[str] = []
+            for ids in self._ids:
+                every += ids if isinstance(ids, list) else ids.to_pylist()
+            in_order = [every[at] for at in runs[0].seq.tolist()]  # block order
+            write_in_order = _first_of_each_id(in_order, known)
+            keep = [write_in_order]
+            return Plan(runs, keep, [i for i, w in zip(in_order, write_in_order.tolist(), strict=True) if w])
         self._hash_ids()
         write = np.ones(self._seq, np.bool_)  # in the order added
         if known:  # ids already in the log (Python strings: checked a window at a time)
@@ -338,9 +397,6 @@ class EventBatch:
             self._first_of_each(runs, np.flatnonzero(np.isin(hashes, twice) & write), write)
         keep = [write[run.seq] for run in runs]
         ids = None
-        if not self.spilled:  # in memory: kept in block order, as the other appends keep them
-            every = pa.chunked_array(self._ids, pa.string()) if self._ids else pa.chunked_array([], pa.string())
-            ids = every.take(pa.array(runs[0].seq[keep[0]])).to_pylist()
         return Plan(runs, keep, ids)
 
     def _first_of_each(self, runs: list[_Run], suspects: npt.NDArray[np.int64], write: npt.NDArray[np.bool_]) -> None:
@@ -433,6 +489,19 @@ def merged(plan: Plan) -> Iterator[pa.Buffer | bytes]:
             at[r] = b
 
 
+def _first_of_each_id(ids: list[str], known: set[str]) -> npt.NDArray[np.bool_]:
+    """Return which ids (in block order) to write: not in ``known``, and the first of each (set operations in C)."""
+    if known.isdisjoint(ids) and len(set(ids)) == len(ids):
+        return np.ones(len(ids), np.bool_)
+    seen: set[str] = set()
+    write = np.zeros(len(ids), np.bool_)
+    for at, event_id in enumerate(ids):
+        if event_id not in known and event_id not in seen:
+            seen.add(event_id)
+            write[at] = True
+    return write
+
+
 def _in_order(keys: list[npt.NDArray[np.int64]]) -> bool:
     """Tell whether rows are already in the order of their keys (the first key, then the next on a tie...)."""
     ahead = np.ones(len(keys[0]) - 1, np.bool_) if len(keys[0]) else np.zeros(0, np.bool_)
@@ -477,6 +546,10 @@ def _ids(column: Any, n: int) -> pa.Array:
     if isinstance(column, np.ndarray):
         return pa.array([column_value(column, r) for r in range(n)], pa.string())
     return pa.array([column] * n, pa.string())
+
+
+def _arrow(ids: pa.Array | list[str]) -> pa.Array:
+    return pa.array(ids, pa.string()) if isinstance(ids, list) else ids.cast(pa.string())
 
 
 def _int64(column: Any, n: int) -> npt.NDArray[np.int64]:

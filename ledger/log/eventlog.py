@@ -322,9 +322,9 @@ class EventLog:
         writer), as for ``append_records``: the columns were encoded when added to the batch, so
         nothing is validated or encoded here. The block holds the batch's events in the order of
         its sort keys. Deduplication, atomicity and durability are as for ``append``. A batch that
-        outgrew its memory (``EventBatch.spilled``) is merged from its runs while it is written,
-        and its ids are not kept in memory afterwards: a later append in this process reads them
-        back from the segment.
+        outgrew its memory (``EventBatch.spilled``) is merged from its runs while it is written. The
+        ids of a large batch (more than ``ledger.log.batch.REMEMBERED`` events: an import) are not
+        kept in memory afterwards: a later append by this object reads them back from the segment.
         """
         if self._readonly:
             raise LogError(f"{self._path}: opened read-only")

@@ -46,19 +46,26 @@ def in_small_pieces(monkeypatch: pytest.MonkeyPatch, read: Callable[[], ImportRe
 
 
 @pytest.mark.parametrize("name", SACCT_FILES)
-@pytest.mark.parametrize("size", [40, 333])
+@pytest.mark.parametrize(("size", "tables"), [(40, 1), (333, slurm.TABLES)])
 def test_a_sacct_file_read_a_few_lines_at_a_time_reads_as_it_reads_whole(
-    name: str, size: int, monkeypatch: pytest.MonkeyPatch
+    name: str, size: int, tables: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Read 40 bytes at a time with every chunk's records waiting on disk, or 333 at a time kept in memory."""
     opts = SlurmOptions(gpus_for_cpu_jobs=1, tz=ZoneInfo("America/Los_Angeles"))
     whole = import_sacct_file(SLURM / name, opts)
-    assert account(in_small_pieces(monkeypatch, lambda: import_sacct_file(SLURM / name, opts), size)) == account(whole)
+
+    def read() -> ImportResult:
+        monkeypatch.setattr(slurm, "TABLES", tables)
+        return import_sacct_file(SLURM / name, opts)
+
+    assert account(in_small_pieces(monkeypatch, read, size)) == account(whole)
 
 
 def test_sacct_lines_given_as_strings_read_in_chunks_as_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     opts = SlurmOptions(gpus_for_cpu_jobs=1, tz=ZoneInfo("Europe/Berlin"))
     whole = import_sacct(_mangled_sacct(), "mangled.log", opts)
     monkeypatch.setattr(slurm, "LINES", 7)
+    monkeypatch.setattr(slurm, "TABLES", 1)
     assert account(import_sacct(_mangled_sacct(), "mangled.log", opts)) == account(whole)
     assert len(whole.rejected) >= 100
 

@@ -37,7 +37,7 @@ SEGMENT = "00000001.avro"
 
 def kinds(full: str) -> dict[str, tuple[str, bool]]:
     """Return each field's vectorised kind and whether it may be null, as the column encoder sees it."""
-    return {f.spec.name: (f.kind, f.nullable is not None) for f in COLUMNS._fields[full]}
+    return {f.spec.name: (f.kind, f.nullable is not None) for f in COLUMNS.fields[full]}
 
 
 def column(values: list[Any], kind: str, nullable: bool, form: str) -> Any:
