@@ -201,11 +201,11 @@ def events(h: Histories, source: str) -> list[EventPart]:
     n = len(h)
     if not n:
         return []
-    base = _join(_cluster_prefix(h.cluster, source), h.workload_id, "/")  # {cluster}/{source}/{wid}/
+    prefix = _cluster_prefix(h.cluster, source)  # {cluster}/{source}/: an id is {prefix}{wid}/{what}
     wid = h.workload_id
     parts = [
         EventPart("WorkloadSubmitted", {
-            "event_id": _join(base, "submit"), "cluster": h.cluster, "time": h.submit, "schema_version": 2,
+            "event_id": _join(prefix, wid, "/submit"), "cluster": h.cluster, "time": h.submit, "schema_version": 2,
             "workload_id": wid, "budget": h.budget, "user": h.user, "gpus": h.gpus, "nodes": h.nodes,
             "min_runtime_s": h.min_runtime_s, "resumable": h.resumable, "priority": h.priority,
             "kind": Coded(h.kind, KINDS), "work_s": _maybe(h.work_s), "checkpoint_interval_s": None,
@@ -220,18 +220,19 @@ def events(h: Histories, source: str) -> list[EventPart]:
         attempt = np.arange(len(runs)) - first[of] + 1
         count = np.bincount(of, minlength=n)
         at = _EVENTS_PER_RUN * (attempt - 1) + 1
-        base_r, wid_r, cluster_r, rank_r = _take(base, of), _take(wid, of), _take(h.cluster, of), h.rank[of]
+        prefix_r, wid_r, cluster_r, rank_r = _take(prefix, of), _take(wid, of), _take(h.cluster, of), h.rank[of]
         number = pc.cast(pa.array(attempt), pa.string())
         parts.append(EventPart("WorkloadStarted", {
-            "event_id": _join(base_r, "start", number), "cluster": cluster_r, "time": runs.start, "schema_version": 1,
-            "workload_id": wid_r, "nodes": runs.hosts, "gpus": h.gpus[of], "allocated": h.min_runtime_s[of] > 0,
-            "protected_until": runs.start + h.min_runtime_s[of] * 1_000_000, "attempt": attempt,
+            "event_id": _join(prefix_r, wid_r, "/start", number), "cluster": cluster_r, "time": runs.start,
+            "schema_version": 1, "workload_id": wid_r, "nodes": runs.hosts, "gpus": h.gpus[of],
+            "allocated": h.min_runtime_s[of] > 0, "protected_until": runs.start + h.min_runtime_s[of] * 1_000_000,
+            "attempt": attempt,
         }, len(runs), (runs.start, rank_r, at)))  # fmt: skip
         stopped = np.flatnonzero(runs.ended & (runs.reason > 0))
         if len(stopped):
             s = pa.array(stopped, pa.int64())
             parts.append(EventPart("WorkloadPreempted", {
-                "event_id": _join(_take(base_r, stopped), "preempt", number.take(s)),
+                "event_id": _join(_take(prefix_r, stopped), _take(wid_r, stopped), "/preempt", number.take(s)),
                 "cluster": _take(cluster_r, stopped), "time": runs.end[stopped], "schema_version": 1,
                 "workload_id": _take(wid_r, stopped), "reason": Coded(runs.reason[stopped], REASONS),
                 "preempted_by": None,
@@ -240,7 +241,7 @@ def events(h: Histories, source: str) -> list[EventPart]:
             if len(again):
                 a = pa.array(again, pa.int64())
                 parts.append(EventPart("WorkloadRequeued", {
-                    "event_id": _join(_take(base_r, again), "requeue", number.take(a)),
+                    "event_id": _join(_take(prefix_r, again), _take(wid_r, again), "/requeue", number.take(a)),
                     "cluster": _take(cluster_r, again), "time": runs.end[again], "schema_version": 1,
                     "workload_id": _take(wid_r, again),
                 }, len(again), (runs.end[again], rank_r[again], at[again] + 2)))  # fmt: skip
@@ -248,8 +249,9 @@ def events(h: Histories, source: str) -> list[EventPart]:
     done = np.flatnonzero(h.outcome >= 0)
     if len(done):
         parts.append(EventPart("WorkloadCompleted", {
-            "event_id": _join(_take(base, done), "end"), "cluster": _take(h.cluster, done), "time": h.end[done],
-            "schema_version": 1, "workload_id": _take(wid, done), "outcome": Coded(h.outcome[done], OUTCOMES),
+            "event_id": _join(_take(prefix, done), _take(wid, done), "/end"), "cluster": _take(h.cluster, done),
+            "time": h.end[done], "schema_version": 1, "workload_id": _take(wid, done),
+            "outcome": Coded(h.outcome[done], OUTCOMES),
         }, len(done), (h.end[done], h.rank[done], story[done] + 1)))  # fmt: skip
     return parts
 

@@ -552,7 +552,9 @@ def _rows(lines: pa.StringArray, first: int, st: _Reading) -> tuple[pa.RecordBat
             st.layout = _Layout(NOHEADER_FIELDS, res.file)
     lay = st.layout
     res.rows_read += len(filled)
-    fields = pc.split_pattern(lines.take(pa.array(filled, pa.int64())), "|")
+    rows = lines.slice(int(filled[0]), len(filled)) if int(filled[-1]) - int(filled[0]) == len(filled) - 1 else (
+        lines.take(pa.array(filled, pa.int64())))  # (no blank line among them: a slice, no copy)
+    fields = pc.split_pattern(rows, "|")
     offsets = ints(fields.offsets)
     values = fields.values
     found = np.diff(offsets)

@@ -159,6 +159,9 @@ def run(args: argparse.Namespace) -> int:
             if log_dir in Path(name).resolve().parents:
                 raise InputError(f"--out {args.out}: holds the input {name}; import it from outside the log")
 
+    from ledger.allocator import reuse_freed_memory
+
+    reuse_freed_memory()
     budgets = load_budgets(args.budgets) if getattr(args, "budgets", None) else None
     charger = Charger(budgets) if budgets is not None else None
     # Each file's events go into one batch as they are read, the file's section of it (the budget

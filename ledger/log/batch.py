@@ -42,7 +42,7 @@ from ledger.log.checks import FULL_NAMES
 
 __all__ = ["MEMORY", "REMEMBERED", "EventBatch", "Plan", "column_encoder"]
 
-MEMORY = 256 << 20
+MEMORY = 512 << 20
 """Bytes of encoded events (and their sort keys) a batch keeps in memory before it sorts them into a run on disk."""
 
 REMEMBERED = 1 << 18
