@@ -140,6 +140,8 @@ class Seen:
         if not len(values):
             return np.zeros(0, np.int64)
         hi, lo = self._digests(values)
+        order = np.argsort(hi)  # searched in order: each search starts near the last one's end (cache, not RAM)
+        hi, lo, lines = hi[order], lo[order], lines[order]
         found = np.zeros(len(values), np.int64)
         for level_hi, level_lo, level_line in self._levels:
             at = np.minimum(np.searchsorted(level_hi, hi), len(level_hi) - 1)
@@ -153,7 +155,9 @@ class Seen:
                     k += 1
         new = found == 0
         self._add(hi[new], lo[new], lines[new])
-        return found
+        out = np.empty_like(found)
+        out[order] = found
+        return out
 
     def _add(self, hi: npt.NDArray[np.uint64], lo: npt.NDArray[np.uint64], lines: Ints) -> None:
         if not len(hi):
@@ -163,7 +167,7 @@ class Seen:
         while self._levels and len(self._levels[-1][0]) <= 2 * len(level[0]):
             last = self._levels.pop()
             level = tuple(np.concatenate((a, b)) for a, b in zip(last, level, strict=True))  # type: ignore[assignment]
-        order = np.argsort(level[0], kind="stable")
+        order = np.argsort(level[0], kind="stable")  # (two sorted halves: merged in one pass)
         self._levels.append((level[0][order], level[1][order], level[2][order]))
 
     def _digests(self, values: pa.StringArray) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
