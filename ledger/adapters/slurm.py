@@ -551,6 +551,8 @@ def _rows(lines: pa.StringArray, first: int, st: _Reading) -> tuple[pa.RecordBat
         else:
             st.layout = _Layout(NOHEADER_FIELDS, res.file)
     lay = st.layout
+    if not len(filled):  # the header alone
+        return None
     res.rows_read += len(filled)
     rows = lines.slice(int(filled[0]), len(filled)) if int(filled[-1]) - int(filled[0]) == len(filled) - 1 else (
         lines.take(pa.array(filled, pa.int64())))  # (no blank line among them: a slice, no copy)

@@ -58,101 +58,116 @@ def column_encoder() -> ColumnEncoder:
 
 
 class _Memory:
-    """The encoded events of a batch since its last run, in one byte buffer reused from run to run.
+    """The encoded events of a batch since its last run: its parts as they were added, each sorted by its keys."""
 
-    A run's records are copied in as they come (each part sorted) and its keys kept beside them; a
-    buffer that is reused faults its pages in once, where new arrays for every part fault them in again.
-    """
-
-    def __init__(self, keys: int, memory: int) -> None:
+    def __init__(self, keys: int) -> None:
         self.keys = keys
-        self.data = np.empty(memory, np.uint8)  # (pages are only given as they are first written)
-        self.used = 0
-        self.lengths: list[npt.NDArray[np.int64]] = []
+        self.records: list[pa.BinaryArray] = []
         self.key_parts: list[list[npt.NDArray[np.int64]]] = []
         self.seqs: list[npt.NDArray[np.int64]] = []
+        self.bytes = 0  # records, and the sort keys and sequence of each
 
     @property
     def parts(self) -> int:
         return len(self.seqs)
 
-    @property
-    def bytes(self) -> int:
-        """Return the bytes held: records, and the sort keys and sequence of each."""
-        return self.used + 8 * (self.keys + 2) * sum(len(s) for s in self.seqs)
-
     def add(self, records: pa.BinaryArray, keys: list[npt.NDArray[np.int64]], seq: npt.NDArray[np.int64]) -> None:
-        offsets = np.frombuffer(records.buffers()[1], np.int32, count=len(records) + 1, offset=records.offset * 4)
-        start, stop = int(offsets[0]), int(offsets[-1])
-        if self.used + stop - start > len(self.data):
-            grown = np.empty(max(2 * len(self.data), self.used + stop - start), np.uint8)
-            grown[: self.used] = self.data[: self.used]
-            self.data = grown
-        self.data[self.used : self.used + stop - start] = np.frombuffer(records.buffers()[2], np.uint8)[start:stop]
-        self.used += stop - start
-        self.lengths.append(np.diff(offsets).astype(np.int64))
+        self.records.append(records)
         self.key_parts.append(keys)
         self.seqs.append(seq)
-
-    def table(self) -> pa.Table:
-        """Return the records (a view of the buffer), keys and sequence as one table, parts one after the other."""
-        lengths = np.concatenate(self.lengths) if self.lengths else np.zeros(0, np.int64)
-        offsets = np.zeros(len(lengths) + 1, np.int32)
-        np.cumsum(lengths, out=offsets[1:])
-        records = pa.Array.from_buffers(
-            pa.binary(), len(lengths), [None, pa.py_buffer(offsets), pa.py_buffer(self.data[: self.used])]
-        )
-        none = np.zeros(0, np.int64)
-        columns: dict[str, Any] = {"record": records}
-        for k in range(self.keys):
-            columns[f"k{k}"] = np.concatenate([p[k] for p in self.key_parts]) if self.key_parts else none
-        columns["seq"] = np.concatenate(self.seqs) if self.seqs else none
-        return pa.table(columns)
+        self.bytes += records.nbytes + 8 * (self.keys + 1) * len(seq)
 
     def clear(self) -> None:
-        """Forget the events (the buffer stays, for the next run)."""
-        self.used = 0
-        self.lengths, self.key_parts, self.seqs = [], [], []
+        """Forget the events."""
+        self.records, self.key_parts, self.seqs = [], [], []
+        self.bytes = 0
 
 
 class _Run:
     """Events in key order: what is in memory seen through the order of its keys, or a run on disk.
 
     ``keys``, ``seq`` and ``lengths`` are whole columns (in key order); ``records(a, b)`` gathers
-    the records of rows ``a:b`` only, so what is in memory is never copied whole and a run on disk
-    is read a window at a time (not mapped: its pages would count as the process's memory).
+    the records of rows ``a:b`` only: from the parts in memory (each sorted, so a window reads each
+    in order), or from a run on disk a window at a time (not mapped: its pages would count as the
+    process's memory).
     """
 
-    def __init__(self, table: pa.Table | None, keys: int, order: npt.NDArray[np.int64] | None = None,
-                 path: Path | None = None) -> None:  # fmt: skip
-        self.order = order  # rows of ``table`` in key order (None: the table is in key order)
+    def __init__(self, keys: int, memory: _Memory | None = None, path: Path | None = None) -> None:
+        self.order: npt.NDArray[np.int64] | None = None  # rows of the parts in key order (None: one part, in order)
         self._file: Any = None
+        self._keys: list[npt.NDArray[np.int64]] | None = None
         if path is not None:  # a run on disk: its keys now, its records when asked for
             with pa.OSFile(str(path.with_suffix(".keys"))) as source:
                 table = ipc.open_file(source).read_all()
             self._file = ipc.open_file(pa.OSFile(str(path)))
             self._starts = np.arange(0, table.num_rows + _WINDOW, _WINDOW)  # (records are written a window a batch)
             self._cached: tuple[int, pa.RecordBatch] | None = None
-        assert table is not None
-        self.num_rows = table.num_rows
-        self.keys = [self._ordered(table.column(f"k{k}")) for k in range(keys)]
-        self.seq = self._ordered(table.column("seq"))
-        self.lengths = self._ordered(
-            table.column("length") if path is not None else pc.binary_length(table.column("record"))
-        )
-        self._records = None if path is not None else table.column("record").chunk(0)
+            self._keys = [np.asarray(table.column(f"k{k}").to_numpy(), np.int64) for k in range(keys)]
+            self.seq = np.asarray(table.column("seq").to_numpy(), np.int64)
+            self._lengths = np.asarray(table.column("length").to_numpy(), np.int64)
+            self.num_rows = table.num_rows
+            return
+        assert memory is not None
+        none = np.zeros(0, np.int64)
+        self._parts = memory.records
+        self._part_starts = np.cumsum([0] + [len(r) for r in memory.records])
+        self._keys_added = [np.concatenate([p[k] for p in memory.key_parts]) if memory.key_parts else none
+                            for k in range(keys)]  # fmt: skip
+        if keys and len(memory.records) > 1:  # (one part alone was sorted when added)
+            columns = pa.table({f"k{k}": self._keys_added[k] for k in range(keys)})
+            by = [(c, "ascending") for c in columns.column_names]
+            self.order = np.asarray(pc.sort_indices(columns, sort_keys=by), np.int64)
+        self.seq = self._ordered(np.concatenate(memory.seqs) if memory.seqs else none)
+        self._lengths_added = np.concatenate(
+            [np.diff(np.frombuffer(r.buffers()[1], np.int32, count=len(r) + 1, offset=r.offset * 4))
+             for r in memory.records]
+        ).astype(np.int64) if memory.records else none  # fmt: skip
+        self.num_rows = len(self.seq)
 
-    def _ordered(self, column: pa.ChunkedArray) -> npt.NDArray[np.int64]:
-        values: npt.NDArray[np.int64] = np.asarray(column.to_numpy(), np.int64)
+    def _ordered(self, values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         return values if self.order is None else values[self.order]
+
+    @property
+    def keys(self) -> list[npt.NDArray[np.int64]]:
+        """Return the sort keys in key order (only a merge of runs needs them: made when first asked for)."""
+        if self._keys is None:
+            self._keys = [self._ordered(k) for k in self._keys_added]
+        return self._keys
+
+    def lengths(self) -> npt.NDArray[np.int64]:
+        """Return each record's length in bytes, in key order."""
+        return self._lengths if self._file is not None else self._ordered(self._lengths_added)
+
+    def kept_bytes(self, keep: npt.NDArray[np.bool_]) -> int:
+        """Return the bytes of the records ``keep`` (in key order) marks."""
+        if self._file is not None:
+            return int(self._lengths[keep].sum())
+        dropped = np.flatnonzero(~keep)
+        if self.order is not None:
+            dropped = self.order[dropped]
+        return int(self._lengths_added.sum() - self._lengths_added[dropped].sum())
 
     def records(self, a: int, b: int) -> pa.BinaryArray:
         """Return the records of rows a:b (in key order)."""
-        if self._records is None:
+        if self._file is not None:
             return self._read(a, b)
         if self.order is None:
-            return self._records.slice(a, b - a)
-        return self._records.take(pa.array(self.order[a:b]))
+            if not self._parts:
+                return pa.array([], pa.binary())
+            return pa.concat_arrays(self._parts).slice(a, b - a) if len(self._parts) > 1 else self._parts[0].slice(
+                a, b - a)  # fmt: skip
+        rows = self.order[a:b]
+        part = np.searchsorted(self._part_starts, rows, side="right") - 1
+        grouped = np.argsort(part, kind="stable")  # the window's rows part by part, each part's in order
+        pieces, at = [], 0
+        for p, count in zip(*np.unique(part[grouped], return_counts=True), strict=True):
+            local = rows[grouped[at : at + count]] - self._part_starts[p]
+            pieces.append(self._parts[p].take(pa.array(local)))
+            at += count
+        back = np.empty(len(rows), np.int64)
+        back[grouped] = np.arange(len(rows))
+        together = pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
+        return together.take(pa.array(back))
 
     def _read(self, a: int, b: int) -> pa.BinaryArray:
         """Return rows a:b of the run on disk, reading the windows they lie in."""
@@ -176,7 +191,7 @@ class Plan:
         self.keep = keep
         self.ids = ids  # the event_ids written, in block order; None when the batch was too big to keep them
         self.count = sum(int(k.sum()) for k in keep)
-        self.size = sum(int(run.lengths[k].sum()) for run, k in zip(runs, keep, strict=True))
+        self.size = sum(run.kept_bytes(k) for run, k in zip(runs, keep, strict=True))
 
 
 class EventBatch:
@@ -191,7 +206,7 @@ class EventBatch:
         self._spill_dir = spill
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._encoder = column_encoder()
-        self._memory = _Memory(keys, self.memory)  # added since the last run was written, each part sorted
+        self._memory = _Memory(keys)  # added since the last run was written, each part sorted
         self._runs: list[Path] = []
         self._ids: list[pa.Array | list[str]] = []  # event_ids, in the order added, while they are in memory
         self._ids_file: Any = None  # ... and once the batch spilled, on disk
@@ -321,12 +336,9 @@ class EventBatch:
         """
         if hash_ids:
             self._hash_ids()
-        table = self._memory.table()
-        order = None
-        if self.keys and self._memory.parts > 1:  # (one part alone was sorted when added)
-            order = np.asarray(pc.sort_indices(table, sort_keys=[(f"k{k}", "ascending") for k in range(self.keys)]))
-        self._memory.clear()
-        return _Run(table, self.keys, order)
+        run = _Run(self.keys, memory=self._memory)
+        self._memory = _Memory(self.keys)
+        return run
 
     def _spill(self) -> None:
         """Write what is in memory to a new run on disk, in key order; move the ids met so far to disk."""
@@ -339,7 +351,8 @@ class EventBatch:
         with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, schema) as out:
             for a in range(0, run.num_rows, _WINDOW):
                 out.write_batch(pa.record_batch([run.records(a, min(run.num_rows, a + _WINDOW))], schema=schema))
-        keys = pa.table({**{f"k{k}": run.keys[k] for k in range(self.keys)}, "seq": run.seq, "length": run.lengths})
+        lengths = run.lengths()
+        keys = pa.table({**{f"k{k}": run.keys[k] for k in range(self.keys)}, "seq": run.seq, "length": lengths})
         with pa.OSFile(str(path.with_suffix(".keys")), "wb") as sink, ipc.new_file(sink, keys.schema) as out:
             out.write_table(keys)
         self._runs.append(path)
@@ -369,7 +382,7 @@ class EventBatch:
         in the order added). A small batch compares its ids as strings; a large one finds repeats by
         the ids' hashes first, then compares the ids that share one.
         """
-        runs = [_Run(None, self.keys, path=path) for path in self._runs]
+        runs = [_Run(self.keys, path=path) for path in self._runs]
         if self._memory.parts or not runs:
             runs.append(self._pending_run(hash_ids=self._seq > REMEMBERED))
         if not self.spilled and self._seq <= REMEMBERED:
