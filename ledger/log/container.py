@@ -183,11 +183,6 @@ class BlockEncoder:
         self._encoder = union_encoder(schema)  # type: ignore[arg-type]  # the log's schema is a union (a list)
         self._sync = sync
 
-    @property
-    def sync(self) -> bytes:
-        """Return the segment's sync marker, which ends every block."""
-        return self._sync
-
     def encode(self, records: Sequence[tuple[str, dict[str, Any]]]) -> bytes:
         """Return the bytes of one block holding ``records`` (count, size, data, sync marker)."""
         if not records:
@@ -196,13 +191,6 @@ class BlockEncoder:
         self._encoder.encode_into(records, body)
         n, size = len(records), len(body)
         return b"".join((varint(n << 1), varint(size << 1), body, self._sync))  # counts are positive: zig-zag is << 1
-
-    def encode_encoded(self, encoded: Sequence[bytes]) -> bytes:
-        """Return the bytes of one block holding records already encoded (each its union index, then its fields)."""
-        if not encoded:
-            return b""
-        size = sum(map(len, encoded))
-        return b"".join([varint(len(encoded) << 1), varint(size << 1), *encoded, self._sync])  # one copy of the body
 
 
 def write_all(fd: int, data: bytes) -> None:

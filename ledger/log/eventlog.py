@@ -33,10 +33,10 @@ from typing import Any
 from ledger.codec import trusted_from_record, union_schema
 from ledger.errors import ConfigError, EventValidationError, LogError
 from ledger.events import Event
-from ledger.log.avro_encode import varint
+from ledger.log.avro_encode import union_encoder, varint
 from ledger.log.batch import EventBatch, merged
 from ledger.log.checks import FULL_NAMES, SHORT_NAMES, check_batch, explain_unencodable
-from ledger.log.container import SYNC_SIZE, BlockEncoder, write_all
+from ledger.log.container import SYNC_SIZE, write_all
 from ledger.log.lockfile import LOCK_NAME, WriterLock
 from ledger.log.segments import (
     DECODE_ERRORS,
@@ -76,7 +76,8 @@ class _Writer:
         self.active: Path | None = None
         self.file: Any = None  # the active segment, opened for append (unbuffered)
         self.size = 0
-        self.encoder: BlockEncoder | None = None
+        self.sync: bytes | None = None  # the active segment's sync marker, which ends each of its blocks
+        self.records = union_encoder(union_schema())  # type: ignore[arg-type]  # (the log's schema is a union)
         self.ids: set[str] | None = None
         self.active_ids: list[str] | None = []  # None: not kept (a batch too big for memory); read from the segment
         self.recovered_bytes = 0
@@ -101,7 +102,7 @@ class _Writer:
             self.active = path
             self.file = open(path, "ab", buffering=0)  # noqa: SIM115 - kept open while writing
             self.size = view.valid_end
-            self.encoder = BlockEncoder(union_schema(), view.header.sync)
+            self.sync = view.header.sync
 
     def known_ids(self) -> set[str]:
         """Return every event_id in the log, reading them once per writer.
@@ -142,43 +143,17 @@ class _Writer:
             self.file.close()
         self.number, self.active, self.file = number, path, new_file
         self.size = path.stat().st_size
-        self.encoder = BlockEncoder(union_schema(), sync)
+        self.sync = sync
         self.active_ids = []
 
     def write(self, records: list[tuple[str, dict[str, Any]]], ids: Sequence[str]) -> None:
         """Append one batch as one block and fsync it; on failure leave the segment as it was."""
-        if self.broken is not None:
-            raise LogError(self.broken)
-        if self.active is None or self.size >= self.segment_bytes:
-            self._roll()
-        assert self.encoder is not None
         try:
-            block = self.encoder.encode(records)
+            body = bytearray()
+            self.records.encode_into(records, body)
         except (ValueError, TypeError, OverflowError) as exc:  # UnicodeEncodeError is a ValueError
             raise explain_unencodable(records, exc) from None
-        self._write_block(block, ids)
-
-    def write_encoded(self, encoded: Sequence[bytes], ids: Sequence[str]) -> None:
-        """Append records already encoded as branches of the log's union as one block and fsync it."""
-        if self.broken is not None:
-            raise LogError(self.broken)
-        if self.active is None or self.size >= self.segment_bytes:
-            self._roll()
-        assert self.encoder is not None
-        self._write_block(self.encoder.encode_encoded(encoded), ids)
-
-    def _write_block(self, block: bytes, ids: Sequence[str]) -> None:
-        """Write a whole block and fsync it; on failure cut the segment back to where it was."""
-        fd = self.file.fileno()
-        try:
-            write_all(fd, block)
-            os.fsync(fd)
-        except OSError as exc:
-            self._undo(fd)
-            raise LogError(f"{self.active}: append failed ({exc.strerror}); the batch was not written") from None
-        self.size += len(block)
-        if self.active_ids is not None:
-            self.active_ids.extend(ids)
+        self.write_pieces(len(records), len(body), iter((body,)), ids)
 
     def write_pieces(self, count: int, size: int, pieces: Iterator[Any], ids: Sequence[str] | None) -> None:
         """Append one block of ``count`` records given as pieces of ``size`` bytes in all, and fsync it.
@@ -191,7 +166,7 @@ class _Writer:
             raise LogError(self.broken)
         if self.active is None or self.size >= self.segment_bytes:
             self._roll()
-        assert self.encoder is not None
+        assert self.sync is not None
         fd = self.file.fileno()
         head = varint(count << 1) + varint(size << 1)  # counts are positive: zig-zag is << 1
         written = 0
@@ -202,7 +177,7 @@ class _Writer:
                 written += len(piece)
             if written != size:
                 raise LogError(f"{self.active}: a block of {written} bytes where {size} were counted; not written")
-            write_all(fd, self.encoder.sync)
+            write_all(fd, self.sync)
             os.fsync(fd)
         except OSError as exc:
             self._undo(fd)
@@ -346,52 +321,6 @@ class EventLog:
                     known.difference_update(plan.ids)  # a failed append leaves its ids unknown
                 raise
             return plan.count
-
-    def append_encoded(self, ids: Sequence[str], encoded: Sequence[bytes]) -> int:
-        """Append records given as their Avro bytes (``encoded[i]`` holds the event ``ids[i]``) as one durable batch.
-
-        Each item is one record as a branch of the log's union schema (its union index, then its
-        fields), exactly the bytes the log's own encoder writes for it: the importers write their
-        records' bytes directly, with a writer tested byte for byte against that encoder, and skip
-        building the record dicts. Nothing is checked or decoded here: like ``append_records``
-        this is for producers that checked every value, and it must only be given bytes of valid
-        events. Deduplication, atomicity and durability are as for ``append``; returns how many
-        were written.
-        """
-        if self._readonly:
-            raise LogError(f"{self._path}: opened read-only")
-        if len(ids) != len(encoded):
-            raise ValueError(f"{len(ids)} event ids for {len(encoded)} encoded records")
-        if not ids:
-            return 0
-        with self._guard:
-            writer = self._writer or self._become_writer(required=True)
-            assert writer is not None
-            known = writer.known_ids()
-            fresh: Sequence[bytes] = encoded
-            fresh_ids: Sequence[str] = ids
-            before = len(known)
-            if known.isdisjoint(ids):  # the common case, checked with set operations in C
-                known.update(ids)
-                if len(known) - before != len(ids):  # a repeat inside the batch: take the slow path
-                    known.difference_update(ids)  # (none of them was known before)
-            if len(known) == before:
-                seen: set[str] = set()
-                fresh, fresh_ids = [], []
-                for event_id, data in zip(ids, encoded, strict=True):
-                    if event_id not in known and event_id not in seen:
-                        seen.add(event_id)  # also catches a repeat later in the same batch
-                        fresh.append(data)
-                        fresh_ids.append(event_id)
-                if not fresh:
-                    return 0
-                known.update(fresh_ids)
-            try:
-                writer.write_encoded(fresh, fresh_ids)
-            except BaseException:
-                known.difference_update(fresh_ids)  # a failed append leaves its ids unknown
-                raise
-            return len(fresh)
 
     def _append_checked(self, batch: list[tuple[str, dict[str, Any]]]) -> int:
         """Append a batch whose records are known valid: drop ids already present, write the rest as one block."""
