@@ -18,6 +18,7 @@ timed until the command returns (wall, CPU of the process, peak memory), and wit
 interleaved with ours ``BENCH_ADAPTER_REPEATS`` times (default 3), and the logs they write must be
 byte for byte the same. Figures are medians with the range; the load average is printed.
 
+``BENCH_ADAPTER_KINDS=sacct,csv`` runs some of them (``itp``, ``philly``: the others).
 ``BENCH_ADAPTER_SCALE=10`` also imports sacct and CSV files ten times as long (ours only) and
 prints the peak memory of both sizes: a file is read a piece at a time, so its length must not
 set the memory an import needs. The real files (the sacct and ITP slices in ``tests/data``,
@@ -43,12 +44,14 @@ ROWS = int(os.environ.get("BENCH_ADAPTER_ROWS", "1000000"))
 REPEATS = int(os.environ.get("BENCH_ADAPTER_REPEATS", "3"))
 SCALE = int(os.environ.get("BENCH_ADAPTER_SCALE", "1"))
 BASELINE = os.environ.get("BENCH_BASELINE")
+KINDS = ("sacct", "CSV, six columns", "ITP", "Philly")
+_SHORT = {"sacct": "sacct", "csv": "CSV, six columns", "itp": "ITP", "philly": "Philly"}
+CHOSEN = tuple(_SHORT[k.strip()] for k in os.environ.get("BENCH_ADAPTER_KINDS", "sacct,csv,itp,philly").split(","))
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 SLICE_SACCT = DATA / "slurm" / "pozidriv-slice.log"
 ITP = DATA / "itp" / "cluster10.csv"
 PHILLY = DATA / "philly" / "jobs-slice.json"
-KINDS = ("sacct", "CSV, six columns", "ITP", "Philly")
 FULL_MAP = "workload_id=id,submit=submit,start=start,end=end,gpus=gpus,budget=budget"
 ITP_MAP = "workload_id=job_id,submit=submission_time,duration=duration,gpus=num_gpu"
 
@@ -204,9 +207,9 @@ def main() -> None:
     """Import the files as typed, against the baseline when one is named; print rows/s, ratios and peak memory."""
     with tempfile.TemporaryDirectory(prefix="bench-adapters-", dir=os.environ.get("BENCH_TMP")) as tmpdir:
         tmp = Path(tmpdir)
-        compare(write_files(tmp, ROWS), ROWS, tmp)
+        compare(write_files(tmp, ROWS, CHOSEN), ROWS, tmp)
         if SCALE > 1:
-            scaled = ("sacct", "CSV, six columns")
+            scaled = tuple(k for k in ("sacct", "CSV, six columns") if k in CHOSEN)
             big = write_files(tmp, ROWS * SCALE, scaled, "-big")
             small = write_files(tmp, ROWS, scaled)
             cli = str(Path(sys.executable).with_name("gpuledger"))

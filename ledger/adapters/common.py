@@ -134,8 +134,8 @@ class ImportResult:
             return
         if self.to.charge is not None:
             histories.budget = self.to.charge.budgets(source, histories.budget, histories.workload_id, histories.rank)
-        for values in (histories.cluster.values[c] for c in np.unique(np.asarray(histories.cluster.codes))):
-            self.clusters.add(values)
+        for code in np.unique(np.asarray(histories.cluster.codes)).tolist():
+            self.clusters.add(histories.cluster.values[code])
         for part in events(histories, source):
             self._take(part)
 

@@ -65,7 +65,7 @@ Each chunk's rows are checked field by field and kept as a table of records and 
 when the file takes more than one chunk, the tables wait in a temporary file. Then the jobs are
 assembled: a job whose records (requeues, steps) all lie in one chunk from that chunk alone, the
 few whose records are spread over several chunks from all of theirs together. So a file of any
-size needs the memory of a chunk, and 12 bytes a row while its jobs are sorted out.
+size needs the memory of a chunk, and 8 bytes a row (a hash of its job) while its jobs are sorted out.
 """
 
 from __future__ import annotations
@@ -455,18 +455,15 @@ class _Reading:
     def _assemble_spread(self) -> None:
         """Assemble the jobs chunk by chunk, and those whose records lie in several chunks together at the end."""
         hashes: list[npt.NDArray[np.uint64]] = []
-        chunk_of: list[Ints] = []
         with _Hasher() as hasher:
-            for k, (records, steps) in enumerate(self._all_chunks()):
+            for records, steps in self._all_chunks():
                 for table, ids in ((records, "rec_id"), (steps, "job")):
                     hashes.append(hasher.keys(table.column("cluster"), table.column(ids)))
-                    chunk_of.append(np.full(table.num_rows, k, np.int64))
-        every, where = np.concatenate(hashes), np.concatenate(chunk_of)
-        order = np.lexsort((where, every))
-        key, chunk = every[order], where[order]
-        spread = key[1:][(key[1:] == key[:-1]) & (chunk[1:] != chunk[:-1])]  # keys of more than one chunk
-        del every, where, order, key, chunk
-        spread = np.unique(spread)
+        # a key met in more than one chunk: each chunk's keys once, then the keys counted over the chunks
+        each = np.concatenate([np.unique(np.concatenate(hashes[k : k + 2])) for k in range(0, len(hashes), 2)])
+        keys, counts = np.unique(each, return_counts=True)
+        spread = keys[counts > 1]
+        del each, keys, counts
         at = 0
         later: list[tuple[pa.Table, pa.Table]] = []
         for records, steps in self._all_chunks():

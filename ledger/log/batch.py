@@ -86,26 +86,25 @@ class _Memory:
 class _Run:
     """Events in key order: what is in memory seen through the order of its keys, or a run on disk.
 
-    ``keys``, ``seq`` and ``lengths`` are whole columns (in key order); ``records(a, b)`` gathers
-    the records of rows ``a:b`` only: from the parts in memory (each sorted, so a window reads each
-    in order), or from a run on disk a window at a time (not mapped: its pages would count as the
-    process's memory).
+    Read a window at a time: ``window(i)`` gives a window's sort keys, seq and record lengths,
+    ``records(a, b)`` the records of rows ``a:b``, from the parts in memory (each sorted, so a
+    window reads each in order) or from the run's files (read, not mapped: mapped pages would count
+    as the process's memory), so a run on disk is never held whole.
     """
 
     def __init__(self, keys: int, memory: _Memory | None = None, path: Path | None = None) -> None:
         self.order: npt.NDArray[np.int64] | None = None  # rows of the parts in key order (None: one part, in order)
         self._file: Any = None
         self._keys: list[npt.NDArray[np.int64]] | None = None
-        if path is not None:  # a run on disk: its keys now, its records when asked for
-            with pa.OSFile(str(path.with_suffix(".keys"))) as source:
-                table = ipc.open_file(source).read_all()
+        self.seq = np.zeros(0, np.int64)
+        if path is not None:  # a run on disk: its keys and records read a window at a time when asked for
             self._file = ipc.open_file(pa.OSFile(str(path)))
-            self._starts = np.arange(0, table.num_rows + _WINDOW, _WINDOW)  # (records are written a window a batch)
+            self._key_file = ipc.open_file(pa.OSFile(str(path.with_suffix(".keys"))))
+            self.num_rows = int(self._key_file.schema.metadata[b"rows"])
+            self._starts = np.arange(0, self.num_rows + _WINDOW, _WINDOW)  # (both are written a window a batch)
             self._cached: tuple[int, pa.RecordBatch] | None = None
-            self._keys = [np.asarray(table.column(f"k{k}").to_numpy(), np.int64) for k in range(keys)]
-            self.seq = np.asarray(table.column("seq").to_numpy(), np.int64)
-            self._lengths = np.asarray(table.column("length").to_numpy(), np.int64)
-            self.num_rows = table.num_rows
+            self._key_cache: dict[int, list[npt.NDArray[np.int64]]] = {}
+            self._nkeys = keys
             return
         assert memory is not None
         none = np.zeros(0, np.int64)
@@ -127,25 +126,62 @@ class _Run:
     def _ordered(self, values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         return values if self.order is None else values[self.order]
 
-    @property
-    def keys(self) -> list[npt.NDArray[np.int64]]:
-        """Return the sort keys in key order (only a merge of runs needs them: made when first asked for)."""
-        if self._keys is None:
-            self._keys = [self._ordered(k) for k in self._keys_added]
-        return self._keys
+    def window(self, i: int) -> list[npt.NDArray[np.int64]]:
+        """Return window ``i``'s sort keys, then its seq and its records' lengths (in key order)."""
+        a, b = i * _WINDOW, min(self.num_rows, (i + 1) * _WINDOW)
+        if self._file is None:
+            if self._keys is None:  # (only a merge or a spill needs them in key order: made when first asked for)
+                self._keys = [self._ordered(k) for k in self._keys_added]
+                self._keys.append(self._ordered(self._lengths_added))
+            return [*(k[a:b] for k in self._keys[:-1]), self.seq[a:b], self._keys[-1][a:b]]
+        got = self._key_cache.get(i)
+        if got is None:
+            if len(self._key_cache) > 2:
+                self._key_cache.clear()
+            batch = self._key_file.get_batch(i)
+            got = self._key_cache[i] = [np.asarray(c.to_numpy(), np.int64) for c in batch.columns]
+        return got
 
-    def lengths(self) -> npt.NDArray[np.int64]:
-        """Return each record's length in bytes, in key order."""
-        return self._lengths if self._file is not None else self._ordered(self._lengths_added)
+    def windows(self) -> Iterator[list[npt.NDArray[np.int64]]]:
+        """Yield every window's sort keys, seq and lengths, in key order."""
+        for i in range((self.num_rows + _WINDOW - 1) // _WINDOW):
+            yield self.window(i)
+
+    def keys_of(self, a: int, b: int) -> list[npt.NDArray[np.int64]]:
+        """Return the sort keys of rows a:b (in key order)."""
+        if a >= b:
+            return [np.zeros(0, np.int64)] * self._key_count
+        first, last = a // _WINDOW, (b - 1) // _WINDOW
+        pieces = [self.window(i) for i in range(first, last + 1)]
+        lo, hi = a - first * _WINDOW, b - first * _WINDOW
+        return [np.concatenate([p[k] for p in pieces])[lo:hi] for k in range(self._key_count)]
+
+    def key_at(self, row: int) -> tuple[int, ...]:
+        """Return the sort keys of one row, as a tuple (for comparing rows of different runs)."""
+        w = self.window(row // _WINDOW)
+        return tuple(int(w[k][row % _WINDOW]) for k in range(self._key_count))
+
+    @property
+    def _key_count(self) -> int:
+        return self._nkeys if self._file is not None else len(self._keys_added)
 
     def kept_bytes(self, keep: npt.NDArray[np.bool_]) -> int:
         """Return the bytes of the records ``keep`` (in key order) marks."""
         if self._file is not None:
-            return int(self._lengths[keep].sum())
+            return sum(int(w[-1][keep[i * _WINDOW : i * _WINDOW + len(w[-1])]].sum()) for i, w in
+                       enumerate(self.windows()))  # fmt: skip
         dropped = np.flatnonzero(~keep)
         if self.order is not None:
             dropped = self.order[dropped]
         return int(self._lengths_added.sum() - self._lengths_added[dropped].sum())
+
+    def seq_of(self) -> Iterator[npt.NDArray[np.int64]]:
+        """Yield the seq of the rows, a window at a time, in key order."""
+        if self._file is None:
+            yield self.seq
+            return
+        for w in self.windows():
+            yield w[-2]
 
     def records(self, a: int, b: int) -> pa.BinaryArray:
         """Return the records of rows a:b (in key order)."""
@@ -351,10 +387,11 @@ class EventBatch:
         with pa.OSFile(str(path), "wb") as sink, ipc.new_file(sink, schema) as out:
             for a in range(0, run.num_rows, _WINDOW):
                 out.write_batch(pa.record_batch([run.records(a, min(run.num_rows, a + _WINDOW))], schema=schema))
-        lengths = run.lengths()
-        keys = pa.table({**{f"k{k}": run.keys[k] for k in range(self.keys)}, "seq": run.seq, "length": lengths})
-        with pa.OSFile(str(path.with_suffix(".keys")), "wb") as sink, ipc.new_file(sink, keys.schema) as out:
-            out.write_table(keys)
+        schema = pa.schema([*((f"k{k}", pa.int64()) for k in range(self.keys)), ("seq", pa.int64()),
+                            ("length", pa.int64())], metadata={"rows": str(run.num_rows)})  # fmt: skip
+        with pa.OSFile(str(path.with_suffix(".keys")), "wb") as sink, ipc.new_file(sink, schema) as out:
+            for window in run.windows():
+                out.write_batch(pa.record_batch([pa.array(c) for c in window], schema=schema))
         self._runs.append(path)
         if self._ids_file is None:
             self._ids_file = (ipc.new_stream(str(folder / "ids.arrow"), pa.schema([("id", pa.string())])), 0)
@@ -389,7 +426,7 @@ class EventBatch:
             every: list[str] = []
             for ids in self._ids:
                 every += ids if isinstance(ids, list) else ids.to_pylist()
-            in_order = [every[at] for at in runs[0].seq.tolist()]  # block order
+            in_order = [every[at] for at in runs[0].seq.tolist()]  # block order (what is in memory: one run)
             write_in_order = _first_of_each_id(in_order, known)
             keep = [write_in_order]
             return Plan(runs, keep, [i for i, w in zip(in_order, write_in_order.tolist(), strict=True) if w])
@@ -408,7 +445,8 @@ class EventBatch:
         twice = ordered[1:][ordered[1:] == ordered[:-1]]
         if len(twice):  # rows that share a hash with another: compare their ids
             self._first_of_each(runs, np.flatnonzero(np.isin(hashes, twice) & write), write)
-        keep = [write[run.seq] for run in runs]
+        keep = [np.concatenate([write[seq] for seq in run.seq_of()]) if run.num_rows else np.zeros(0, np.bool_)
+                for run in runs]  # fmt: skip
         ids = None
         return Plan(runs, keep, ids)
 
@@ -423,16 +461,17 @@ class EventBatch:
             at += len(piece)
         first: dict[str, tuple[tuple[int, ...], int]] = {}
         for at_run, run in enumerate(runs):
-            for row in np.flatnonzero(np.isin(run.seq, suspects)).tolist():
-                seq = int(run.seq[row])
-                place = (*(int(k[row]) for k in run.keys), at_run, row)
-                seen = first.get(ids[seq])
-                if seen is None or place < seen[0]:
-                    if seen is not None:
-                        write[seen[1]] = False
-                    first[ids[seq]] = (place, seq)
-                else:
-                    write[seq] = False
+            for i, window in enumerate(run.windows()):
+                for row in np.flatnonzero(np.isin(window[-2], suspects)).tolist():
+                    seq = int(window[-2][row])
+                    place = (*(int(k[row]) for k in window[: self.keys]), at_run, i * _WINDOW + row)
+                    seen = first.get(ids[seq])
+                    if seen is None or place < seen[0]:
+                        if seen is not None:
+                            write[seen[1]] = False
+                        first[ids[seq]] = (place, seq)
+                    else:
+                        write[seq] = False
 
     def close(self) -> None:
         """Drop the events and remove the runs on disk."""
@@ -480,7 +519,7 @@ def merged(plan: Plan) -> Iterator[pa.Buffer | bytes]:
         if not live:
             return
         # everything up to the first of the windows' last rows (by key, then run) can be written now
-        last = [(_row_key(runs[r].keys, at[r] + _WINDOW - 1), r) for r in live if at[r] + _WINDOW < ends[r]]
+        last = [(runs[r].key_at(at[r] + _WINDOW - 1), r) for r in live if at[r] + _WINDOW < ends[r]]
         limit, first = min(last) if last else ((), len(runs))
         picked: list[tuple[int, int, int]] = []
         for r in live:
@@ -488,12 +527,12 @@ def merged(plan: Plan) -> Iterator[pa.Buffer | bytes]:
             if last and r != first:
                 # a run before the first one may give rows of the limit's key, one after it only lower keys
                 find = bisect.bisect_right if r < first else bisect.bisect_left
-                run_keys = runs[r].keys
-                stop = at[r] + find(range(at[r], stop), limit, key=lambda i: _row_key(run_keys, i))
+                run = runs[r]
+                stop = at[r] + find(range(at[r], stop), limit, key=run.key_at)
             if stop > at[r]:
                 picked.append((r, at[r], stop))
-        gathered = {f"k{k}": np.concatenate([runs[r].keys[k][a:b] for r, a, b in picked]) for k in
-                    range(len(runs[0].keys))}  # fmt: skip
+        pieces = [runs[r].keys_of(a, b) for r, a, b in picked]
+        gathered = {f"k{k}": np.concatenate([p[k] for p in pieces]) for k in range(len(pieces[0]))}
         sort = np.asarray(pc.sort_indices(pa.table(gathered), sort_keys=[(c, "ascending") for c in gathered]))
         wanted = np.concatenate([keep[r][a:b] for r, a, b in picked])
         records = pa.chunked_array([runs[r].records(a, b) for r, a, b in picked], pa.binary())
@@ -528,10 +567,6 @@ def _in_order(keys: list[npt.NDArray[np.int64]]) -> bool:
         if not tied.any():
             return True
     return bool(ahead.all())
-
-
-def _row_key(columns: Sequence[npt.NDArray[np.int64]], row: int) -> tuple[int, ...]:
-    return tuple(int(c[row]) for c in columns)
 
 
 def _body(records: pa.BinaryArray | pa.ChunkedArray) -> pa.Buffer | bytes:
