@@ -344,20 +344,22 @@ class EventBatch:
 
     def _hash_ids(self) -> None:
         """Keep a 64-bit hash of each event_id not hashed yet, in the order added (DuckDB's hash function)."""
+        done = sum(len(h) for h in self._hashes)
+        fresh = pa.chunked_array([_arrow(i) for i in self._ids], pa.string()).slice(done - self._ids_written)
+        if len(fresh):
+            self._hashes.append(self._hash(fresh))
+
+    def _hash(self, ids: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.uint64]:
         if self._hasher is None:
             import duckdb
 
             self._hasher = duckdb.connect()
-        done = sum(len(h) for h in self._hashes)
-        fresh = pa.chunked_array([_arrow(i) for i in self._ids], pa.string()).slice(done - self._ids_written)
-        if not len(fresh):
-            return
-        self._hasher.register("batch_ids", pa.table({"id": fresh}))
+        self._hasher.register("batch_ids", pa.table({"id": ids}))
         try:
             got = self._hasher.execute("SELECT hash(id) AS h FROM batch_ids").fetchnumpy()["h"]
         finally:
             self._hasher.unregister("batch_ids")
-        self._hashes.append(np.asarray(got, np.uint64))
+        return np.asarray(got, np.uint64)
 
     @property
     def _ids_written(self) -> int:
@@ -440,11 +442,14 @@ class EventBatch:
                     if not known.isdisjoint(chunk):
                         write[at + start : at + start + len(chunk)] &= [i not in known for i in chunk]
                 at += len(ids)
-        hashes = np.concatenate(self._hashes) if self._hashes else np.zeros(0, np.uint64)
-        ordered = np.sort(hashes)
+        ordered = np.concatenate(self._hashes) if self._hashes else np.zeros(0, np.uint64)
+        self._hashes = []
+        ordered.sort()  # (in place: the hashes in the order added are made again in the rare case they are needed)
         twice = ordered[1:][ordered[1:] == ordered[:-1]]
+        del ordered
         if len(twice):  # rows that share a hash with another: compare their ids
-            self._first_of_each(runs, np.flatnonzero(np.isin(hashes, twice) & write), write)
+            again = np.concatenate([self._hash(ids) for ids in self._all_ids()])
+            self._first_of_each(runs, np.flatnonzero(np.isin(again, twice) & write), write)
         keep = [np.concatenate([write[seq] for seq in run.seq_of()]) if run.num_rows else np.zeros(0, np.bool_)
                 for run in runs]  # fmt: skip
         ids = None
