@@ -5,7 +5,8 @@ instead of one record object per event. Each ``add`` gives the events of one typ
 (``ledger.log.avro_columns``: numpy or pyarrow arrays, ``Coded`` columns, constants, or an Arrow
 table, record batch reader or DuckDB relation whose columns are named after the fields), which
 are encoded at once, and optionally sort keys: the block holds the events ordered by their keys,
-ties in the order they were added (``keys=0``: simply in the order added).
+ties in the order they were added (``keys=0``: simply in the order added). Events made one by one
+as objects come already encoded by the per-record encoder (``add_encoded``: the replay's).
 
 A batch larger than ``memory`` bytes of encoded events (and their keys) does not stay in memory:
 its events are sorted and written to a temporary file (a *run*) in ``spill`` (default: the
