@@ -29,12 +29,12 @@ about when, or whether, each job ran, so the import records submissions only, wi
 ``work_s`` = duration, and does not invent starts. Such a log is a workload trace: replaying it
 gives the waits a policy would cause; the file itself observed none.
 
-**Reading.** A file is read ``CHUNK`` bytes at a time (whole lines), so its size does not set the
-memory an import needs. A file without a quote character is a row per line: its lines and fields
-are split by pyarrow; one with quotes (a field holding the delimiter or a line break) is read by
-Python's ``csv`` module, ``ROWS`` rows at a time. Either way every rule is applied to a chunk's
-columns (``ledger.adapters.columns``); a workload id repeated anywhere in the file is named with
-the line it was first read on (``Seen``).
+**Reading.** A file is read a piece of whole lines at a time (``ledger.adapters.lines.SIZE``
+bytes), so its size does not set the memory an import needs. A file without a quote character is
+a row per line: its lines and fields are split by pyarrow; one with quotes (a field holding the
+delimiter or a line break) is read by Python's ``csv`` module, ``ROWS`` rows at a time. Either
+way every rule is applied to a chunk's columns (``ledger.adapters.columns``); a workload id
+repeated anywhere in the file is named with the line it was first read on (``Seen``).
 """
 
 from __future__ import annotations
@@ -241,8 +241,6 @@ def _integer(text: str, what: str) -> int:
         raise RowError(f"{what} {text!r} is not an integer") from None
 
 
-CHUNK = 8 << 20
-"""Bytes of a file read (and checked, and made into events) at a time, in whole lines."""
 ROWS = 1 << 17
 """Rows at a time when the csv module reads (a file with quotes, or lines given as strings)."""
 _FIELD_LIMIT = 131_072  # the csv module's field_size_limit: a longer field is its error, so the module reads it
@@ -263,9 +261,11 @@ def import_csv(
     reader = _start(header, opts, res)
     table: list[list[str]] = []
     where: list[int] = []
+    count = 1  # the header's line
     for row in rows:  # the csv module splits (quotes, line breaks inside them); line_num is where a row ends
+        count += 1
         table.append(row)
-        where.append(len(table) + 1 if plain else rows.line_num)
+        where.append(count if plain else rows.line_num)
         if len(table) == ROWS:
             _rows_of(table, np.array(where, np.int64), reader, res)
             table, where = [], []

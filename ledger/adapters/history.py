@@ -20,7 +20,7 @@ carries its sort keys: its time, its workload's ``rank`` (the order the file giv
 then its place in the workload's story; so an import's events are in time order, a workload's own
 in the order they happened, whichever part of the file they were read from.
 
-Columns, not event objects: the adapters have checked every value (``refused`` adds the bounds of
+Columns, not event objects: the adapters have checked every value (``checked`` adds the bounds of
 the Avro types), so the events go to the log's trusted batch path as they are
 (``ledger.log.batch.EventBatch``, which encodes them a column at a time).
 """

@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from ledger.adapters import lines, slurm
+from ledger.adapters import csv_trace, lines, slurm
 from ledger.adapters.common import ImportResult
 from ledger.adapters.csv_trace import CsvOptions, import_csv, import_csv_bytes, import_csv_file, parse_column_map
 from ledger.adapters.slurm import SlurmOptions, import_sacct, import_sacct_bytes, import_sacct_file
@@ -158,6 +158,8 @@ def test_line_breaks_of_every_kind_and_blank_lines_count_as_the_csv_module_count
         assert account(in_small_pieces(monkeypatch, lambda: import_csv_bytes(text.encode(), "t.csv", opts), size)) == (
             account(whole)
         )
+    monkeypatch.setattr(csv_trace, "ROWS", 2)  # the csv module's rows, two at a time: lines count on
+    assert account(import_csv(io.StringIO(text, newline=""), "t.csv", opts, plain=True)) == account(whole)
 
 
 def test_a_workload_id_repeated_chunks_later_is_refused_naming_the_line_it_was_first_read_on(
