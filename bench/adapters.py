@@ -40,6 +40,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.commands import TIMED_SCRIPT
+
 ROWS = int(os.environ.get("BENCH_ADAPTER_ROWS", "1000000"))
 REPEATS = int(os.environ.get("BENCH_ADAPTER_REPEATS", "3"))
 SCALE = int(os.environ.get("BENCH_ADAPTER_SCALE", "1"))
@@ -55,22 +57,10 @@ PHILLY = DATA / "philly" / "jobs-slice.json"
 FULL_MAP = "workload_id=id,submit=submit,start=start,end=end,gpus=gpus,budget=budget"
 ITP_MAP = "workload_id=job_id,submit=submission_time,duration=duration,gpus=num_gpu"
 
-# Runs a command and reports its wall time, CPU time and the peak memory (max RSS) of that one process.
-_TIMED = """
-import json, resource, subprocess, sys, time
-t0 = time.perf_counter()
-done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-wall = time.perf_counter() - t0
-if done.returncode:
-    sys.exit(done.stderr[-3000:])
-used = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"wall": wall, "cpu": used.ru_utime + used.ru_stime, "peak": used.ru_maxrss * 1024}))
-"""
-
 
 def timed(command: Sequence[str]) -> dict[str, float]:
     """Return the wall and CPU seconds and peak memory (bytes) of a command run to its end in its own process."""
-    done = subprocess.run([sys.executable, "-c", _TIMED, *command], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", TIMED_SCRIPT, *command], capture_output=True, text=True)
     if done.returncode:
         raise SystemExit(f"bench.adapters: {' '.join(command)} failed:\n{done.stderr[-3000:]}")
     result: dict[str, float] = json.loads(done.stdout)

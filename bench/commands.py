@@ -47,8 +47,8 @@ TARGETS = {"typed_over_core": 1.5, "audit_over_core": 0.5, "core_over_log": 3.0}
 PEAK_LIMIT = 1 << 30
 AUDIT_JSON_LIMIT = 1_000_000
 
-# Runs a command and reports its wall time and the peak memory (max RSS) of that one process tree.
-_TIMED = """
+# Runs a command and reports its wall time, CPU time and the peak memory (max RSS) of its process tree.
+TIMED_SCRIPT = """
 import json, resource, subprocess, sys, time
 t0 = time.perf_counter()
 done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -144,7 +144,7 @@ def _child(code: str, *args: str) -> dict[str, Any]:
 
 def timed(*command: str) -> dict[str, Any]:
     """Return the wall seconds and peak memory (bytes) of a command run to its end in its own process."""
-    return _child(_TIMED, *command)
+    return _child(TIMED_SCRIPT, *command)
 
 
 def write_month(name: str, where: Path) -> tuple[Path, Path | None, str, str]:
