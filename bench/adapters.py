@@ -1,191 +1,234 @@
-"""Import speed of the adapters (rows/s), end to end: file -> parse -> records -> durable embedded log.
+"""Import speed and memory of ``gpuledger import``, the command as a user types it, against an earlier build.
 
-Files are made by repeating real rows with fresh ids, ``ROWS`` rows each:
+Files of ``BENCH_ADAPTER_ROWS`` rows (default 1,000,000) are made by repeating real rows with fresh ids:
 
-* sacct: the rows of the sacct file ``BENCH_SACCT`` names, in the 26-field ``--noheader`` layout
-  of Open XDMoD's Slurm exports (such as its reference file ``pozidriv.log``), or of the test slice
-  of that file when it is not set; every row becomes a workload of about three events;
-* CSV, full shape: the same rows as ``id,submit,start,end,gpus,budget`` (three events a row);
-* CSV, ITP shape: ``tests/data/itp/cluster10.csv`` (one event a row).
+* sacct: the rows of the sacct file ``BENCH_SACCT`` names, in the 26-field ``--noheader`` layout of
+  Open XDMoD's Slurm exports, or of the test slice of its reference file (``pozidriv.log``) when it
+  is not set; every row becomes a workload of about three events (imported with
+  ``--gpus-for-cpu-jobs 1``: most of them are CPU jobs);
+* CSV, six columns: the same rows as ``id,submit,start,end,gpus,budget`` (three events a row);
+* ITP: the shape of ``tests/data/itp/cluster10.csv`` (one event a row);
+* Philly: the jobs of ``tests/data/philly/jobs-slice.json`` as one JSON array (about seven events a job).
 
-Each run imports the file and appends its records to a fresh embedded log (one durable batch,
-fsynced), exactly what ``gpuledger import FILE --out LOG`` does. Two baselines are measured in
-the same run on the same data, and their sum is the floor for a pure-Python import into an Avro
-log: reading the file and splitting every line (``str.split`` / ``csv.reader``), and bare
-``fastavro.writer`` writing the import's very records to one container file with one fsync.
-A last column writes the same records with the log's compiled block encoder alone (same bytes).
+Each file is imported into a fresh log by ``gpuledger import ... --out LOG`` in its own process,
+timed until the command returns (wall, CPU of the process, peak memory), and with no ``--out``
+(the dry run: the file read, checked and made into events, nothing encoded or written). With
+``BENCH_BASELINE=DIR`` the same commands of the build in ``DIR`` (another checkout with its own
+``.venv``, such as ``git worktree add DIR main`` and ``make build`` there) run in the same sitting,
+interleaved with ours ``BENCH_ADAPTER_REPEATS`` times (default 3), and the logs they write must be
+byte for byte the same. Figures are medians with the range; the load average is printed.
 
-The machine is shared, so every figure is run ``REPEATS`` times and given as the median and the
-range, in wall time and in the process's CPU time (what the work costs on the core it got).
+``BENCH_ADAPTER_KINDS=sacct,csv`` runs some of them (``itp``, ``philly``: the others).
+``BENCH_ADAPTER_SCALE=10`` also imports sacct and CSV files ten times as long (ours only) and
+prints the peak memory of both sizes: a file is read a piece at a time, so its length must not
+set the memory an import needs. The real files (the sacct and ITP slices in ``tests/data``,
+pozidriv's whole month, ITP cluster 4 in ``bench/data``, the Philly slice) are imported once each.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
+import json
 import os
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
-import time
-from collections.abc import Callable
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import fastavro
-
-from ledger.adapters.common import ImportResult, paused_gc
-from ledger.adapters.csv_trace import CsvOptions, import_csv_file, parse_column_map
-from ledger.adapters.sink import append_imports_to_log
-from ledger.adapters.slurm import SlurmOptions, import_sacct_file
-from ledger.codec import union_schema
-from ledger.log.checks import FULL_NAMES
-from ledger.log.container import BlockEncoder, new_header
-
-ROWS = int(os.environ.get("BENCH_ADAPTER_ROWS", "100000"))
-REPEATS = int(os.environ.get("BENCH_ADAPTER_REPEATS", "5"))
+ROWS = int(os.environ.get("BENCH_ADAPTER_ROWS", "1000000"))
+REPEATS = int(os.environ.get("BENCH_ADAPTER_REPEATS", "3"))
+SCALE = int(os.environ.get("BENCH_ADAPTER_SCALE", "1"))
+BASELINE = os.environ.get("BENCH_BASELINE")
+KINDS = ("sacct", "CSV, six columns", "ITP", "Philly")
+_SHORT = {"sacct": "sacct", "csv": "CSV, six columns", "itp": "ITP", "philly": "Philly"}
+CHOSEN = tuple(_SHORT[k.strip()] for k in os.environ.get("BENCH_ADAPTER_KINDS", "sacct,csv,itp,philly").split(","))
 ROOT = Path(__file__).resolve().parent.parent
-SLICE_SACCT = ROOT / "tests" / "data" / "slurm" / "pozidriv-slice.log"
-ITP = ROOT / "tests" / "data" / "itp" / "cluster10.csv"
+DATA = ROOT / "tests" / "data"
+SLICE_SACCT = DATA / "slurm" / "pozidriv-slice.log"
+ITP = DATA / "itp" / "cluster10.csv"
+PHILLY = DATA / "philly" / "jobs-slice.json"
+FULL_MAP = "workload_id=id,submit=submit,start=start,end=end,gpus=gpus,budget=budget"
+ITP_MAP = "workload_id=job_id,submit=submission_time,duration=duration,gpus=num_gpu"
+
+# Runs a command and reports its wall time, CPU time and the peak memory (max RSS) of that one process.
+_TIMED = """
+import json, resource, subprocess, sys, time
+t0 = time.perf_counter()
+done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+wall = time.perf_counter() - t0
+if done.returncode:
+    sys.exit(done.stderr[-3000:])
+used = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"wall": wall, "cpu": used.ru_utime + used.ru_stime, "peak": used.ru_maxrss * 1024}))
+"""
 
 
-class Timing:
-    """Wall and CPU seconds of repeated runs of one thing."""
-
-    def __init__(self) -> None:
-        self.walls: list[float] = []
-        self.cpus: list[float] = []
-
-    def run(self, fn: Callable[[], object]) -> None:
-        """Time one call of ``fn``."""
-        w, c = time.perf_counter(), time.process_time()
-        fn()
-        self.walls.append(time.perf_counter() - w)
-        self.cpus.append(time.process_time() - c)
-
-    def rate(self, n: int, cpu: bool = False) -> tuple[float, float, float]:
-        """Return (best, median, worst) of ``n`` per second."""
-        xs = self.cpus if cpu else self.walls
-        return n / min(xs), n / statistics.median(xs), n / max(xs)
+def timed(command: Sequence[str]) -> dict[str, float]:
+    """Return the wall and CPU seconds and peak memory (bytes) of a command run to its end in its own process."""
+    done = subprocess.run([sys.executable, "-c", _TIMED, *command], capture_output=True, text=True)
+    if done.returncode:
+        raise SystemExit(f"bench.adapters: {' '.join(command)} failed:\n{done.stderr[-3000:]}")
+    result: dict[str, float] = json.loads(done.stdout)
+    return result
 
 
-def sacct_rows() -> list[list[str]]:
+def sacct_rows(n: int) -> Iterator[list[str]]:
+    """Yield ``n`` sacct rows: the real rows repeated, each copy with fresh job ids."""
     named = os.environ.get("BENCH_SACCT")
     source = Path(named) if named else SLICE_SACCT
     if not source.is_file():
         raise SystemExit(f"BENCH_SACCT={named}: no such file")
     rows = [line.split("|") for line in source.read_text().splitlines() if line]
-    out = []
-    for k in range(ROWS // len(rows) + 1):
-        for f in rows:
+    for k in range(n // len(rows) + 1):
+        for f in rows[: n - k * len(rows)]:
             g = list(f)
             g[0] = g[1] = f"{f[0]}{k:03d}"
-            out.append(g)
-    return out[:ROWS]
+            yield g
 
 
-def write_files(tmp: Path) -> tuple[Path, Path, Path]:
-    rows = sacct_rows()
-    sacct = tmp / "sacct.log"
-    sacct.write_text("".join("|".join(f) + "\n" for f in rows))
-    full = tmp / "full.csv"
-    with full.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["id", "submit", "start", "end", "gpus", "budget"])
-        for f in rows:
-            w.writerow([f[0], f[10], f[12], f[13], 1, f"{f[2]}/{f[5]}/{f[8]}"])
-    itp_rows = list(csv.reader(ITP.open()))
-    header, body = itp_rows[0], itp_rows[1:]
-    itp = tmp / "itp.csv"
-    with itp.open("w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(header)
-        for k in range(ROWS // len(body) + 1):
-            for r in body:
-                w.writerow([f"{r[0]}-{k}", *r[1:]])
-    return sacct, full, itp
+def write_files(tmp: Path, n: int, kinds: Sequence[str] = KINDS, tag: str = "") -> dict[str, Path]:
+    """Write files of ``n`` rows of the kinds asked for (sacct, CSV, ITP, Philly); return them by kind."""
+    out: dict[str, Path] = {}
+    if "sacct" in kinds:
+        out["sacct"] = tmp / f"sacct{tag}.log"
+        with out["sacct"].open("w") as fh:
+            fh.writelines("|".join(f) + "\n" for f in sacct_rows(n))
+    if "CSV, six columns" in kinds:
+        out["CSV, six columns"] = tmp / f"full{tag}.csv"
+        with out["CSV, six columns"].open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(["id", "submit", "start", "end", "gpus", "budget"])
+            w.writerows([f[0], f[10], f[12], f[13], 1, f"{f[2]}/{f[5]}/{f[8]}"] for f in sacct_rows(n))
+    if "ITP" in kinds:
+        itp_rows = list(csv.reader(ITP.open()))
+        header, body = itp_rows[0], itp_rows[1:]
+        out["ITP"] = tmp / f"itp{tag}.csv"
+        with out["ITP"].open("w", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(header)
+            w.writerows([f"{r[0]}-{k}", *r[1:]] for k in range(n // len(body) + 1) for r in body[: n - k * len(body)])
+    if "Philly" in kinds:
+        jobs = json.loads(PHILLY.read_text())
+        out["Philly"] = tmp / f"philly{tag}.json"
+        with out["Philly"].open("w") as fh:
+            fh.write("[\n")
+            for count in range(n):
+                job = jobs[count % len(jobs)]
+                fh.write((",\n" if count else "") + json.dumps({**job, "id": f"{job['id']}-{count // len(jobs)}"}))
+            fh.write("\n]\n")
+    return out
 
 
-def split_lines(path: Path) -> int:
-    with path.open() as fh:
-        return sum(1 for line in fh if line.split("|"))
+def command(gpuledger: str, name: str, path: Path, out: Path | None) -> list[str]:
+    """Return the import command for a file of the kind ``name`` (into ``out``; None: a dry run)."""
+    kind = {"sacct": ["slurm", "--gpus-for-cpu-jobs", "1"], "CSV, six columns": ["csv", "--map", FULL_MAP],
+            "ITP": ["csv", "--map", ITP_MAP, "--epoch", "2021-03-04T00:00:00", "--cluster", "itp"],
+            "Philly": ["philly"]}[name]  # fmt: skip
+    return [gpuledger, "import", kind[0], str(path), *kind[1:], *(["--out", str(out)] if out else [])]
 
 
-def csv_lines(path: Path) -> int:
-    with path.open(newline="") as fh:
-        return sum(1 for _ in csv.reader(fh))
+def _cell(values: list[float], fmt: str = "{:,.0f}") -> str:
+    return f"{fmt.format(statistics.median(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})"
 
 
-def bare_fastavro(records: list[tuple[str, dict[str, Any]]], path: Path) -> None:
-    """Write the records to one Avro container file with bare fastavro, one block, one fsync."""
-    full = FULL_NAMES
-    with paused_gc(), path.open("wb") as fh:  # as the import pauses it: a like-for-like baseline
-        fastavro.writer(fh, union_schema(), [(full[t], r) for t, r in records], codec="null", sync_interval=1 << 62)
-        fh.flush()
-        os.fsync(fh.fileno())
+def _same_logs(a: Path, b: Path) -> bool:
+    names = sorted(p.name for p in a.glob("*.avro"))
+    return names == sorted(p.name for p in b.glob("*.avro")) and all(
+        (a / n).read_bytes() == (b / n).read_bytes() for n in names
+    )
 
 
-def bare_compiled(records: list[tuple[str, dict[str, Any]]], path: Path) -> None:
-    """Write the records to one container file with the log's compiled block encoder, one block, one fsync."""
-    full = FULL_NAMES
-    sync = bytes(16)
-    with paused_gc(), path.open("wb") as fh:
-        fh.write(new_header(union_schema(), sync))
-        fh.write(BlockEncoder(union_schema(), sync).encode([(full[t], r) for t, r in records]))
-        fh.flush()
-        os.fsync(fh.fileno())
+def compare(files: dict[str, Path], n: int, tmp: Path) -> dict[str, Any]:
+    """Import each file with ours (and the baseline), interleaved; print and return the figures."""
+    ours_cli = str(Path(sys.executable).with_name("gpuledger"))
+    base_cli = str(Path(BASELINE) / ".venv" / "bin" / "gpuledger") if BASELINE else None
+    results: dict[str, Any] = {}
+    print(f"{n:,} rows a file; {REPEATS} runs each, interleaved; median (min-max); load average "
+          f"{os.getloadavg()[0]:.1f}; cores: {os.cpu_count()}")  # fmt: skip
+    for name, path in files.items():
+        runs: dict[str, list[dict[str, float]]] = {"ours": [], "dry": [], "base": []}
+        same = None
+        for _ in range(REPEATS):
+            for who, cli, out in (("ours", ours_cli, tmp / "log-ours"), ("dry", ours_cli, None),
+                                  ("base", base_cli, tmp / "log-base")):  # fmt: skip
+                if cli is None:
+                    continue
+                if out is not None:
+                    shutil.rmtree(out, ignore_errors=True)
+                runs[who].append(timed(command(cli, name, path, out)))
+            if base_cli is not None:
+                same = _same_logs(tmp / "log-ours", tmp / "log-base")
+        results[name] = runs
+        ours, dry = runs["ours"], runs["dry"]
+        peak = max(r["peak"] for r in ours) / 2**20
+        print(f"  {name}: ours {_cell([n / r['wall'] for r in ours])} rows/s wall, "
+              f"{_cell([n / r['cpu'] for r in ours])} rows/s CPU, peak {peak:,.0f} MiB; "
+              f"reading and checking alone (dry run) {_cell([r['cpu'] for r in dry], '{:.2f}')} CPU s of "
+              f"{_cell([r['cpu'] for r in ours], '{:.2f}')}")  # fmt: skip
+        if runs["base"]:
+            base = runs["base"]
+            peak = max(r["peak"] for r in base) / 2**20
+            wall = statistics.median(r["wall"] for r in base) / statistics.median(r["wall"] for r in ours)
+            cpu = statistics.median(r["cpu"] for r in base) / statistics.median(r["cpu"] for r in ours)
+            print(f"    baseline {_cell([n / r['wall'] for r in base])} rows/s wall, "
+                  f"{_cell([n / r['cpu'] for r in base])} rows/s CPU, peak {peak:,.0f} MiB; "
+                  f"ours / baseline {wall:.1f}x wall, {cpu:.1f}x CPU; same log bytes: {same}")  # fmt: skip
+            if not same:
+                raise SystemExit(f"bench.adapters: {name}: the logs of ours and the baseline differ")
+    return results
 
 
-def end_to_end(importer: Callable[[], ImportResult], log: Path) -> None:
-    """Import a file and append its records to a fresh embedded log: ``gpuledger import FILE --out LOG``."""
-    shutil.rmtree(log, ignore_errors=True)
-    with paused_gc():  # as the import command: paused until the import's objects are freed
-        res = importer()
-        if res.rejected:
-            raise SystemExit(f"benchmark file has malformed rows: {res.rejected[0]}")
-        added = append_imports_to_log(log, [res])
-        assert added == len(res.records), (added, len(res.records))
-        del res
-
-
-def _cell(rates: tuple[float, float, float]) -> str:
-    """Return a median and its range (rows/s)."""
-    return f"{rates[1]:>8,.0f} ({rates[2]:,.0f}-{rates[0]:,.0f})"
+def real_files(tmp: Path) -> None:
+    """Import each real file once (ours): rows/s as typed, peak memory."""
+    pozidriv = tmp / "pozidriv.log"
+    with gzip.open(DATA / "slurm" / "pozidriv.log.gz", "rb") as src, pozidriv.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    files = {"sacct": [SLICE_SACCT, pozidriv], "ITP": [ITP, ROOT / "bench" / "data" / "itp" / "cluster04.csv"],
+             "Philly": [PHILLY]}  # fmt: skip
+    cli = str(Path(sys.executable).with_name("gpuledger"))
+    print("real files (ours, one run each, the command as typed):")
+    for name, paths in files.items():
+        for path in paths:
+            rows = sum(1 for _ in path.open()) - (name == "ITP")
+            if name == "Philly":
+                rows = len(json.loads(path.read_text()))
+            shutil.rmtree(tmp / "log-real", ignore_errors=True)
+            r = timed(command(cli, name, path, tmp / "log-real"))
+            print(f"  {path.name}: {rows:,} rows, {r['wall']:.2f} s wall ({rows / r['wall']:,.0f} rows/s), "
+                  f"{r['cpu']:.2f} CPU s, peak {r['peak'] / 2**20:,.0f} MiB")  # fmt: skip
 
 
 def main() -> None:
-    """Print rows/s of each adapter end to end into the embedded log, with the baselines of the same run."""
-    with tempfile.TemporaryDirectory() as tmpdir:
+    """Import the files as typed, against the baseline when one is named; print rows/s, ratios and peak memory."""
+    with tempfile.TemporaryDirectory(prefix="bench-adapters-", dir=os.environ.get("BENCH_TMP")) as tmpdir:
         tmp = Path(tmpdir)
-        sacct, full, itp = write_files(tmp)
-        slurm_opts = SlurmOptions(gpus_for_cpu_jobs=1)
-        full_opts = CsvOptions(
-            columns=parse_column_map("workload_id=id,submit=submit,start=start,end=end,gpus=gpus,budget=budget")
-        )
-        itp_opts = CsvOptions(
-            columns=parse_column_map("workload_id=job_id,submit=submission_time,duration=duration,gpus=num_gpu"),
-            epoch="2021-03-04T00:00:00",
-        )
-        cases: list[tuple[str, Callable[[], ImportResult], Callable[[], object]]] = [
-            ("sacct", lambda: import_sacct_file(sacct, slurm_opts), lambda: split_lines(sacct)),
-            ("CSV, full", lambda: import_csv_file(full, full_opts), lambda: csv_lines(full)),
-            ("CSV, ITP", lambda: import_csv_file(itp, itp_opts), lambda: csv_lines(itp)),
-        ]  # fmt: skip
-        n = ROWS
-        print(f"{n:,} rows per file; {REPEATS} runs each, median (worst-best) in rows/s; cores: {os.cpu_count()}; "
-              f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
-        print(f"{'adapter':<11}{'events/row':>11}{'end to end, wall':>33}{'end to end, CPU':>33}"
-              f"{'split, CPU':>33}{'fastavro, CPU':>33}{'floor, CPU':>11}{'x floor':>8}"
-              f"{'compiled, CPU':>33}")  # fmt: skip
-        for name, importer, reader in cases:
-            records = importer().records
-            ours, base_read, base_avro, compiled = Timing(), Timing(), Timing(), Timing()
-            for _ in range(REPEATS):  # interleaved, so a burst of load hits all four alike
-                ours.run(lambda: end_to_end(importer, tmp / "log"))  # noqa: B023 - called at once
-                base_read.run(reader)
-                base_avro.run(lambda: bare_fastavro(records, tmp / "bare.avro"))  # noqa: B023
-                compiled.run(lambda: bare_compiled(records, tmp / "compiled.avro"))  # noqa: B023
-            floor = n / (min(base_read.cpus) + min(base_avro.cpus))
-            best = ours.rate(n, cpu=True)[0]
-            print(f"{name:<11}{len(records) / n:>11.2f}{_cell(ours.rate(n)):>33}{_cell(ours.rate(n, cpu=True)):>33}"
-                  f"{_cell(base_read.rate(n, cpu=True)):>33}{_cell(base_avro.rate(n, cpu=True)):>33}"
-                  f"{floor:>11,.0f}{best / floor:>8.2f}{_cell(compiled.rate(n, cpu=True)):>33}")  # fmt: skip
+        compare(write_files(tmp, ROWS, CHOSEN), ROWS, tmp)
+        if SCALE > 1:
+            scaled = tuple(k for k in ("sacct", "CSV, six columns") if k in CHOSEN)
+            big = write_files(tmp, ROWS * SCALE, scaled, "-big")
+            small = write_files(tmp, ROWS, scaled)
+            cli = str(Path(sys.executable).with_name("gpuledger"))
+            print(f"{ROWS * SCALE:,} rows against {ROWS:,} (ours, one run each): peak memory")
+            for name in scaled:
+                runs = []
+                for path in (small[name], big[name]):
+                    shutil.rmtree(tmp / "log-scale", ignore_errors=True)
+                    runs.append(timed(command(cli, name, path, tmp / "log-scale")))
+                shutil.rmtree(tmp / "log-scale", ignore_errors=True)
+                one, ten = runs
+                print(f"  {name}: {ROWS:,} rows peak {one['peak'] / 2**20:,.0f} MiB ({ROWS / one['wall']:,.0f} "
+                      f"rows/s); {ROWS * SCALE:,} rows peak {ten['peak'] / 2**20:,.0f} MiB "
+                      f"({ROWS * SCALE / ten['wall']:,.0f} rows/s): {ten['peak'] / one['peak']:.2f}x the memory for "
+                      f"{SCALE}x the rows")  # fmt: skip
+            for path in big.values():
+                path.unlink()
+        real_files(tmp)
+
+
+if __name__ == "__main__":
+    main()

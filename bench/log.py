@@ -8,6 +8,13 @@ from the schemas, not fastavro) and fsyncs each batch; on read it checks segment
 rebuilds event objects. Encoding the blocks alone is also timed against a fastavro Writer.
 The target is at least half of the baseline's rate, append and read together.
 
+Then the log write of a month: the full demo month is replayed once (untimed) and its events
+written again to a new log by the replay's own log writer, in the driver's batches, the outside
+events (submissions, the tree, capacity) validated as the replay validates them, each run in its
+own process (``--month-runs``, default 3; ``--month none`` to skip). With ``BENCH_BASELINE=DIR``
+(another checkout with its own ``.venv``) the same writes run with that build in the same sitting,
+interleaved with ours, and must write the same bytes: medians and ranges, and ours / baseline.
+
 ``python -m bench.log --events 200000 --batch 10000 --rounds 2`` for other sizes.
 """
 
@@ -203,14 +210,101 @@ def run(n: int, batch: int, rounds: int) -> float:
     return ratio
 
 
+# The log write of a month, in one process: the events read from a log (untimed), written again by the
+# replay's log writer in the driver's batches, the outside events' positions found beforehand (untimed).
+_MONTH_WRITE = """
+import json, shutil, sys, time
+from ledger.events import (AllocationChanged, BudgetNodeDefined, ClusterCapacityChanged, HostHealthChanged,
+                           WorkloadSubmitted)
+from ledger.gcpause import paused_gc
+from ledger.log import EventLog
+from ledger.replay.logwriter import LogWriter
+source, out, batch = sys.argv[1], sys.argv[2], int(sys.argv[3])
+outside = (AllocationChanged, BudgetNodeDefined, ClusterCapacityChanged, HostHealthChanged, WorkloadSubmitted)
+events = list(EventLog(source, readonly=True))
+parts = [events[i:i + batch] for i in range(0, len(events), batch)]
+positions = [[j for j, e in enumerate(part) if isinstance(e, outside)] for part in parts]
+shutil.rmtree(out, ignore_errors=True)
+log = EventLog(out)
+writer = LogWriter(log)
+with paused_gc():
+    t0, c0 = time.perf_counter(), time.process_time()
+    for part, where in zip(parts, positions):
+        writer.write(part, where)
+    log.close()
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({"wall": wall, "cpu": cpu, "events": len(events)}))
+"""
+
+
+def month(runs: int) -> None:
+    """Replay the full demo month once, then time its log write (ours, and the baseline's when named)."""
+    import json
+    import statistics
+    import subprocess
+    import sys
+
+    from ledger.core.knobs import Knobs
+    from ledger.replay.demo_month import FULL, generate
+    from ledger.replay.driver import ReplayDriver
+    from ledger.replay.run import inputs_from_budgets, replay
+
+    baseline = os.environ.get("BENCH_BASELINE")
+    work = Path(tempfile.mkdtemp(prefix="gpuledger-bench-month-", dir=os.environ.get("BENCH_TMP")))
+    try:
+        print("replaying the full demo month once (untimed) ...", flush=True)
+        month_ = generate(7, mix=FULL)
+        inputs = inputs_from_budgets(month_.budgets, list(month_.submissions), start=month_.start)
+        replay(inputs, Knobs(policy="fairshare", gpus_per_node=inputs.gpus_per_node), work / "run")
+        import inspect
+
+        batch = int(inspect.signature(ReplayDriver).parameters["batch"].default)  # the driver's batches
+        pythons = {"ours": sys.executable}
+        if baseline:
+            pythons["baseline"] = str(Path(baseline) / ".venv" / "bin" / "python")
+        got: dict[str, list[dict[str, float]]] = {who: [] for who in pythons}
+        for _ in range(runs):
+            for who, python in pythons.items():
+                done = subprocess.run(
+                    [python, "-c", _MONTH_WRITE, str(work / "run" / "events"), str(work / who), str(batch)],
+                    capture_output=True, text=True,
+                )  # fmt: skip
+                if done.returncode:
+                    raise SystemExit(f"bench.log: the month's log write failed ({who}):\n{done.stderr[-3000:]}")
+                got[who].append(json.loads(done.stdout.strip().splitlines()[-1]))
+        events = int(got["ours"][0]["events"])
+        print(f"log write of the full demo month: {events:,} events in batches of {batch:,}, {runs} runs each, "
+              f"interleaved, median (min-max); load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+        for who, results in got.items():
+            walls, cpus = [r["wall"] for r in results], [r["cpu"] for r in results]
+            print(f"  {who:<9} {statistics.median(walls):.2f} s wall ({min(walls):.2f}-{max(walls):.2f}), "
+                  f"{statistics.median(cpus):.2f} CPU s ({min(cpus):.2f}-{max(cpus):.2f})")  # fmt: skip
+        if baseline:
+            ratio = {k: statistics.median(r[k] for r in got["ours"]) / statistics.median(r[k] for r in got["baseline"])
+                     for k in ("wall", "cpu")}  # fmt: skip
+            names = sorted(p.name for p in (work / "ours").iterdir() if p.suffix in (".avro", ".ids"))
+            same = all((work / "ours" / n).read_bytes() == (work / "baseline" / n).read_bytes() for n in names)
+            print(f"  ours / baseline: {ratio['wall']:.2f} wall, {ratio['cpu']:.2f} CPU (target <= 0.50); "
+                  f"same segment and id files: {same}")  # fmt: skip
+            if not same:
+                raise SystemExit("bench.log: the month's logs of ours and the baseline differ")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Run the log benchmark (1,000,000 events by default)."""
+    """Run the log benchmark (1,000,000 events by default), then the log write of the demo month."""
     p = argparse.ArgumentParser(prog="python -m bench.log", description=__doc__)
     p.add_argument("--events", type=int, default=1_000_000)
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--month", choices=("full", "none"), default="full")
+    p.add_argument("--month-runs", type=int, default=3)
     args = p.parse_args(argv if argv is not None else [])
-    run(args.events, args.batch, args.rounds)
+    if args.events:
+        run(args.events, args.batch, args.rounds)
+    if args.month != "none":
+        month(args.month_runs)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,14 @@ per week, the worst team over its weeks, the teams at 95 % or more over their we
 The figures are deterministic (same code, same month, same figures); the wall time of each run is
 printed beside them for information only.
 
-``BENCH_RULES_MONTHS`` picks the months (default ``demo,A,B,C,I,S``), ``BENCH_RULES`` the rule sets
-(default ``final-share,instant,priority``; ``no-debug-lane`` is final-share without the default debug
-partition, ``debug-lane-6`` with one of 6 % of the month's hosts, rounded up: ``DEBUG_SHARE``) and
-``BENCH_JOBS`` how many replays run at once (default: the cores). The months:
+A third table holds the short-work targets of docs/rules.md ("Must show") for every month replayed
+under both ``final-share`` and ``priority``: each figure beside its target, the miss marked ``✗``.
+
+``BENCH_RULES_MONTHS`` picks the months (default ``demo,A,B,C,I,S,F0,F1,F2,F3,F4,F5``),
+``BENCH_RULES`` the rule sets (default ``final-share,priority``; also ``instant``, ``accrued`` (the
+entry charge as it accrues), ``no-debug-first`` (debug runs first on the partition only),
+``no-debug-lane`` (no debug partition)) and ``BENCH_JOBS`` how many replays run at once (default: the
+cores). The months:
 
 * ``demo``: ``gpuledger demo``'s month (seed 7), replayed past its 30 days until all work is done;
 * ``full``: the same month with about 100,000 workloads (``gpuledger demo --month full``), not in
@@ -25,17 +29,23 @@ partition, ``debug-lane-6`` with one of 6 % of the month's hosts, rounded up: ``
 * ``I``: month A's parameters on 1,024 GPUs (about 83,000 workloads in a week at 2.5x demand);
 * ``S``: a sustained-demand month (``scenario_family.sustained``): 1,024 GPUs, submissions at 2.5x
   for 22 days, 70 % of the GPU-hours in 8–256-GPU training runs, 150 researchers in 15 projects in
-  4 programs; replayed and audited over its first three weeks, while submissions still go on.
+  4 programs; replayed and audited over its first three weeks, while submissions still go on;
+* ``F0``, ``F1``, …: the drawn family (``scenario_family.family_draw``): each index draws a week on
+  256 GPUs across the ranges the short-work targets are stated over (demand 1.2–3x, training runs
+  1–10 % of the workloads up to the whole cluster, debug runs 20–60 %, trees of 2–4 levels and
+  5–40 teams, shares 0.5–2.0 at every level), replayed until all its work is done;
+* ``L``: a large month of the same family (1,024 GPUs, 30 days, 2.5x, 2 % training runs, 40 % debug
+  runs, 16 teams in 4 levels), about 46,000 workloads.
 
-Levels (the audit's ``owed_hours.levels``): the *team* is the project (``lab/program/project``) in
-the demo, full and sustained months and the leaf (``lab/tN``) in months A–C and I; the *researcher*
-is the leaf. "Per week", the worst team and the teams at 95 % sum each node's owed and delivered
-hours over its weeks before the smaller is taken.
+Levels (the audit's ``owed_hours.levels``): the *team* is the level the budgets name as the team
+level (the family months, the sustained month), the project (``lab/program/project``) in the demo
+and full months and the leaf (``lab/tN``) in months A–C and I; the *researcher* is the leaf. "Per
+week", the worst team and the teams at 95 % sum each node's owed and delivered hours over its weeks
+before the smaller is taken.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -65,15 +75,14 @@ RULES: dict[str, tuple[str, Knobs]] = {
     "final-share": ("final-share", Knobs()),
     "instant": ("instant", Knobs(preemption_strategy="instant")),
     "priority": ("priority baseline", Knobs(policy="priority")),
+    "accrued": ("final-share, charged as it accrues", Knobs(charge="accrued")),
+    "no-debug-first": ("final-share, debug runs first on the partition only", Knobs(debug_first=False)),
     "no-debug-lane": ("final-share, no debug partition", Knobs(debug_hosts=0)),
-    "debug-lane-6": ("final-share, debug partition of 6 %", Knobs()),
 }
-# Rule sets whose debug partition is sized per month (``Knobs.debug_hosts``): this share of the month's
-# hosts, rounded up, labelled with the hosts it took. The default is 3 % (1 host of 32 on 256 GPUs, 4 of
-# 128 on 1,024); 6 %: 2 and 8, about the GPUs the debug runs of months A and C keep busy on average (16-17
-# of 256).
-DEBUG_SHARE: dict[str, float] = {"debug-lane-6": 0.06}
-TEAM_DEPTH = {"demo": 2, "full": 2, "S": 2}  # the team level (0: the root) where it is not the leaf
+TEAM_DEPTH = {"demo": 2, "full": 2}  # the team level (0: the root) where the budgets do not name it
+LARGE = family.Family(gpus=1024, days=30, demand=2.5, wide_share=0.02, debug_share=0.4, teams=16, depth=4,
+                      fill_share=0.01)
+DEFAULT_MONTHS = "demo,A,B,C,I,S,F0,F1,F2,F3,F4,F5"
 
 
 @dataclass(frozen=True)
@@ -102,8 +111,12 @@ def month_inputs(name: str) -> Month:
         sparams, seed, days = SUSTAINED[name]
         subs, budgets = family.sustained(sparams, seed)
         start, until = family.START, family.START + timedelta(days=days)
+    elif name == "L" or (name[:1] == "F" and name[1:].isdigit()):
+        drawn, seed = (LARGE, 1) if name == "L" else family.family_draw(int(name[1:]))
+        subs, budgets = family.drawn(drawn, seed)
+        start, until = family.START, None
     else:
-        known = ", ".join(["demo", "full", *MONTHS, *SUSTAINED])
+        known = ", ".join(["demo", "full", *MONTHS, *SUSTAINED, "L", "F0, F1, ..."])
         raise SystemExit(f"BENCH_RULES_MONTHS: unknown month {name!r} (expected one of {known})")
     times = [to_us(s.time) for s in subs]
     return Month(inputs_from_budgets(budgets, subs, start=start), len(subs), min(times), max(times), until)
@@ -155,9 +168,11 @@ def in_step(month: Month, workloads: list[dict[str, Any]], lo: int, hi: int) -> 
     return len(started) / len(early) if early else None
 
 
-def level(audit: dict[str, Any], depth: int) -> dict[str, Any]:
-    """Return the audit's owed hours at ``depth`` (0: the root), or at the deepest level when the tree is shallower."""
+def level(audit: dict[str, Any], depth: int | None) -> dict[str, Any]:
+    """Return the audit's owed hours at ``depth`` (0: the root; None: the team level, named or the leaves)."""
     every = audit["owed_hours"]["levels"]
+    if depth is None:
+        return next((lv for lv in every if lv["team_level"]), every[-1])
     return next((lv for lv in every if lv["depth"] == depth), every[-1])
 
 
@@ -175,7 +190,7 @@ def must_show(name: str, month: Month, rules: str, result: dict[str, Any], run_d
     if month.until is not None:
         stop = to_us(month.until)
     bill = audit["discarded_work"]
-    team, leaf = level(audit, TEAM_DEPTH.get(name, 99)), level(audit, 99)
+    team, leaf = level(audit, TEAM_DEPTH.get(name)), level(audit, 99)
     wide, small = in_step(month, work, 65, 256), in_step(month, work, 1, 8)
     step = f"{'–' if wide is None else f'{wide * 100:.0f} %'} / {'–' if small is None else f'{small * 100:.0f} %'}"
     debug = audit["wait_by_size"]["debug_allocated"]["p90_s"]
@@ -188,20 +203,70 @@ def must_show(name: str, month: Month, rules: str, result: dict[str, Any], run_d
     )
 
 
-def sized(rules: str, month: Month) -> tuple[str, Knobs]:
-    """Return the label and knobs of rule set ``rules`` for ``month``: a debug partition sized to the month's hosts."""
-    label, knobs = RULES[rules]
-    share = DEBUG_SHARE.get(rules)
-    if share is None:
-        return label, knobs
-    hosts = math.ceil(month.inputs.gpus / month.inputs.gpus_per_node * share)
-    return f"{label} ({hosts} host{'s' if hosts != 1 else ''})", knobs.with_(debug_hosts=hosts)
+def _p90(workloads: list[dict[str, Any]], lo: int, hi: int) -> float | None:
+    """Return the p90 first wait of allocated work of lo–hi GPUs that started (as the audit's buckets count them)."""
+    waits = sorted(
+        (parse_iso(w["first_start_time"]) - parse_iso(w["submit_time"])) / 1e6 for w in workloads
+        if lo <= w["gpus"] <= hi and w["min_runtime_s"] > 0 and w["first_start_time"] is not None
+    )
+    return waits[min(len(waits) - 1, int(0.9 * len(waits)))] if waits else None
+
+
+def busy_occupancy(run_dir: Path) -> float | None:
+    """Return occupied ÷ capacity GPU-hours over the hours whose allocated demand exceeded the capacity."""
+    import duckdb
+
+    folder = run_dir / FOLDER
+    rows = duckdb.connect().execute(f"""
+        SELECT sum(c.allocated_gpu_hours + c.unallocated_gpu_hours) / nullif(sum(c.capacity_gpu_hours), 0)
+        FROM read_parquet('{folder / "cluster_hourly.parquet"}') c
+        JOIN (SELECT hour, sum(demand_gpu_hours) AS demand FROM read_parquet('{folder / "levels_hourly.parquet"}')
+              WHERE depth = 0 GROUP BY hour) d USING (hour)
+        WHERE d.demand > c.capacity_gpu_hours""").fetchall()
+    value = rows[0][0] if rows else None
+    return None if value is None else float(value)
+
+
+def targets(name: str, month: Month, fair: dict[str, Any], prio: dict[str, Any], dirs: tuple[Path, Path]) -> str:
+    """Return the short-work targets' row of one month: final-share's figures beside the targets and priority's."""
+    work = [Details.files(d / FOLDER).rows("workloads") for d in dirs]
+    audit, base = fair["audit"], prio["audit"]
+    cells: list[str] = []
+
+    def cell(text: str, ok: bool | None) -> None:
+        cells.append(text if ok is None or ok else f"✗ {text}")
+
+    debug = audit["wait_by_size"]["debug_allocated"]["p90_s"]
+    cell(human(debug, "seconds"), debug is None or debug <= 300)
+    buckets = [{b["size"]: b["p90_s"] for b in a["wait_by_size"]["buckets"]} for a in (audit, base)]
+    for size, (lo, hi) in (("2-8", (2, 8)), ("9-64", (9, 64))):
+        ours, theirs = buckets[0][size], buckets[1][size]
+        mine, others = _p90(work[0], lo, hi), _p90(work[1], lo, hi)
+        cell(f"{human(ours, 'seconds')} / {human(theirs, 'seconds')} (allocated {human(mine, 'seconds')} / "
+             f"{human(others, 'seconds')})", ours is None or theirs is None or ours <= theirs)
+    wide = in_step(month, work[0], 65, 256)
+    cell("–" if wide is None else f"{wide * 100:.0f} %", wide is None or wide >= 0.6)
+    team = level(audit, TEAM_DEPTH.get(name))
+    worst = team["worst_node_week"]["ratio_week"]
+    cell(f"{team['ratio_week'] * 100:.1f} % / {worst * 100:.1f} %", team["ratio_week"] >= 0.95 and worst >= 0.9)
+    bound = (team.get("hourly_bound") or {}).get("ratio")
+    cell(f"{team['ratio'] * 100:.1f} % / {'–' if bound is None else f'{bound * 100:.1f} %'}",
+         bound is None or team["ratio"] >= bound - 0.10)
+    bill = audit["discarded_work"]
+    per = bill["preemptions"] / month.workloads
+    cell(f"{per:.2f}", per <= 1)
+    cell(f"{bill['discarded_share'] * 100:.1f} %", bill["discarded_share"] <= 0.10)
+    ratio = bill.get("eviction_ratio")
+    cell(human(ratio, "rate"), ratio is None or ratio <= 1.5)
+    busy = busy_occupancy(dirs[0])
+    cell("–" if busy is None else f"{busy * 100:.1f} %", busy is None or busy >= 0.95)
+    return f"| {name} | " + " | ".join(cells) + " |"
 
 
 def main() -> None:
-    """Replay every month under every rule set and print the two tables."""
-    months = [m.strip() for m in os.environ.get("BENCH_RULES_MONTHS", "demo,A,B,C,I,S").split(",") if m.strip()]
-    names = [r.strip() for r in os.environ.get("BENCH_RULES", "final-share,instant,priority").split(",") if r.strip()]
+    """Replay every month under every rule set and print the three tables."""
+    months = [m.strip() for m in os.environ.get("BENCH_RULES_MONTHS", DEFAULT_MONTHS).split(",") if m.strip()]
+    names = [r.strip() for r in os.environ.get("BENCH_RULES", "final-share,priority").split(",") if r.strip()]
     unknown = [r for r in names if r not in RULES]
     if unknown:
         raise SystemExit(f"BENCH_RULES: unknown rules {unknown[0]!r} (expected some of {', '.join(RULES)})")
@@ -210,15 +275,19 @@ def main() -> None:
           "| eviction ratio | received / owed | per day | debug p90 wait |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     second: list[str] = []
+    third: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-rules-") as tmp:
         for name in months:
             month = month_inputs(name)
-            chosen = [sized(r, month) for r in names]
+            chosen = [RULES[r] for r in names]
             settings = [(knobs, label, Path(tmp) / f"{name}-{i}") for i, (label, knobs) in enumerate(chosen)]
             results = run_settings(month.inputs, settings, jobs=jobs, quiet=True, until=month.until)
             for (label, _), result, (_, _, run_dir) in zip(chosen, results, settings, strict=True):
                 print(row(name, label, result, month.workloads), flush=True)
                 second.append(must_show(name, month, label, result, run_dir))
+            if "final-share" in names and "priority" in names:
+                i, j = names.index("final-share"), names.index("priority")
+                third.append(targets(name, month, results[i], results[j], (settings[i][2], settings[j][2])))
             pairs = zip(chosen, results, strict=True)
             walls = ", ".join(f"{label} {r['replay']['wall_s']:.0f} s" for (label, _), r in pairs)
             print(f"<!-- {name}: {month.workloads:,} workloads; replay wall {walls} -->", flush=True)
@@ -229,6 +298,15 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for line in second:
         print(line)
+    if third:
+        print()
+        print("| month | debug p90 ≤ 5 min | 2–8 GPUs p90: final-share / priority (allocated work alone) | 9–64 GPUs "
+              "| 65–256 in step ≥ 60 % | team per week ≥ 95 % / worst team ≥ 90 % | team per hour / its bound "
+              "(within 10 points) | preemptions per workload ≤ 1 | discarded ≤ 10 % | eviction ratio ≤ 1.5 "
+              "| occupancy while demand exceeds capacity ≥ 95 % |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for line in third:
+            print(line)
 
 
 if __name__ == "__main__":

@@ -322,12 +322,17 @@ def wait_by_size(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     stats = rows(con, "SELECT * FROM wait_stats ORDER BY wait_kind, ord")
 
     def block(kind: str) -> dict[str, Any]:
-        mine = [{k: r[k] for k in _WAIT_KEYS} for r in stats if r["wait_kind"] == kind]
+        everything = [r for r in stats if r["wait_kind"] == kind and r["tier"] == "all"]
+        mine = [{k: r[k] for k in _WAIT_KEYS} for r in everything]
         special = {r["size"]: r for r in mine if r["size"] in _DEBUG_BLOCKS}
-        return {"buckets": [r for r in mine if r["size"] not in _DEBUG_BLOCKS], **special}
+        allocated = [
+            {k: r[k] for k in _WAIT_KEYS} for r in stats if r["wait_kind"] == kind and r["tier"] == "allocated"
+        ]
+        return {"buckets": [r for r in mine if r["size"] not in _DEBUG_BLOCKS], **special,
+                "buckets_allocated": allocated}
 
     first = block("first")
-    cdf = {r["size"]: r["cdf_s"] for r in stats if r["wait_kind"] == "first" and r["jobs"]}
+    cdf = {r["size"]: r["cdf_s"] for r in stats if r["wait_kind"] == "first" and r["tier"] == "all" and r["jobs"]}
     return {**first, "requeue": block("requeue"), "cdf": {"quantiles": [i / 40 for i in range(41)], "wait_s": cdf}}
 
 

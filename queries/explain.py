@@ -89,8 +89,8 @@ def plain_units(reason: str, own_ratio: float | None = None) -> str:
     text = re.sub(r"\b(\d+) s protected\b", lambda m: f"{duration(int(m.group(1)))} protected", text)
     text = re.sub(r"\b(\d+)([smhdw])( window| half-life)\b",
                   lambda m: f"{duration(int(m.group(1)) * _UNIT_S[m.group(2)])}{m.group(3)}", text)
-    text = re.sub(r"\bprotected for (\d+)([smhdw])\b",
-                  lambda m: f"protected for {duration(int(m.group(1)) * _UNIT_S[m.group(2)])}", text)
+    text = re.sub(r"\bprotected (for|<=) (\d+)([smhdw])\b",
+                  lambda m: f"protected {m.group(1)} {duration(int(m.group(2)) * _UNIT_S[m.group(3)])}", text)
     # a hold's span, "(in 85m)", and the holder's wait on its hosts, "since ... UTC (85m)"
     text = re.sub(r"\((in )?(\d+)([smhdw])\)",
                   lambda m: f"({m.group(1) or ''}{duration(int(m.group(2)) * _UNIT_S[m.group(3)])})", text)

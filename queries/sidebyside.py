@@ -41,9 +41,9 @@ def _dig(*path: str) -> Callable[[dict[str, Any]], Any]:
     return get
 
 
-def _bucket(size: str, stat: str) -> Callable[[dict[str, Any]], Any]:
+def _bucket(size: str, stat: str, key: str = "buckets") -> Callable[[dict[str, Any]], Any]:
     def get(run: dict[str, Any]) -> Any:
-        for b in (run.get("audit", {}).get("wait_by_size", {}) or {}).get("buckets", []) or []:
+        for b in (run.get("audit", {}).get("wait_by_size", {}) or {}).get(key, []) or []:
             if b.get("size") == size and b.get("jobs"):
                 return b.get(stat)
         return None
@@ -170,6 +170,8 @@ def measures(largest: str | None = None, level: str = "every team",
     for size in SIZES:
         rows.append(Measure(f"wait_p50_{size}", f"wait p50, {size} GPU jobs", _bucket(size, "p50_s"), "seconds"))
         rows.append(Measure(f"wait_p90_{size}", f"wait p90, {size} GPU jobs", _bucket(size, "p90_s"), "seconds"))
+        rows.append(Measure(f"wait_p90_{size}_allocated", "  of them allocated (protected) work: wait p90",
+                            _bucket(size, "p90_s", "buckets_allocated"), "seconds"))
     if largest:
         rows.append(
             Measure(

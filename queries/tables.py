@@ -47,7 +47,10 @@ def level_noun(level: dict[str, Any] | None, many: bool = False) -> str:
 
 
 def plural(noun: str) -> str:
-    """Return an English noun's plural, as level names read: 'project' -> 'projects', 'lab' -> 'labs'."""
+    """Return a noun's plural as level names read: 'project' -> 'projects', 'budget at X' -> 'budgets at X'."""
+    head, sep, rest = noun.partition(" ")
+    if sep:  # a noun with words after it: the first word takes the plural
+        return f"{plural(head)} {rest}"
     if noun.endswith(("s", "x", "z", "ch", "sh")):
         return noun + "es"
     if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "i", "o", "u", ""):

@@ -20,24 +20,29 @@ WITH waits AS MATERIALIZED (
     SELECT 'requeue', f.gpus, f.min_runtime_s, (x.next_start_us - x.preempt_us) / 1e6
     FROM preempt_iv x JOIN workload_iv f USING (wid), params p
     WHERE x.next_start_us >= p.t0 AND x.next_start_us < p.pt1
-), keyed AS (
+), sized AS (
     SELECT wait_kind, CASE WHEN gpus <= 1 THEN 1 WHEN gpus <= 8 THEN 2 WHEN gpus <= 64 THEN 3
-                           WHEN gpus <= 256 THEN 4 ELSE 5 END AS ord, wait_s
+                           WHEN gpus <= 256 THEN 4 ELSE 5 END AS ord, min_runtime_s, wait_s
     FROM waits
+), keyed AS (
+    SELECT wait_kind, ord, 'all' AS tier, wait_s FROM sized
     UNION ALL
-    SELECT wait_kind, 6, wait_s FROM waits WHERE min_runtime_s <= 900
+    SELECT wait_kind, ord, 'allocated', wait_s FROM sized WHERE min_runtime_s > 0
     UNION ALL
-    SELECT wait_kind, 7, wait_s FROM waits WHERE min_runtime_s > 0 AND min_runtime_s <= 900
+    SELECT wait_kind, 6, 'all', wait_s FROM waits WHERE min_runtime_s <= 900
+    UNION ALL
+    SELECT wait_kind, 7, 'all', wait_s FROM waits WHERE min_runtime_s > 0 AND min_runtime_s <= 900
 ), stats AS (
-    SELECT wait_kind, ord, count(wait_s) AS jobs, avg(wait_s) AS mean_s, max(wait_s) AS max_s,
+    SELECT wait_kind, ord, tier, count(wait_s) AS jobs, avg(wait_s) AS mean_s, max(wait_s) AS max_s,
            quantile_cont(wait_s, [x / 40 FOR x IN range(0, 41)] || [0.99]) AS q
     FROM keyed GROUP BY ALL
 ), grid AS (
-    SELECT k.wait_kind, b.ord, b.size
+    SELECT k.wait_kind, b.ord, b.size, b.tier
     FROM (VALUES ('first'), ('requeue')) k(wait_kind),
-         (SELECT ord, size FROM size_buckets UNION ALL SELECT 6, 'debug' UNION ALL SELECT 7, 'debug_allocated') b
+         (SELECT ord, size, 'all' AS tier FROM size_buckets UNION ALL SELECT ord, size, 'allocated' FROM size_buckets
+          UNION ALL SELECT 6, 'debug', 'all' UNION ALL SELECT 7, 'debug_allocated', 'all') b
 )
-SELECT g.wait_kind, g.ord, g.size, coalesce(s.jobs, 0) AS jobs, s.mean_s,
+SELECT g.wait_kind, g.ord, g.size, g.tier, coalesce(s.jobs, 0) AS jobs, s.mean_s,
        s.q[21] AS p50_s, s.q[37] AS p90_s, s.q[42] AS p99_s, s.max_s, s.q[1:41] AS cdf_s
-FROM grid g LEFT JOIN stats s USING (wait_kind, ord)
-ORDER BY g.wait_kind, g.ord;
+FROM grid g LEFT JOIN stats s USING (wait_kind, ord, tier)
+ORDER BY g.wait_kind, g.tier, g.ord;

@@ -29,11 +29,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ledger.adapters.common import ImportResult, Record
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from ledger.adapters.common import Record
 from ledger.budgets import Budgets
+from ledger.log.avro_columns import Coded
 
 __all__ = [
-    "ChargeSummary", "Charger", "charge_records", "charge_result", "event_record", "kueue_queues",
+    "Charge", "ChargeSummary", "Charger", "charge_records", "event_record", "kueue_queues",
     "source_of", "tree_events", "tree_tag",
 ]  # fmt: skip
 
@@ -44,7 +49,7 @@ EXAMPLES = 3
 class _Unmatched:
     reason: str
     workloads: int = 0
-    examples: list[str] = field(default_factory=list)
+    examples: list[tuple[int, str]] = field(default_factory=list)  # (rank in the file, workload id)
 
 
 @dataclass
@@ -65,9 +70,19 @@ class ChargeSummary:
             self.charged[node] += n
             return
         u = self.unmatched.setdefault(key, _Unmatched(reason))
-        u.workloads += n
         if len(u.examples) < EXAMPLES:
-            u.examples.append(workload_id)
+            u.examples.append((u.workloads, workload_id))
+        u.workloads += n
+
+    def add_unmatched(self, key: str, reason: str, n: int, examples: list[tuple[int, str]]) -> None:
+        """Count ``n`` workloads unmatched under ``key``; ``examples`` (rank in the file, workload id) of some of them.
+
+        The examples kept are the first of the file (lowest ranks), whatever order the parts of a
+        file are charged in.
+        """
+        u = self.unmatched.setdefault(key, _Unmatched(reason))
+        u.workloads += n
+        u.examples = sorted(u.examples + examples)[:EXAMPLES]
 
     def merge(self, other: ChargeSummary) -> None:
         """Add the counts of another summary (of another file of the same import)."""
@@ -86,7 +101,8 @@ class ChargeSummary:
             "(audited as undefined budgets)"
         )
         for key, u in sorted(self.unmatched.items()):
-            lines.append(f"    {key}: {u.workloads} workloads, e.g. {', '.join(u.examples)} ({u.reason})")
+            shown = ", ".join(workload for _, workload in u.examples)
+            lines.append(f"    {key}: {u.workloads} workloads, e.g. {shown} ({u.reason})")
         return "\n".join(lines)
 
 
@@ -193,30 +209,56 @@ def _mapping(
     return out
 
 
-def charge_result(res: ImportResult, charger: Charger) -> ChargeSummary:
-    """Charge every workload of an import result to its node (in place); return the summary."""
-    summary = ChargeSummary()
-    source = res.kind
-    hints = kueue_queues(res.added) if res.added else {}  # Kueue adds its records whole
-    budgets: set[str] = {h.budget for h, _, _ in res.histories}
-    budgets |= {r["budget"] for name, r in res.added if name == "WorkloadSubmitted"}
-    mapping = _mapping(charger, source, budgets, hints)
+class Charge:
+    """Charging while an import reads a file: each workload's budget path becomes its node of the tree, counted."""
 
-    def target(budget: str) -> str:
-        node = mapping[budget][0]
-        return budget if node is None else node
+    def __init__(self, charger: Charger) -> None:
+        self.charger = charger
+        self.summary = ChargeSummary()
 
-    for h, _, _ in res.histories:
-        node, key, reason = mapping[h.budget]
-        summary.add(node, key, reason, h.workload_id)
-        h.budget = target(h.budget)
-    for name, r in res.added:
-        if name == "WorkloadSubmitted":
+    def budgets(self, source: str, budget: Coded, workload_id: Any, rank: npt.NDArray[np.int64]) -> Coded:
+        """Return the budget column charged: each distinct path mapped once; count the workloads (one per row)."""
+        values = list(budget.values)
+        codes = np.asarray(budget.codes)
+        mapping = _mapping(self.charger, source, values, {})
+        counts = np.bincount(codes, minlength=len(values))
+        unmatched = [k for k, v in enumerate(values) if counts[k] and mapping[v][0] is None]
+        if unmatched:
+            order = np.lexsort((rank, codes))  # by budget, then the order of the file
+            starts = np.searchsorted(codes[order], unmatched)
+            for k, start in zip(unmatched, starts.tolist(), strict=True):
+                rows = order[start : start + min(EXAMPLES, int(counts[k]))]
+                ids = _text_at(workload_id, rows)
+                _, key, reason = mapping[values[k]]
+                examples = list(zip(rank[rows].tolist(), ids, strict=True))
+                self.summary.add_unmatched(key, reason, int(counts[k]), examples)
+        for k, value in enumerate(values):
+            node = mapping[value][0]
+            if counts[k] and node is not None:
+                self.summary.charged[node] += int(counts[k])
+        return Coded(codes, [value if mapping[value][0] is None else mapping[value][0] for value in values])
+
+    def records(self, source: str, records: list[Record]) -> list[Record]:
+        """Return events added whole with each submission charged (Kueue's: to its ClusterQueue's node)."""
+        hints = kueue_queues(records)
+        mapping = _mapping(
+            self.charger, source, {r["budget"] for n, r in records if n == "WorkloadSubmitted"}, hints
+        )
+        out: list[Record] = []
+        for name, r in records:
+            if name != "WorkloadSubmitted":
+                out.append((name, r))
+                continue
             node, key, reason = mapping[r["budget"]]
-            summary.add(node, key, reason, r["workload_id"])
-            r["budget"] = target(r["budget"])
-    res.changed()  # the records made so far carry the old paths
-    return summary
+            self.summary.add(node, key, reason, r["workload_id"])
+            out.append((name, r if node is None else {**r, "budget": node}))
+        return out
+
+
+def _text_at(column: Any, rows: npt.NDArray[np.int64]) -> list[str]:
+    if isinstance(column, np.ndarray):
+        return [str(v) for v in column[rows].tolist()]
+    return [str(v) for v in column.take(pa.array(rows, pa.int64())).to_pylist()]
 
 
 def charge_records(records: Sequence[Record], charger: Charger) -> tuple[list[Record], ChargeSummary]:

@@ -23,13 +23,15 @@ import pyarrow.compute as pc
 
 from ledger import events as ev
 from ledger.adapters.common import EARLIEST_US, LATEST_US, ImportResult, Rejection, RowError, parse_local_time
-from ledger.adapters.history import History
+from ledger.adapters.history import Histories
+from ledger.log.avro_columns import Coded
 
 __all__ = [
     "WHITESPACE",
     "Bools",
     "Ints",
     "Rules",
+    "Seen",
     "codes_of",
     "group_of",
     "ints",
@@ -37,17 +39,20 @@ __all__ = [
     "numbers",
     "per_value",
     "put_back",
+    "repeats",
     "strip",
     "text",
     "time_at",
     "times",
+    "unstood",
 ]
 
 Ints = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 T = TypeVar("T")
 
-WHITESPACE = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+# (every character ``str.isspace`` holds true for lies in the Basic Multilingual Plane, the last U+3000)
+WHITESPACE = "".join(chr(c) for c in range(0x10000) if chr(c).isspace())
 """What ``str.strip`` takes off (Unicode whitespace and the separators \\x1c-\\x1f): ``strip`` takes the same."""
 
 _US_PER_DAY = 86_400_000_000
@@ -69,15 +74,113 @@ def text(values: Sequence[str]) -> tuple[pa.StringArray, bool]:
         return pa.array([v.translate(_PRIVATE) for v in values], pa.string()), True
 
 
-def put_back(kept: list[tuple[History, str, str]], res: ImportResult) -> None:
-    """Put back the lone surrogates ``text`` stood in for, in the histories kept and the reasons given."""
-    for h, _, _ in kept:
-        h.workload_id, h.budget = h.workload_id.translate(_BACK), h.budget.translate(_BACK)
-        h.user = h.user.translate(_BACK)
-        for run in h.runs:
-            run.hosts = tuple(host.translate(_BACK) for host in run.hosts)
-    kept[:] = [(h, cluster.translate(_BACK), source) for h, cluster, source in kept]
+def put_back(histories: Histories, res: ImportResult, start: int) -> None:
+    """Put back the lone surrogates ``text`` stood in for, in the histories and in the reasons given since ``start``.
+
+    The text columns become Python strings (``Histories`` allows them): the log's encoder refuses
+    such a value by name, as it refuses any other reader's.
+    """
+
+    def back(column: Any) -> Any:
+        values = column.to_pylist() if isinstance(column, pa.Array | pa.ChunkedArray) else list(column)
+        out = np.empty(len(values), dtype=object)
+        for k, value in enumerate(values):
+            out[k] = value.translate(_BACK)
+        return out
+
+    histories.workload_id = back(histories.workload_id)
+    histories.user = back(histories.user) if not isinstance(histories.user, Coded) else Coded(
+        histories.user.codes, [v.translate(_BACK) for v in histories.user.values])
+    histories.budget = Coded(histories.budget.codes, [v.translate(_BACK) for v in histories.budget.values])
+    histories.cluster = Coded(histories.cluster.codes, [v.translate(_BACK) for v in histories.cluster.values])
+    hosts = histories.runs.hosts
+    histories.runs.hosts = Coded(hosts.codes, [tuple(h.translate(_BACK) for h in t) for t in hosts.values])
+    res.rejected[start:] = [Rejection(r.file, r.line, r.reason.translate(_BACK)) for r in res.rejected[start:]]
+
+
+def repeats(ids: pa.StringArray, lines: Ints, seen: Seen) -> tuple[Bools, list[tuple[int, str]]]:
+    """Return where a workload id was read before (in this chunk, or in an earlier one) and (line, reason) of each.
+
+    The first row of an id is kept; each later one is refused naming the line of the first.
+    """
+    coded = pc.dictionary_encode(ids)
+    codes = ints(coded.indices)
+    firsts = np.unique(codes, return_index=True)[1] if len(codes) else np.zeros(0, np.int64)
+    before = seen.first_lines(coded.dictionary.take(pa.array(codes[firsts])), lines[firsts])
+    first_line = np.zeros(len(coded.dictionary), np.int64)
+    first_line[codes[firsts]] = np.where(before > 0, before, lines[firsts])
+    again: Bools = first_line[codes] != lines
+    reasons = [
+        (int(lines[r]), f"workload_id {ids[r].as_py()!r} already on line {first_line[codes[r]]}")
+        for r in np.flatnonzero(again).tolist()
+    ]
+    return again, reasons
+
+
+def unstood(res: ImportResult) -> None:
+    """Put back the lone surrogates ``text`` stood in for in every reason given (a file read in chunks)."""
     res.rejected[:] = [Rejection(r.file, r.line, r.reason.translate(_BACK)) for r in res.rejected]
+
+
+class Seen:
+    """Text values met so far in a file, and the line each was first met on: to name a repeat however far back.
+
+    A file is read a chunk at a time; a value is kept as a 128-bit digest (two 64-bit hashes, of the
+    value and of the value behind a marker byte), not as text, so a file of any size keeps 24 bytes
+    a value. Two values are taken as the same when their digests are: in a file of ten million
+    distinct values the chance of one wrong match is below 10^-20.
+    """
+
+    def __init__(self) -> None:
+        self._levels: list[tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64], Ints]] = []  # each sorted by hi
+        self._db: Any = None
+
+    def first_lines(self, values: pa.StringArray, lines: Ints) -> Ints:
+        """Return the line each value (distinct within ``values``) was met on before, or 0; remember the new ones."""
+        if not len(values):
+            return np.zeros(0, np.int64)
+        hi, lo = self._digests(values)
+        order = np.argsort(hi)  # searched in order: each search starts near the last one's end (cache, not RAM)
+        hi, lo, lines = hi[order], lo[order], lines[order]
+        found = np.zeros(len(values), np.int64)
+        for level_hi, level_lo, level_line in self._levels:
+            at = np.minimum(np.searchsorted(level_hi, hi), len(level_hi) - 1)
+            hit = (level_hi[at] == hi) & (found == 0)
+            for r in np.flatnonzero(hit).tolist():  # (equal high halves: almost always the same value)
+                k = int(at[r])
+                while k < len(level_hi) and level_hi[k] == hi[r]:
+                    if level_lo[k] == lo[r]:
+                        found[r] = level_line[k]
+                        break
+                    k += 1
+        new = found == 0
+        self._add(hi[new], lo[new], lines[new])
+        out = np.empty_like(found)
+        out[order] = found
+        return out
+
+    def _add(self, hi: npt.NDArray[np.uint64], lo: npt.NDArray[np.uint64], lines: Ints) -> None:
+        if not len(hi):
+            return
+        level = (hi, lo, lines)
+        # levels of like size are merged: each value is moved about log2(values / chunk) times in all
+        while self._levels and len(self._levels[-1][0]) <= 2 * len(level[0]):
+            last = self._levels.pop()
+            level = tuple(np.concatenate((a, b)) for a, b in zip(last, level, strict=True))  # type: ignore[assignment]
+        order = np.argsort(level[0], kind="stable")  # (two sorted halves: merged in one pass)
+        self._levels.append((level[0][order], level[1][order], level[2][order]))
+
+    def _digests(self, values: pa.StringArray) -> tuple[npt.NDArray[np.uint64], npt.NDArray[np.uint64]]:
+        if self._db is None:
+            import duckdb
+
+            self._db = duckdb.connect()
+        self._db.register("seen_values", pa.table({"v": values}))
+        try:
+            got = self._db.execute("SELECT hash(v) AS hi, hash(chr(31) || v) AS lo FROM seen_values").fetchnumpy()
+        finally:
+            self._db.unregister("seen_values")
+        return np.asarray(got["hi"], np.uint64), np.asarray(got["lo"], np.uint64)
 
 
 def mask(arr: pa.Array | pa.ChunkedArray) -> Bools:

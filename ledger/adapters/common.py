@@ -1,12 +1,13 @@
 """What every adapter shares: the import result and summary, rejected lines, times, budget paths.
 
-The file adapters produce checked workload histories (``ledger.adapters.history``), not event
-objects: every value has been checked by the adapter's own row checks (each field parsed once,
-with an error naming file, line, field and value), which is what lets the import command hand
-their events to the log without a second validation pass (``EventLog.append_records``, the log's
-own encoder). ``ImportResult.records`` gives the events as ``(type name, record)`` pairs whose
-times are integer microseconds since the epoch (UTC), and ``ImportResult.events`` as event
-objects, both made on demand.
+The file adapters produce checked workload histories as columns (``ledger.adapters.history``),
+not event objects: every value has been checked by the adapter's own row checks (each field
+parsed once, with an error naming file, line, field and value), which is what lets the import
+command hand their events to the log without a second validation pass (an ``EventBatch``, which
+the log appends with ``EventLog.append_batch``). An ``ImportResult`` sends the events to the
+batch of its ``Destination`` as they are made, a file's chunk at a time, or keeps them:
+``ImportResult.records`` gives them as ``(type name, record)`` pairs whose times are integer
+microseconds since the epoch (UTC), and ``ImportResult.events`` as event objects.
 """
 
 from __future__ import annotations
@@ -20,12 +21,16 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+import numpy as np
+
 from ledger import events as ev
-from ledger.errors import ConfigError, InputError
-from ledger.gcpause import paused_gc
+from ledger.errors import ConfigError, InputError, LedgerError
+from ledger.log.avro_columns import column_value
 
 if TYPE_CHECKING:
-    from ledger.adapters.history import History
+    from ledger.adapters.charging import Charge
+    from ledger.adapters.history import EventPart, Histories
+    from ledger.log.batch import EventBatch
 
 __all__ = [
     "EARLIEST_US",
@@ -33,6 +38,7 @@ __all__ = [
     "LATEST_US",
     "LONG_MAX",
     "UTF8_BOM",
+    "Destination",
     "ImportResult",
     "Record",
     "Rejection",
@@ -56,6 +62,7 @@ LONG_MAX = ev.LONG_MAX
 UTF8_BOM = b"\xef\xbb\xbf"  # a byte-order mark some editors and spreadsheets write before a file's first line
 _TIME_FIELDS = ("time", "protected_until", "effective_time")
 _ARRAY_FIELDS = ("nodes", "managers")
+_ADDED = 1 << 62  # the rank of events added whole: after every history's (``ImportResult.records``)
 
 
 class RowError(ValueError):
@@ -75,13 +82,28 @@ class Rejection:
 
 
 @dataclass
+class Destination:
+    """Where an import's events go as they are made.
+
+    ``batch``: the log batch that takes them (sorted by ``section``, then time: the import command
+    gives each file a section of one batch, the budget tree the first). Without one, the result
+    keeps them (``keep``; ``ImportResult.records``) or only counts them (a dry run). ``charge``
+    charges each workload to its node of a budget tree on the way (``ledger.adapters.charging``).
+    """
+
+    batch: EventBatch | None = None
+    section: int = 0
+    keep: bool = True
+    charge: Charge | None = None
+
+
+@dataclass
 class ImportResult:
     """The events one file stands for, and the account of how they were read.
 
-    The file adapters add checked ``History`` objects (``add_history``); events added whole
-    (``add_event``, the Kueue adapter) are kept as records and come after those of histories.
-    ``records`` turns both into (type name, record) pairs on first use; the log encodes them
-    (``EventLog.append_records``).
+    The file adapters add checked ``Histories`` (``add_histories``), a chunk of the file at a time;
+    events added whole (``add_event``: the Kueue adapter, the budget tree) are kept as records
+    until ``finish``. Either way they go to the ``Destination``'s batch, or are kept here.
     """
 
     kind: str
@@ -91,48 +113,46 @@ class ImportResult:
     skipped: Counter[str] = field(default_factory=Counter)
     rejected: list[Rejection] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    histories: list[tuple[History, str, str]] = field(default_factory=list)
-    """(History, cluster, source) in the order they were read; each already checked against the schema's bounds."""
+    to: Destination = field(default_factory=Destination)
+    counts: Counter[str] = field(default_factory=Counter)
+    """Events by type."""
+    first_us: int | None = None
+    """The time of the earliest event (µs), None while there is none."""
+    clusters: set[str] = field(default_factory=set)
+    parts: list[EventPart] = field(default_factory=list)
+    """The events made, as columns, when the destination keeps them."""
     added: list[Record] = field(default_factory=list)
-    """Records of events added whole (``add_event``), validated when added."""
-    by_time: bool = False
-    """Whether ``records`` are sorted by time (``sort_events``)."""
-    _records: list[Record] | None = field(default=None, repr=False)
+    """Records of events added whole (``add_event``), validated when added, until ``finish`` hands them on."""
+    handed: int = 0
+    """Events added whole that ``finish`` handed on so far."""
 
-    @property
-    def records(self) -> list[Record]:
-        """Return the (type name, record) pairs of every event, in time order once ``sort_events`` was called."""
-        if self._records is None:
-            from ledger.adapters.history import history_records  # history imports this module
+    def add_histories(self, histories: Histories, source: str) -> None:
+        """Add the events of checked histories (``ledger.adapters.history``): to the batch, or kept."""
+        from ledger.adapters.history import events  # history imports this module
 
-            out: list[Record] = []
-            with paused_gc():
-                for h, cluster, source in self.histories:
-                    history_records(h, cluster, source, out)
-            out += self.added
-            if self.by_time:
-                out.sort(key=_time_of)  # stable: a workload's own events keep their order at equal times
-            self._records = out
-        return self._records
+        if not len(histories):
+            return
+        if self.to.charge is not None:
+            histories.budget = self.to.charge.budgets(source, histories.budget, histories.workload_id, histories.rank)
+        for code in np.unique(np.asarray(histories.cluster.codes)).tolist():
+            self.clusters.add(histories.cluster.values[code])
+        for part in events(histories, source):
+            self._take(part)
 
-    def changed(self) -> None:
-        """Forget the records made so far (a history or an added record was changed in place)."""
-        self._records = None
+    def _take(self, part: EventPart) -> None:
+        self.counts[part.type_name] += part.n
+        first = int(part.keys[0].min())
+        self.first_us = first if self.first_us is None else min(self.first_us, first)
+        if self.to.batch is not None:
+            _add_part(self.to.batch, self.to.section, part)
+        elif self.to.keep:
+            self.parts.append(part)
 
-    def add_history(self, history: History, cluster: str, source: str) -> None:
-        """Add the events of a checked history (see ``ledger.adapters.history.add_history``, which checks it)."""
-        self.histories.append((history, cluster, source))
-        self.changed()
-
-    def add_histories(self, histories: list[tuple[History, str, str]]) -> None:
-        """Add the events of checked (history, cluster, source) triples, in order."""
-        self.histories += histories
-        self.changed()
-
-    @property
-    def events(self) -> list[ev.Event]:
-        """Return the records as event objects (built anew on each call; the import itself never needs them)."""
-        return [record_event(name, record) for name, record in self.records]
+    def add_to(self, batch: EventBatch, section: int) -> None:
+        """Add the events kept to ``batch`` as its section ``section`` (as the import command's files go as read)."""
+        self.finish()
+        for part in self.parts:
+            _add_part(batch, section, part)
 
     def add_event(self, event: ev.Event) -> None:
         """Add an event built elsewhere, validating it fully (for adapters that do not check field by field)."""
@@ -142,11 +162,52 @@ class ImportResult:
             if isinstance(record.get(name), datetime):
                 record[name] = ev.to_us(record[name])
         self.added.append((event.type_name, record))
-        self.changed()
+
+    def finish(self) -> None:
+        """Hand the events added whole to the destination (charged to the tree first, when it charges)."""
+        from ledger.adapters.history import EventPart
+
+        added, self.added = self.added, []
+        if self.to.charge is not None:
+            added = self.to.charge.records(self.kind, added)
+        by_type: dict[str, list[int]] = {}
+        for k, (name, record) in enumerate(added):
+            by_type.setdefault(name, []).append(k)
+            self.clusters.add(str(record["cluster"]))
+        start, self.handed = self.handed, self.handed + len(added)
+        for name, rows in by_type.items():
+            records = [added[k][1] for k in rows]
+            columns = {f: _objects([r[f] for r in records]) for f in records[0]}
+            times = np.array([r["time"] for r in records], np.int64)
+            rank = _ADDED + start + np.array(rows, np.int64)  # after every history's events, as added
+            self._take(EventPart(name, columns, len(rows), (times, rank, np.zeros(len(rows), np.int64))))
+
+    @property
+    def records(self) -> list[Record]:
+        """Return the (type name, record) pairs of every event kept, in time order (a workload's in its order)."""
+        if self.to.batch is not None or not self.to.keep:
+            raise LedgerError(f"{self.file}: the import's events went to {'the log' if self.to.batch else 'no one'}")
+        self.finish()
+        keyed: list[tuple[tuple[int, int, int], Record]] = []
+        for part in self.parts:
+            names = list(part.columns)
+            keys = zip(*(k.tolist() for k in part.keys), strict=True)
+            for row, key in enumerate(keys):
+                values = {f: column_value(part.columns[f], row) for f in names}
+                keyed.append((key, (part.type_name, values)))
+        keyed.sort(key=_key)
+        return [r for _, r in keyed]
+
+    @property
+    def events(self) -> list[ev.Event]:
+        """Return the records as event objects (built anew on each call; the import itself never needs them)."""
+        return [record_event(name, record) for name, record in self.records]
 
     def events_by_type(self) -> Counter[str]:
         """Return how many events of each type the file yields."""
-        return Counter(name for name, _ in self.records)
+        counts = self.counts.copy()
+        counts.update(name for name, _ in self.added)
+        return +counts
 
     def reject(self, line: int, reason: str) -> None:
         """Record a malformed record at ``line``."""
@@ -160,11 +221,6 @@ class ImportResult:
             raise InputError(
                 f"{self.file}: {len(self.rejected)} malformed record(s), nothing imported (--strict):\n  {shown}{more}"
             )
-
-    def sort_events(self) -> None:
-        """Order events by time; a stable sort keeps each workload's own order at equal times."""
-        self.by_time = True
-        self.changed()
 
     def render(self, max_rejected: int = 20) -> str:
         """Return the human-readable import summary."""
@@ -186,9 +242,27 @@ class ImportResult:
         return "\n".join(lines)
 
 
-def _time_of(item: Record) -> int:
-    time: int = item[1]["time"]
-    return time
+def _add_part(batch: EventBatch, section: int, part: EventPart) -> None:
+    """Add events to an import's batch, sorted by section and time, then the workload's rank and story.
+
+    The section and the time make one key: the ledger's times span less than 2**52 µs.
+    """
+    time, rank, story = part.keys
+    if part.n and (int(time.min()) < EARLIEST_US or int(time.max()) >= LATEST_US):
+        raise ValueError("an event time outside the ledger's range reached an import batch")
+    batch.add(part.type_name, part.columns, part.n, ((section << 52) + (time - EARLIEST_US), rank, story))
+
+
+def _objects(values: list[Any]) -> Any:
+    """Return values as a column of Python objects (written value by value by the log's field encoders)."""
+    out = np.empty(len(values), dtype=object)
+    for k, value in enumerate(values):  # one by one: a tuple must stay one value, not become a row of a matrix
+        out[k] = value
+    return out
+
+
+def _key(item: tuple[tuple[int, int, int], Record]) -> tuple[int, int, int]:
+    return item[0]
 
 
 def record_event(name: str, record: dict[str, Any]) -> ev.Event:

@@ -28,6 +28,13 @@ seconds and anything else ISO 8601 (read in ``tz`` when it carries no offset).
 about when, or whether, each job ran, so the import records submissions only, with
 ``work_s`` = duration, and does not invent starts. Such a log is a workload trace: replaying it
 gives the waits a policy would cause; the file itself observed none.
+
+**Reading.** A file is read a piece of whole lines at a time (``ledger.adapters.lines.SIZE``
+bytes), so its size does not set the memory an import needs. A file without a quote character is
+a row per line: its lines and fields are split by pyarrow; one with quotes (a field holding the
+delimiter or a line break) is read by Python's ``csv`` module, ``ROWS`` rows at a time. Either
+way every rule is applied to a chunk's columns (``ledger.adapters.columns``); a workload id
+repeated anywhere in the file is named with the line it was first read on (``Seen``).
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
@@ -45,20 +52,35 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ledger import events as ev
-from ledger.adapters.columns import Bools, Ints, Rules, ints, mask, numbers, per_value, put_back, strip, text, times
+from ledger.adapters.columns import (
+    Bools,
+    Ints,
+    Rules,
+    Seen,
+    ints,
+    mask,
+    numbers,
+    per_value,
+    put_back,
+    repeats,
+    strip,
+    text,
+    times,
+)
 from ledger.adapters.common import (
     EARLIEST_US,
     LATEST_US,
     UTF8_BOM,
+    Destination,
     ImportResult,
-    Rejection,
     RowError,
     check_time,
     parse_local_time,
 )
-from ledger.adapters.history import History, Run, add_histories
+from ledger.adapters.history import KINDS, OUTCOMES, Histories, Runs, checked
+from ledger.adapters.lines import decoded, file_pieces, pieces_of, split_lines
 from ledger.errors import ConfigError, InputError
-from ledger.gcpause import paused_gc
+from ledger.log.avro_columns import Coded
 
 __all__ = [
     "FIELDS",
@@ -142,6 +164,7 @@ class _Reader:
         if not _PATH.match(budget):
             raise ConfigError(f"--budget {budget!r} is not a budget path like org/team")
         self.budget = budget
+        self.seen = Seen()  # the workload ids read so far, and their lines
 
     def times(self, arr: pa.Array, what: str, skip: Bools | None = None) -> tuple[Ints, Bools, Callable[[int], str]]:
         """Return (µs, refused, the reason for a refused row) of a column of times, as ``time`` reads each."""
@@ -218,88 +241,174 @@ def _integer(text: str, what: str) -> int:
         raise RowError(f"{what} {text!r} is not an integer") from None
 
 
-def import_csv(lines: Iterable[str], file: str, opts: CsvOptions, plain: bool = False) -> ImportResult:
+ROWS = 1 << 17
+"""Rows at a time when the csv module reads (a file with quotes, or lines given as strings)."""
+_FIELD_LIMIT = 131_072  # the csv module's field_size_limit: a longer field is its error, so the module reads it
+
+
+def import_csv(
+    lines: Iterable[str], file: str, opts: CsvOptions, plain: bool = False, to: Destination | None = None
+) -> ImportResult:
     """Read CSV lines (header first) and return the events they stand for, with the import summary.
 
-    ``plain``: the text has no quote character, so each row is one line.
+    ``plain``: the text has no quote character, so each row is one line. ``to``: where the events go.
     """
-    res = ImportResult("csv", file)
+    res = ImportResult("csv", file, to=to or Destination())
     rows = csv.reader(lines, delimiter=opts.delimiter)
     header = next(rows, None)
     if header is None:
         raise InputError(f"{file}:1: empty file (a header line is needed)")
-    reader = _Reader(header, opts, file)
+    reader = _start(header, opts, res)
+    table: list[list[str]] = []
+    where: list[int] = []
+    count = 1  # the header's line
+    for row in rows:  # the csv module splits (quotes, line breaks inside them); line_num is where a row ends
+        count += 1
+        table.append(row)
+        where.append(count if plain else rows.line_num)
+        if len(table) == ROWS:
+            _rows_of(table, np.array(where, np.int64), reader, res)
+            table, where = [], []
+    _rows_of(table, np.array(where, np.int64), reader, res)
+    res.finish()
+    return res
+
+
+def _start(header: list[str], opts: CsvOptions, res: ImportResult) -> _Reader:
+    reader = _Reader(header, opts, res.file)
     if "start" not in opts.columns:
         res.notes.append("no start column: submissions only (work_s from duration); the file observed no waits")
     if reader.epoch is not None:
         res.notes.append(f"times are seconds after {reader.epoch.isoformat()}")
-    with paused_gc():  # many small objects, no cycles: see paused_gc
-        if plain:  # no quotes: a row per line (blank ones too), the header on the first
-            table = list(rows)
-            at = np.arange(2, len(table) + 2, dtype=np.int64)
-        else:
-            table, where = [], []
-            for row in rows:  # the csv module splits (quotes, line breaks inside them); line_num is where a row ends
-                table.append(row)
-                where.append(rows.line_num)
-            at = np.array(where, np.int64)
-        found, stood_in = _histories(table, at, reader, res)
-        add_histories(res, found, opts.cluster, "csv")
-        if stood_in:
-            put_back(res.histories, res)
-        res.rejected.sort(key=_line)  # the rules' refusals and the repeated ids', in line order
-    return res
+    return reader
 
 
-def _line(r: Rejection) -> int:
-    return r.line
-
-
-def import_csv_bytes(data: bytes, file: str, opts: CsvOptions) -> ImportResult:
-    """Read a CSV file's bytes (UTF-8; a byte-order mark before the header is skipped)."""
-    data = data.removeprefix(UTF8_BOM)  # Excel's "CSV UTF-8" puts a byte-order mark before the header
-    text = data.decode("utf-8")
-    return import_csv(io.StringIO(text, newline=""), file, opts, plain='"' not in text)
-
-
-def import_csv_file(path: str | Path, opts: CsvOptions) -> ImportResult:
-    """Read a CSV trace file."""
-    return import_csv_bytes(Path(path).read_bytes(), str(path), opts)
-
-
-def _histories(
-    table: list[list[str]], at: Ints, reader: _Reader, res: ImportResult
-) -> tuple[list[tuple[int, History | None]], bool]:
-    """Return (line, history) of each row the rules keep (None: 0 GPUs), and whether ``text`` stood in for any.
-
-    The others are refused in ``res``.
-    The rules are applied a column at a time, in the order they are stated; a row is refused by
-    the first that refuses it (``Rules``).
-    """
-    width = reader.width
+def _rows_of(table: list[list[str]], at: Ints, reader: _Reader, res: ImportResult) -> None:
+    """Read rows the csv module split (each a list of fields) as a chunk."""
     found = np.fromiter(map(len, table), np.int64, len(table))
     blank = found == 0
     for r in np.flatnonzero(found == 1).tolist():
         blank[r] = not table[r][0].strip()  # a line of spaces
+    good = np.flatnonzero(~blank & (found == reader.width))
+    columns = list(zip(*(table[r] for r in good.tolist()), strict=True)) if len(good) else [()] * reader.width
+    stood_in = False
+
+    def column(k: int) -> pa.StringArray:
+        nonlocal stood_in
+        arr, mapped = text(columns[k])
+        stood_in |= mapped
+        return arr
+
+    _chunk(found, blank, at, column, reader, res, lambda: stood_in)
+
+
+def _chunk(
+    found: Ints, blank: Bools, at: Ints, column: Callable[[int], pa.StringArray], reader: _Reader, res: ImportResult,
+    stood_in: Callable[[], bool] = lambda: False,
+) -> None:
+    """Read one chunk of rows: ``found`` fields each (``blank`` rows are none), at lines ``at``.
+
+    ``column(k)``: the k-th field of the rows that have the header's width, in order.
+    """
+    width = reader.width
+    first_rejected = len(res.rejected)
     res.rows_read += int((~blank).sum())
-    for r in np.flatnonzero(~blank & (found != width)).tolist():
-        res.reject(int(at[r]), f"expected {width} fields, found {found[r]}")
+    wrong = [(int(at[r]), f"expected {width} fields, found {found[r]}") for r in
+             np.flatnonzero(~blank & (found != width)).tolist()]  # fmt: skip
     good = np.flatnonzero(~blank & (found == width))
-    line = at[good]
-    n = len(good)
-    columns = list(zip(*(table[r] for r in good.tolist()), strict=True)) if n else [()] * width
+    histories, refused = _histories(column, at[good], reader, res)
+    for line, reason in sorted(wrong + refused):
+        res.reject(line, reason)
+    if stood_in():
+        put_back(histories, res, first_rejected)
+    res.add_histories(histories, "csv")
+
+
+def import_csv_bytes(data: bytes, file: str, opts: CsvOptions, to: Destination | None = None) -> ImportResult:
+    """Read a CSV file's bytes (UTF-8; a byte-order mark before the header is skipped)."""
+    data = data.removeprefix(UTF8_BOM)  # Excel's "CSV UTF-8" puts a byte-order mark before the header
+    return _import_pieces(pieces_of(data), b'"' not in data, file, opts, to)
+
+
+def import_csv_file(path: str | Path, opts: CsvOptions, to: Destination | None = None) -> ImportResult:
+    """Read a CSV trace file, a chunk at a time."""
+    with open(path, "rb") as fh:
+        bom = fh.read(len(UTF8_BOM)) == UTF8_BOM
+        quoted = any(b'"' in piece for piece, _ in file_pieces(fh, len(UTF8_BOM) if bom else 0))
+        return _import_pieces(file_pieces(fh, len(UTF8_BOM) if bom else 0), not quoted, str(path), opts, to)
+
+
+def _import_pieces(
+    pieces: Iterator[tuple[bytes, int]], plain: bool, file: str, opts: CsvOptions, to: Destination | None
+) -> ImportResult:
+    """Read a file given as pieces of whole lines: split by pyarrow when it has no quotes, else by the csv module."""
+    if not plain:
+        return import_csv(_text_lines(pieces), file, opts, to=to)
+    csv.reader([], delimiter=opts.delimiter)  # the module's own complaint about a delimiter it cannot take
+    res = ImportResult("csv", file, to=to or Destination())
+    reader: _Reader | None = None
+    line = 1  # the line before the piece's first
+    for piece, offset in pieces:
+        lines = split_lines(piece, offset)
+        if reader is None:
+            if not len(lines):
+                continue
+            header = next(csv.reader([lines[0].as_py()], delimiter=opts.delimiter), [])
+            reader = _start(header, opts, res)
+            lines = lines.slice(1)
+        if b"\0" in piece or int(pc.max(pc.utf8_length(lines)).as_py() or 0) > _FIELD_LIMIT:
+            table = list(csv.reader(lines.to_pylist(), delimiter=opts.delimiter))  # its error, as it words it
+            _rows_of(table, line + 1 + np.arange(len(table), dtype=np.int64), reader, res)
+        else:
+            _split_rows(lines, line + 1, reader, res)
+        line += len(lines)
+    if reader is None:
+        raise InputError(f"{file}:1: empty file (a header line is needed)")
+    res.finish()
+    return res
+
+
+def _split_rows(lines: pa.StringArray, first: int, reader: _Reader, res: ImportResult) -> None:
+    """Read lines of a file without quotes as a chunk: the fields are what lies between the delimiters."""
+    fields = pc.split_pattern(lines, reader.opts.delimiter)
+    offsets = ints(fields.offsets)
+    found = np.diff(offsets)
+    found[mask(pc.equal(lines, ""))] = 0  # the csv module reads an empty line as no field at all
+    blank = found == 0
+    single = np.flatnonzero(found == 1)
+    if len(single):
+        blank[single] = mask(pc.equal(strip(lines.take(pa.array(single, pa.int64()))), ""))  # a line of spaces
+    good = offsets[:-1][~blank & (found == reader.width)]
+    values = fields.values
+
+    def column(k: int) -> pa.StringArray:
+        return values.take(pa.array(good + k))
+
+    _chunk(found, blank, first + np.arange(len(lines), dtype=np.int64), column, reader, res)
+
+
+def _text_lines(pieces: Iterator[tuple[bytes, int]]) -> Iterator[str]:
+    """Yield the lines of pieces of UTF-8 text as ``open(..., newline="")`` does (line breaks kept)."""
+    for piece, offset in pieces:
+        yield from io.StringIO(decoded(piece, offset), newline="")
+
+
+def _histories(
+    col_at: Callable[[int], pa.StringArray], line: Ints, reader: _Reader, res: ImportResult
+) -> tuple[Histories, list[tuple[int, str]]]:
+    """Return the histories of the rows the rules keep (``line``: each row's), and (line, reason) of the others.
+
+    The rules are applied a column at a time, in the order they are stated; a row is refused by
+    the first that refuses it (``Rules``). Rows of 0 GPUs are counted and left out; a repeated
+    workload id is refused naming the line it was first read on; then the schema's bounds.
+    """
+    n = len(line)
     empty = pa.nulls(n, pa.string()).fill_null("")
     i = reader.idx
-    stood_in = False
 
     def col(k: int | None) -> pa.StringArray:
         """Return a mapped field's column, stripped (an unmapped field is empty)."""
-        nonlocal stood_in
-        if k is None:
-            return empty
-        arr, mapped = text(columns[k])
-        stood_in |= mapped
-        return strip(arr)
+        return empty if k is None else strip(col_at(k))
 
     rules = Rules(n)
     wid = col(i.workload_id)
@@ -331,10 +440,6 @@ def _histories(
     t_outcome = col(i.outcome)
     outcomes, o_errors, o_code = per_value(t_outcome, _outcome)
     rules.add(_refused(o_errors, o_code) & live, lambda r: str(o_errors[o_code[r]]))
-    # it never ran: whatever the file says, it left the queue unrun; a run that ended succeeded unless told
-    said = [v or "succeeded" for v in outcomes]
-    outcome = [("cancelled" if not s else said[c]) if e else None for c, s, e in zip(
-        o_code.tolist(), has_start.tolist(), ended.tolist(), strict=True)]  # fmt: skip
     budget = col(i.budget)
     budget = pc.if_else(pc.equal(budget, ""), pa.scalar(reader.budget), budget)
     budgets, b_errors, b_code = per_value(budget, _budget)
@@ -347,31 +452,38 @@ def _histories(
     rules.add(_failed(m_errors, m_code) & live, lambda r: str(m_errors[m_code[r]]))
     priority, p_errors, p_code = numbers(col(i.priority), lambda t: _integer(t, "priority") if t else 0)
     rules.add(_failed(p_errors, p_code) & live, lambda r: str(p_errors[p_code[r]]))
-    for r, reason in rules.refused():
-        res.reject(int(line[r]), reason)
-    user = col(i.user)
-    user = pc.if_else(pc.equal(user, ""), pa.scalar("unknown"), user)
-    worked = has_start & ended & np.array([o == "succeeded" for o in outcome], np.bool_)
+    refused = [(int(line[r]), reason) for r, reason in rules.refused()]
+    # it never ran: whatever the file says, it left the queue unrun; a run that ended succeeded unless told
+    said = np.array([OUTCOMES.index(v or "succeeded") for v in outcomes] + [0], np.int64)[o_code]
+    outcome = np.where(ended, np.where(has_start, said, OUTCOMES.index("cancelled")), -1)
+    worked = has_start & ended & (outcome == 0)
     work_s = np.where(has_duration, duration, np.where(worked, (end - start) // 1_000_000, -1))
-    hosts = reader.hosts
-    out: list[tuple[int, History | None]] = []
-    keep = np.flatnonzero(rules.ok)
+    zero = rules.ok & ~live
+    if zero.any():
+        res.skipped["0 GPUs (not a GPU workload)"] += int(zero.sum())
+    keep = np.flatnonzero(rules.ok & live)
+    again, repeated = repeats(wid.take(pa.array(keep, pa.int64())), line[keep], reader.seen)
+    refused += repeated
+    keep = keep[~again]
     at = pa.array(keep, pa.int64())
-    for k, wid_k, sub, bud, usr, g, m, ran, s, e, has_e, o, p, knd, w in zip(
-        line[keep].tolist(), wid.take(at).to_pylist(), submit[keep].tolist(),
-        [budgets[c] for c in b_code[keep].tolist()], user.take(at).to_pylist(), gpus[keep].tolist(),
-        min_rt[keep].tolist(), has_start[keep].tolist(), start[keep].tolist(), end[keep].tolist(),
-        ended[keep].tolist(), [outcome[r] for r in keep.tolist()], priority[keep].tolist(),
-        [kinds[c] for c in k_code[keep].tolist()], work_s[keep].tolist(), strict=True,
-    ):  # fmt: skip
-        if not g:
-            out.append((k, None))
-            continue
-        out.append((k, History(  # positional, in field order (a keyword call costs more, once per row)
-            wid_k, sub, bud, usr, g, m, False, [Run(s, e if has_e else None, hosts)] if ran else [], o,
-            e if has_e else None, 0, p, knd, None if w < 0 else w,
-        )))  # fmt: skip
-    return out, stood_in
+    user = col(i.user)
+    user = pc.dictionary_encode(pc.if_else(pc.equal(user, ""), pa.scalar("unknown"), user).take(at))
+    ran = np.flatnonzero(has_start[keep])
+    runs = Runs.of_none(len(ran), reader.hosts)
+    runs.of, runs.start, runs.end, runs.ended = ran, start[keep][ran], end[keep][ran], ended[keep][ran]
+    histories = Histories(
+        cluster=Coded(np.zeros(len(keep), np.int64), [reader.opts.cluster]), workload_id=wid.take(at),
+        submit=submit[keep], budget=Coded(b_code[keep], [b or "" for b in budgets]),
+        user=Coded(ints(user.indices), user.dictionary.to_pylist()), gpus=gpus[keep], min_runtime_s=min_rt[keep],
+        resumable=np.zeros(len(keep), np.bool_), outcome=outcome[keep], end=np.where(ended, end, 0)[keep],
+        nodes=np.zeros(len(keep), np.int64), priority=priority[keep],
+        kind=np.array([KINDS.index(k) if k else 0 for k in kinds], np.int64)[k_code[keep]], work_s=work_s[keep],
+        rank=line[keep], runs=runs,
+    )  # fmt: skip
+    histories, bounds = checked(histories)
+    refused += [(int(line[keep[r]]), reason) for r, reason in bounds]
+    res.workloads += len(histories)
+    return histories, refused
 
 
 def _refused(errors: list[str | None], codes: Ints) -> Bools:

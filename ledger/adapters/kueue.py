@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any
 
 from ledger import events as ev
-from ledger.adapters.common import ImportResult, RowError, budget_path, parse_local_time
+from ledger.adapters.common import Destination, ImportResult, RowError, budget_path, parse_local_time
 from ledger.adapters.jsonstream import JsonSyntaxError, iter_json_values
 from ledger.errors import EventValidationError
 from ledger.gcpause import paused_gc
@@ -289,15 +289,17 @@ class _Importer:
             w.finished, w.running = True, False
 
 
-def import_kueue(text: str, file: str, opts: KueueOptions | None = None) -> ImportResult:
+def import_kueue(
+    text: str, file: str, opts: KueueOptions | None = None, to: Destination | None = None
+) -> ImportResult:
     """Read Workload lists, objects or watch events and return the events they stand for, with the summary."""
     with paused_gc():
-        return _import_kueue(text, file, opts)
+        return _import_kueue(text, file, opts, to)
 
 
-def _import_kueue(text: str, file: str, opts: KueueOptions | None = None) -> ImportResult:
+def _import_kueue(text: str, file: str, opts: KueueOptions | None, to: Destination | None) -> ImportResult:
     opts = opts or KueueOptions()
-    res = ImportResult("kueue", file)
+    res = ImportResult("kueue", file, to=to or Destination())
     imp = _Importer(opts, res)
     for line, value in iter_json_values(text):
         if isinstance(value, JsonSyntaxError):
@@ -320,11 +322,13 @@ def _import_kueue(text: str, file: str, opts: KueueOptions | None = None) -> Imp
                 imp.snapshot(obj, deleted)
             except RowError as exc:
                 res.reject(line, prefix + str(exc))
-    res.sort_events()
+    res.finish()
     return res
 
 
-def import_kueue_file(path: str | Path, opts: KueueOptions | None = None) -> ImportResult:
+def import_kueue_file(
+    path: str | Path, opts: KueueOptions | None = None, to: Destination | None = None
+) -> ImportResult:
     """Read a file of Kueue Workloads (list, objects or watch events)."""
     with open(path, encoding="utf-8-sig") as fh:  # -sig: a byte-order mark, if any, is not text
-        return import_kueue(fh.read(), str(path), opts)
+        return import_kueue(fh.read(), str(path), opts, to)

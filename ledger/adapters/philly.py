@@ -31,18 +31,22 @@ and ``user``.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import tzinfo
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import numpy as np
+import pyarrow as pa
+
 from ledger import events as ev
-from ledger.adapters.common import ImportResult, RowError, WallClock, budget_path
-from ledger.adapters.history import History, Run, add_histories
+from ledger.adapters.columns import Seen, repeats
+from ledger.adapters.common import Destination, ImportResult, Rejection, RowError, WallClock, budget_path
+from ledger.adapters.history import OUTCOMES, REASONS, Histories, Runs, checked
 from ledger.adapters.jsonstream import JsonSyntaxError, iter_json_values
 from ledger.errors import ConfigError
+from ledger.log.avro_columns import Coded
 
 __all__ = ["PACIFIC", "PhillyOptions", "import_philly", "import_philly_file"]
 
@@ -86,7 +90,14 @@ def _detail_gpus(wid: str, attempts: Any) -> int:
     return most
 
 
-def _history(job: Any, opts: PhillyOptions, clock: WallClock) -> History | None:
+# what one job gives: (workload id, submit, budget, user, GPUs, outcome or -1, end or -1, runs)
+# where each run is (start, end or None, hosts, interrupted, requeued)
+_Job = tuple[str, int, str, str, int, int, int, list[tuple[int, int | None, tuple[str, ...], bool]]]
+JOBS = 1 << 16
+"""Jobs made into events at a time."""
+
+
+def _job(job: Any, opts: PhillyOptions, clock: WallClock) -> _Job | None:
     if not isinstance(job, dict):
         raise RowError(f"expected a job object, found {type(job).__name__}")
     wid = _text(job, "id" if "id" in job or "jobid" not in job else "jobid")
@@ -107,12 +118,12 @@ def _history(job: Any, opts: PhillyOptions, clock: WallClock) -> History | None:
     if not isinstance(attempts, list):
         raise RowError(f"job {wid}: attempts {attempts!r} is not a list")
     status = job.get("status")
-    outcome: ev.Outcome = "succeeded"
+    outcome = 0  # succeeded
     if status is not None:
         if str(status).lower() not in _OUTCOMES:
             raise RowError(f"job {wid}: status {status!r} is not Pass, Failed or Killed")
-        outcome = _OUTCOMES[str(status).lower()]
-    runs: list[Run] = []
+        outcome = OUTCOMES.index(_OUTCOMES[str(status).lower()])
+    runs: list[tuple[int, int | None, tuple[str, ...], bool]] = []
     previous_end = submit
     for i, att in enumerate(attempts, 1):
         if not isinstance(att, dict):
@@ -130,55 +141,110 @@ def _history(job: Any, opts: PhillyOptions, clock: WallClock) -> History | None:
         if end is not None and end < start:
             raise RowError(f"job {wid}: attempt {i} ends before it starts")
         hosts = tuple(str(d["ip"]) for d in att.get("detail") or () if isinstance(d, dict) and d.get("ip"))
-        run = Run(start=start, end=end, hosts=hosts or (f"{opts.cluster}-unknown",))
-        if i < len(attempts):
-            run.preempted, run.requeued = "fair_share", True
-        runs.append(run)
+        runs.append((start, end, hosts or (f"{opts.cluster}-unknown",), i < len(attempts)))
         previous_end = start if end is None else end
-    ended = bool(runs) and runs[-1].end is not None
+    last_end = runs[-1][1] if runs else None
     parts = [opts.cluster] + [str(job[k]) for k in ("vc", "user") if job.get(k)]
-    return History(
-        workload_id=wid,
-        submit=submit,
-        budget=budget_path(*parts),
-        user=str(job.get("user") or "unknown"),
-        gpus=gpus,
-        min_runtime_s=opts.min_runtime_s,
-        resumable=len(runs) > 1,
-        runs=runs,
-        outcome=outcome if ended else None,
-        end=runs[-1].end if ended else None,
-    )
+    return (
+        wid, submit, budget_path(*parts), str(job.get("user") or "unknown"), gpus,
+        outcome if last_end is not None else -1, last_end if last_end is not None else -1, runs,
+    )  # fmt: skip
 
 
-def import_philly(text: str, file: str, opts: PhillyOptions | None = None) -> ImportResult:
+def import_philly(
+    text: str, file: str, opts: PhillyOptions | None = None, to: Destination | None = None
+) -> ImportResult:
     """Read a Philly job list and return the events it stands for, with the import summary."""
     opts = opts or PhillyOptions()
     if not opts.cluster:
         raise ConfigError(f"--cluster {opts.cluster!r} is not a cluster name")
-    res = ImportResult("philly", file)
+    res = ImportResult("philly", file, to=to or Destination())
     res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")
-    add_histories(res, _histories(text, opts, res), opts.cluster, "philly")
-    return res
-
-
-def _histories(text: str, opts: PhillyOptions, res: ImportResult) -> Iterator[tuple[int, History | None]]:
-    """Yield (line, history) for each good job; report malformed ones to ``res``."""
     clock = WallClock(opts.tz)
+    seen = Seen()
+    jobs: list[tuple[int, _Job]] = []
+    zero = 0
     for line, job in iter_json_values(text):
         res.rows_read += 1
         if isinstance(job, JsonSyntaxError):
             res.reject(line, str(job))
             continue
         try:
-            yield line, _history(job, opts, clock)
+            got = _job(job, opts, clock)
         except RowError as exc:
             res.reject(line, str(exc))
+            continue
         except _Unsized:
             res.skipped["never scheduled: no GPU count"] += 1
+            continue
+        if got is None:
+            zero += 1
+        else:
+            jobs.append((line, got))
+            if len(jobs) == JOBS:
+                _add(jobs, opts, seen, res)
+                jobs = []
+    _add(jobs, opts, seen, res)
+    if zero:
+        res.skipped["0 GPUs (not a GPU workload)"] += zero
+    res.rejected.sort(key=_line)  # a job's own refusals and its repeated id's, in line order
+    res.finish()
+    return res
 
 
-def import_philly_file(path: str | Path, opts: PhillyOptions | None = None) -> ImportResult:
+def _line(r: Rejection) -> int:
+    return r.line
+
+
+def _add(jobs: list[tuple[int, _Job]], opts: PhillyOptions, seen: Seen, res: ImportResult) -> None:
+    """Add the events of good jobs (line, job), refusing a repeated id and a value the schema cannot hold."""
+    if not jobs:
+        return
+    lines = np.array([line for line, _ in jobs], np.int64)
+    again, refused = repeats(pa.array([j[0] for _, j in jobs], pa.string()), lines, seen)
+    kept = [job for (_, job), a in zip(jobs, again.tolist(), strict=True) if not a]
+    lines = lines[~again]
+    runs = [(k, run) for k, job in enumerate(kept) for run in job[7]]
+    hosts: dict[tuple[str, ...], int] = {}
+    budgets: dict[str, int] = {}
+    users: dict[str, int] = {}
+    n = len(kept)
+    run_rows = Runs(
+        np.array([k for k, _ in runs], np.int64), np.array([r[0] for _, r in runs], np.int64),
+        np.array([r[1] or 0 for _, r in runs], np.int64), np.array([r[1] is not None for _, r in runs], np.bool_),
+        Coded(np.array([hosts.setdefault(r[2], len(hosts)) for _, r in runs], np.int64), []),
+        np.array([REASONS.index("fair_share") if r[3] else 0 for _, r in runs], np.int64),
+        np.array([r[3] for _, r in runs], np.bool_),
+    )  # fmt: skip
+    run_rows.hosts = Coded(run_rows.hosts.codes, list(hosts))
+    histories = Histories(
+        cluster=Coded(np.zeros(n, np.int64), [opts.cluster]),
+        workload_id=pa.array([j[0] for j in kept], pa.string()),
+        submit=np.array([j[1] for j in kept], np.int64),
+        budget=Coded(np.array([budgets.setdefault(j[2], len(budgets)) for j in kept], np.int64), []),
+        user=Coded(np.array([users.setdefault(j[3], len(users)) for j in kept], np.int64), []),
+        gpus=np.array([j[4] for j in kept], dtype=object),
+        min_runtime_s=np.full(n, opts.min_runtime_s, np.int64),
+        resumable=np.array([len(j[7]) > 1 for j in kept], np.bool_),
+        outcome=np.array([j[5] for j in kept], np.int64),
+        end=np.array([j[6] for j in kept], np.int64),
+        nodes=np.zeros(n, np.int64), priority=np.zeros(n, np.int64), kind=np.zeros(n, np.int64),
+        work_s=np.full(n, -1, np.int64), rank=lines, runs=run_rows,
+    )  # fmt: skip
+    histories.budget = Coded(histories.budget.codes, list(budgets))
+    histories.user = Coded(histories.user.codes, list(users))
+    histories, bounds = checked(histories)
+    for r, reason in bounds:
+        refused.append((int(lines[r]), reason))
+    for line, reason in refused:
+        res.reject(line, reason)
+    res.workloads += len(histories)
+    res.add_histories(histories, "philly")
+
+
+def import_philly_file(
+    path: str | Path, opts: PhillyOptions | None = None, to: Destination | None = None
+) -> ImportResult:
     """Read a Philly job list file (JSON array or JSON Lines)."""
     with open(path, encoding="utf-8-sig") as fh:  # -sig: a byte-order mark, if any, is not text
-        return import_philly(fh.read(), str(path), opts)
+        return import_philly(fh.read(), str(path), opts, to)

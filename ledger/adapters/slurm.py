@@ -59,12 +59,20 @@ marked resumable (the file shows it resumed); others take ``resumable``.
 
 Malformed records (wrong field count, unreadable time, unknown state, end before start, start
 before submit, bad GPU count) are rejected with file, line and reason.
+
+**Reading.** A file is read ``LINES`` lines (about ``ledger.adapters.lines.SIZE`` bytes) at a time.
+Each chunk's rows are checked field by field and kept as a table of records and one of steps;
+when the file takes more than one chunk, the tables wait in a temporary file. Then the jobs are
+assembled: a job whose records (requeues, steps) all lie in one chunk from that chunk alone, the
+few whose records are spread over several chunks from all of theirs together. So a file of any
+size needs the memory of a chunk, and 8 bytes a row (a hash of its job) while its jobs are sorted out.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, tzinfo
 from functools import lru_cache
@@ -75,6 +83,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.ipc as ipc
 
 from ledger import events as ev
 from ledger.adapters.columns import (
@@ -93,11 +102,13 @@ from ledger.adapters.columns import (
     time_at,
     times,
 )
-from ledger.adapters.common import LATEST_US, UTF8_BOM, ImportResult, RowError, budget_path
-from ledger.adapters.history import History, Run, check_history
+from ledger.adapters.columns import unstood as _unstood
+from ledger.adapters.common import LATEST_US, UTF8_BOM, Destination, ImportResult, RowError, budget_path
+from ledger.adapters.history import KINDS, OUTCOMES, REASONS, Histories, Runs, checked
 from ledger.adapters.hostlist import expand_hostlist, expand_ranges
+from ledger.adapters.lines import file_pieces, pieces_of, split_lines
 from ledger.errors import InputError
-from ledger.gcpause import paused_gc
+from ledger.log.avro_columns import Coded
 
 __all__ = [
     "NOHEADER_FIELDS",
@@ -284,72 +295,265 @@ def _flags(values: list[Any], codes: Ints) -> Bools:
 
 
 _NO_TIMES = pa.array(sorted(_NO_TIME), pa.string())
-_LARGE = 1 << 30  # characters: a file this long is split into a column of 64-bit offsets
 _SPACES = pa.array(list(WHITESPACE), pa.string())
-_REASONS: tuple[ev.PreemptReason | None, ...] = (None, "fair_share", "host_failure", "user")
+_STATES = tuple(sorted(_KNOWN))  # a record's state is its index here
+_TASK_BITS = 22  # a record's place in the file: its line, then its array task (a range names fewer than 4M)
+LINES = 1 << 18
+"""Lines read at a time when they are given as strings (a file is read a piece of bytes at a time)."""
+TABLES = 128 << 20
+"""Bytes of checked records kept in memory until the jobs are assembled; the older chunks wait on disk."""
+# What ``str.splitlines`` ends a line at, besides "\n", "\r\n" and a lone "\r" (a file with a carriage return and
+# any of them is split as Python splits it), as UTF-8: each looked for alone (memchr), faster than one pattern
+_OTHER_BREAK_BYTES = (b"\x0b", b"\x0c", b"\x1c", b"\x1d", b"\x1e", b"\xc2\x85", b"\xe2\x80\xa8", b"\xe2\x80\xa9")
 
 
-def import_sacct(lines: Iterable[str], file: str, opts: SlurmOptions | None = None) -> ImportResult:
+def import_sacct(
+    lines: Iterable[str], file: str, opts: SlurmOptions | None = None, to: Destination | None = None
+) -> ImportResult:
     """Read sacct --parsable2 lines and return the events they stand for, with the import summary."""
-    column, stood_in = text(list(lines))
-    return _import(pc.utf8_rtrim(column, characters="\r\n"), stood_in, file, opts or SlurmOptions())
+    reading = _Reading(file, opts or SlurmOptions(), to)
+    chunk: list[str] = []
+    number = 1
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == LINES:
+            column, stood_in = text(chunk)
+            reading.read(pc.utf8_rtrim(column, characters="\r\n"), number, stood_in)
+            number += len(chunk)
+            chunk = []
+    column, stood_in = text(chunk)
+    reading.read(pc.utf8_rtrim(column, characters="\r\n"), number, stood_in)
+    return reading.finish()
 
 
-# What ``str.splitlines`` ends a line at, besides "\n" and "\r\n" (a file with any of them is split by it)
-_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-
-
-def import_sacct_bytes(data: bytes, file: str, opts: SlurmOptions | None = None) -> ImportResult:
+def import_sacct_bytes(
+    data: bytes, file: str, opts: SlurmOptions | None = None, to: Destination | None = None
+) -> ImportResult:
     """Read a sacct file's bytes (UTF-8; a byte that is not is read as U+FFFD and named by the row checks)."""
-    text = data.removeprefix(UTF8_BOM).decode("utf-8", errors="replace")  # a mark an editor put before line 1
-    if "\r" in text and _OTHER_BREAKS.search(text.replace("\r\n", "\n")):
-        return import_sacct(text.splitlines(keepends=True), file, opts)  # lines as Python splits them
-    whole = pa.array([text], pa.large_string() if len(text) >= _LARGE else pa.string())
-    lines = pc.split_pattern(whole, "\n").values  # a column of lines, split in one call
-    if "\r" in text:
-        lines = pc.utf8_rtrim(lines, characters="\r\n")
-    return _import(lines, False, file, opts or SlurmOptions())
+    data = data.removeprefix(UTF8_BOM)  # a mark an editor put before line 1
+    return _import_pieces(lambda: pieces_of(data), file, opts or SlurmOptions(), to)
 
 
-def _import(lines: pa.StringArray, stood_in: bool, file: str, opts: SlurmOptions) -> ImportResult:
-    res = ImportResult("slurm", file)
-    res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")
-    with paused_gc():  # many small objects, no cycles: see paused_gc
-        kept = _read(lines, res, opts)
-        if stood_in:
-            put_back(kept, res)
-        res.add_histories(kept)
-        res.workloads += len(kept)
-        res.sort_events()
-    return res
+def import_sacct_file(
+    path: str | Path, opts: SlurmOptions | None = None, to: Destination | None = None
+) -> ImportResult:
+    """Read a sacct --parsable2 file, a piece at a time."""
+    with open(path, "rb") as fh:
+        start = len(UTF8_BOM) if fh.read(len(UTF8_BOM)) == UTF8_BOM else 0
+
+    def pieces() -> Iterator[tuple[bytes, int]]:
+        with open(path, "rb") as fh:
+            yield from file_pieces(fh, start)
+
+    return _import_pieces(pieces, str(path), opts or SlurmOptions(), to)
 
 
-def import_sacct_file(path: str | Path, opts: SlurmOptions | None = None) -> ImportResult:
-    """Read a sacct --parsable2 file."""
-    return import_sacct_bytes(Path(path).read_bytes(), str(path), opts)
+def _other_breaks(piece: bytes) -> bool:
+    """Tell whether text holds a line break ``str.splitlines`` knows besides "\\n" and "\\r\\n"."""
+    return any(b in piece for b in _OTHER_BREAK_BYTES) or (b"\r" in piece and b"\r" in piece.replace(b"\r\n", b""))
 
 
-def _read(lines: pa.StringArray, res: ImportResult, opts: SlurmOptions) -> list[tuple[History, str, str]]:
-    """Read the lines a column at a time and return the checked histories, in the order their jobs appear.
+def _import_pieces(
+    pieces: Callable[[], Iterator[tuple[bytes, int]]], file: str, opts: SlurmOptions, to: Destination | None
+) -> ImportResult:
+    """Read a file given as pieces of whole lines; a file that ``str.splitlines`` would split elsewhere is read whole.
 
-    Rows read, skips and rejections go to ``res``. The first line that is not blank decides the
-    layout (a header names the fields; otherwise the 26-field ``--noheader`` layout).
+    A file with a carriage return and another character that ``str.splitlines`` breaks lines at
+    is split as Python splits it. The other characters are looked for once a carriage return is
+    met (a second reading); nothing reaches the destination before the whole file was read once,
+    so finding them late never gives a wrong event.
     """
+    reading = _Reading(file, opts, to)
+    carriage = False
+    number = 1
+    for piece, offset in pieces():
+        if not carriage and b"\r" in piece:
+            carriage = True
+            if any(_other_breaks(p) for p, _ in pieces()):
+                reading.close()
+                text_ = b"".join(p for p, _ in pieces()).decode("utf-8", errors="replace")
+                return import_sacct(text_.splitlines(keepends=True), file, opts, to)  # lines as Python splits them
+        try:
+            lines = split_lines(piece, offset, universal=False)
+        except UnicodeDecodeError:
+            lines = split_lines(piece.decode("utf-8", errors="replace").encode(), offset, universal=False)
+        if carriage:
+            lines = pc.utf8_rtrim(lines, characters="\r\n")
+        reading.read(lines, number, False)
+        number += len(lines)
+    return reading.finish()
+
+
+class _Reading:
+    """A sacct file being read: the layout its first line sets, and each chunk's records and steps, checked.
+
+    ``read`` takes a chunk of lines and keeps its tables (on disk once there is more than one);
+    ``finish`` assembles the jobs and adds their events to the result.
+    """
+
+    def __init__(self, file: str, opts: SlurmOptions, to: Destination | None) -> None:
+        self.res = ImportResult("slurm", file, to=to or Destination())
+        self.res.notes.append(f"times read in {getattr(opts.tz, 'key', None) or opts.tz}")
+        self.opts = opts
+        self.layout: _Layout | None = None
+        self.stood_in = False
+        self.chunks: list[tuple[pa.RecordBatch, pa.RecordBatch]] = []  # (records, steps) while in memory
+        self.spilled = 0  # chunks on disk (the first ones)
+        self.held = 0  # bytes of the chunks in memory
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        self.job_refusals: list[tuple[int, int, str]] = []  # (rank, line, reason) of records that made no job
+
+    def read(self, lines: pa.StringArray, first: int, stood_in: bool) -> None:
+        """Check a chunk of lines (``first``: the first one's number) and keep its records and steps."""
+        self.stood_in |= stood_in
+        tables = _rows(lines, first, self)
+        if tables is None:
+            return
+        self.chunks.append(tables)
+        self.held += tables[0].nbytes + tables[1].nbytes
+        while self.held > TABLES and len(self.chunks) > 1:  # the oldest wait on disk
+            self._spill(self.chunks.pop(0))
+
+    def _spill(self, pair: tuple[pa.RecordBatch, pa.RecordBatch]) -> None:
+        if self._tmp is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="gpuledger-sacct-")
+        for name, table in zip(("records", "steps"), pair, strict=True):
+            with ipc.new_file(str(Path(self._tmp.name) / f"{name}{self.spilled:05d}.arrow"), table.schema) as out:
+                out.write_batch(table)
+        self.held -= pair[0].nbytes + pair[1].nbytes
+        self.spilled += 1
+
+    def _all_chunks(self) -> Iterator[tuple[pa.Table, pa.Table]]:
+        """Yield every chunk's (records, steps) in file order: those on disk first (read, not mapped), then the rest."""
+        for k in range(self.spilled):
+            assert self._tmp is not None
+            pair = []
+            for name in ("records", "steps"):
+                with pa.OSFile(str(Path(self._tmp.name) / f"{name}{k:05d}.arrow")) as source:
+                    pair.append(ipc.open_file(source).read_all())
+            yield pair[0], pair[1]
+        for records, steps in self.chunks:
+            yield pa.Table.from_batches([records]), pa.Table.from_batches([steps])
+
+    def finish(self) -> ImportResult:
+        """Assemble the jobs of every chunk, add their events, and return the result."""
+        try:
+            if self.spilled + len(self.chunks) > 1:
+                self._assemble_spread()
+            else:
+                for records, steps in self._all_chunks():
+                    _jobs(records, steps, self)
+            for _, line, reason in sorted(self.job_refusals):
+                self.res.reject(line, reason)
+            if self.stood_in:
+                _unstood(self.res)
+            self.res.finish()
+            return self.res
+        finally:
+            self.close()
+
+    def _assemble_spread(self) -> None:
+        """Assemble the jobs chunk by chunk, and those whose records lie in several chunks together at the end."""
+        hashes: list[npt.NDArray[np.uint64]] = []
+        with _Hasher() as hasher:
+            for records, steps in self._all_chunks():
+                for table, ids in ((records, "rec_id"), (steps, "job")):
+                    hashes.append(hasher.keys(table.column("cluster"), table.column(ids)))
+        # a key met in more than one chunk: each chunk's keys once, then the keys counted over the chunks
+        each = np.concatenate([np.unique(np.concatenate(hashes[k : k + 2])) for k in range(0, len(hashes), 2)])
+        keys, counts = np.unique(each, return_counts=True)
+        spread = keys[counts > 1]
+        del each, keys, counts
+        at = 0
+        later: list[tuple[pa.Table, pa.Table]] = []
+        for records, steps in self._all_chunks():
+            r_hash, s_hash = hashes[at], hashes[at + 1]
+            at += 2
+            r_far, s_far = np.isin(r_hash, spread), np.isin(s_hash, spread)
+            _jobs(records.filter(pa.array(~r_far)), steps.filter(pa.array(~s_far)), self)
+            if r_far.any() or s_far.any():
+                later.append((_plain(records.filter(pa.array(r_far))), _plain(steps.filter(pa.array(s_far)))))
+        if later:
+            _jobs(_joined([r for r, _ in later]), _joined([s for _, s in later]), self)
+
+    def close(self) -> None:
+        """Remove the tables waiting on disk."""
+        self.chunks = []
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+
+class _Hasher:
+    """64-bit hashes of job keys (cluster, job id), to find the jobs whose records lie in several chunks."""
+
+    def __enter__(self) -> _Hasher:
+        import duckdb
+
+        self._db = duckdb.connect()
+        return self
+
+    def keys(self, cluster: pa.Array, ids: pa.Array) -> npt.NDArray[np.uint64]:
+        self._db.register("job_keys", pa.table({"c": _strings(cluster), "j": _strings(ids)}))
+        try:
+            got = self._db.execute("SELECT hash(c, j) AS h FROM job_keys").fetchnumpy()["h"]
+        finally:
+            self._db.unregister("job_keys")
+        return np.asarray(got, np.uint64)
+
+    def __exit__(self, *exc: object) -> None:
+        self._db.close()
+
+
+def _strings(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """Return a column of strings as one plain array (a dictionary column decoded)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    return column.cast(pa.string()) if pa.types.is_dictionary(column.type) else column
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """Return a table with its dictionary columns as plain ones (tables of several chunks can then be joined)."""
+    return pa.table({name: _strings(table.column(name)) for name in table.column_names})
+
+
+def _joined(tables: list[pa.Table]) -> pa.Table:
+    """Return tables of several chunks as one (whole numbers as text in all where one chunk had to write them so)."""
+    for name in ("gpus", "nodes"):
+        if name in tables[0].column_names and any(pa.types.is_string(t.schema.field(name).type) for t in tables):
+            tables = [t.set_column(t.schema.get_field_index(name), name, t.column(name).cast(pa.string()))
+                      for t in tables]  # fmt: skip
+    return pa.concat_tables(tables)
+
+
+def _rows(lines: pa.StringArray, first: int, st: _Reading) -> tuple[pa.RecordBatch, pa.RecordBatch] | None:
+    """Check a chunk of lines a column at a time; return its (records, steps) tables, or None when it has no row.
+
+    Rows read, skips and rejections go to the result. The first line of the file that is not
+    blank decides the layout (a header names the fields; otherwise the 26-field ``--noheader`` layout).
+    """
+    res, opts = st.res, st.opts
     # a blank line (empty, or spaces only) is no row; only one that starts with a space can be one of spaces
     blank = mask(pc.equal(lines, ""))
     spaced = np.flatnonzero(mask(pc.is_in(pc.utf8_slice_codeunits(lines, 0, 1), value_set=_SPACES)))
     blank[spaced] = mask(pc.equal(strip(lines.take(pa.array(spaced, pa.int64()))), ""))
     filled = np.flatnonzero(~blank)
     if not len(filled):
-        return []
-    head = str(lines[int(filled[0])].as_py()).split("|")
-    if _is_header(head):
-        lay = _Layout(head[:-1] if head[-1] == "" else head, res.file)
-        filled = filled[1:]
-    else:
-        lay = _Layout(NOHEADER_FIELDS, res.file)
+        return None
+    if st.layout is None:
+        head = str(lines[int(filled[0])].as_py()).split("|")
+        if _is_header(head):
+            st.layout = _Layout(head[:-1] if head[-1] == "" else head, res.file)
+            filled = filled[1:]
+        else:
+            st.layout = _Layout(NOHEADER_FIELDS, res.file)
+    lay = st.layout
+    if not len(filled):  # the header alone
+        return None
     res.rows_read += len(filled)
-    fields = pc.split_pattern(lines.take(pa.array(filled, pa.int64())), "|")
+    rows = lines.slice(int(filled[0]), len(filled)) if int(filled[-1]) - int(filled[0]) == len(filled) - 1 else (
+        lines.take(pa.array(filled, pa.int64())))  # (no blank line among them: a slice, no copy)
+    fields = pc.split_pattern(rows, "|")
     offsets = ints(fields.offsets)
     values = fields.values
     found = np.diff(offsets)
@@ -357,18 +561,18 @@ def _read(lines: pa.StringArray, res: ImportResult, opts: SlurmOptions) -> list[
     last = values.take(pa.array(offsets[1:] - 1)) if len(filled) else values
     fits = (found == width) | ((found == width + 1) & mask(pc.equal(last, "")))  # --parsable: a trailing '|'
     refused = [
-        (int(filled[r]) + 1, f"expected {width} '|'-separated fields, found {found[r]}")
+        (int(filled[r]) + first, f"expected {width} '|'-separated fields, found {found[r]}")
         for r in np.flatnonzero(~fits).tolist()
     ]
     good = np.flatnonzero(fits)
-    line = filled[good] + 1
-    first = offsets[good]
+    line = filled[good] + first
+    at = offsets[good]
     n = len(good)
     empty = pa.nulls(n, pa.string()).fill_null("")
 
     def col(name: str) -> pa.StringArray:
         k = lay.idx.get(name)
-        return empty if k is None else values.take(pa.array(first + k))
+        return empty if k is None else values.take(pa.array(at + k))
 
     rules = Rules(n)
     jobid = strip(col("jobid"))
@@ -392,7 +596,7 @@ def _read(lines: pa.StringArray, res: ImportResult, opts: SlurmOptions) -> list[
     gpus: npt.NDArray[Any] = np.zeros(n, np.int64)
     decided = np.zeros(n, np.bool_)  # the first TRES column with a GPU count (or a wrong one) decides
     for k, name in lay.tres:
-        tres = values.take(pa.array(first + k))
+        tres = values.take(pa.array(at + k))
         counts, errors, code = per_value(tres, parse_gpus)
         wrong = _flags(errors, code) & ~decided
         rules.add(wrong, _tres_reason(name, tres, errors, code))
@@ -431,7 +635,7 @@ def _read(lines: pa.StringArray, res: ImportResult, opts: SlurmOptions) -> list[
     for number, reason in sorted(refused, key=lambda x: x[0]):
         res.reject(number, reason)
 
-    # Jobs: the rows the rules kept, less revoked rows and job steps, a record per array task
+    # Records: the rows the rules kept, less revoked rows and job steps, one per array task
     revoked_code = states.index("REVOKED") if "REVOKED" in states else -1
     revoked = rules.ok & (state_code == revoked_code)
     if revoked.any():
@@ -440,35 +644,127 @@ def _read(lines: pa.StringArray, res: ImportResult, opts: SlurmOptions) -> list[
     step = ok & mask(pc.match_substring(jobid, "."))
     job_rows = np.flatnonzero(ok & ~step)
     step_rows = np.flatnonzero(step)
+    task = np.zeros(len(job_rows), np.int64)
     expand = [r for r in job_rows.tolist() if r in tasks]
     if expand:
         repeat = np.ones(len(job_rows), np.int64)
         repeat[np.searchsorted(job_rows, expand)] = [len(tasks[r]) for r in expand]
         src = np.repeat(job_rows, repeat)
+        task = np.arange(len(src)) - np.repeat(np.cumsum(repeat) - repeat, repeat)
         ids = jobid.take(pa.array(src, pa.int64())).to_pylist()
-        at = np.searchsorted(src, expand)
-        for r, k in zip(expand, at.tolist(), strict=True):
+        for r, k in zip(expand, np.searchsorted(src, expand).tolist(), strict=True):
             ids[k : k + len(tasks[r])] = tasks[r]
         rec_ids = pa.array(ids, jobid.type)
     else:
         src = job_rows
         rec_ids = jobid.take(pa.array(src, pa.int64()))
+    rows = pa.array(src, pa.int64())
+    budget_code, budget_keys = codes_of(cluster, col("account"), user)
+    budgets = pa.array([budget_path(c, a, u) for c, a, u in budget_keys], pa.string())
+    kind_code, kind_keys = codes_of(col("partition"))
+    kinds = np.array([KINDS.index(_kind(p)) for (p,) in kind_keys], np.int8)
+    state_of = np.array([_STATES.index(s) if s else 0 for s in states], np.int8)
+    records = pa.RecordBatch.from_pydict({
+        "rec_id": rec_ids, "cluster": pc.dictionary_encode(cluster.take(rows)),
+        "user": pc.dictionary_encode(user.take(rows)),
+        "budget": pa.DictionaryArray.from_arrays(pa.array(budget_code[src].astype(np.int32)), budgets),
+        "nodelist": pc.dictionary_encode(nodelist.take(rows)), "kind": kinds[kind_code[src]] if len(src) else
+        np.zeros(0, np.int8), "line": line[src], "pos": (line[src] << _TASK_BITS) | task, "submit": submit[src],
+        "start": start[src], "end": end[src], "ran": ran[src], "ended": ended[src], "gpus": _wide(gpus[src]),
+        "nodes": _wide(nodes[src]), "min_rt": min_rt[src], "state": state_of[state_code[src]],
+    })  # fmt: skip
     step_jobs = pc.list_element(pc.split_pattern(jobid.take(pa.array(step_rows, pa.int64())), ".", max_splits=1), 0)
+    steps = pa.RecordBatch.from_pydict({
+        "cluster": cluster.take(pa.array(step_rows, pa.int64())), "job": step_jobs, "gpus": _wide(gpus[step_rows]),
+    })  # fmt: skip
+    return records, steps
+
+
+def _wide(numbers: npt.NDArray[Any]) -> pa.Array:
+    """Return whole numbers as a column: int64, or their decimal text when one does not fit (a value to refuse)."""
+    if numbers.dtype != object:
+        return pa.array(numbers, pa.int64())
+    return pa.array([str(v) for v in numbers.tolist()], pa.string())
+
+
+def _narrow(column: pa.ChunkedArray | pa.Array) -> npt.NDArray[Any]:
+    """Return a column ``_wide`` made as numbers again (Python integers when one does not fit int64)."""
+    if pa.types.is_integer(column.type):
+        out: npt.NDArray[Any] = np.asarray(column.to_numpy(), np.int64)
+        return out
+    return np.array([int(v) for v in column.to_pylist()] + [None], dtype=object)[:-1]
+
+
+class _Records:
+    """The records of jobs (a row, or an array task of one), ordered job by job, with the columns they read."""
+
+    def __init__(self, table: pa.Table, key: Ints) -> None:
+        # a job's records in order: by submit, then start (none last), then place in the file
+        first_seen = np.full(int(key.max()) + 1 if len(key) else 0, len(key), np.int64)
+        np.minimum.at(first_seen, key, np.arange(len(key)))
+        pos = np.asarray(table.column("pos").to_numpy(), np.int64)
+        rank = pos[first_seen[key]] if len(key) else pos
+        ran = np.asarray(table.column("ran").to_numpy(), np.bool_)
+        submit = np.asarray(table.column("submit").to_numpy(), np.int64)
+        start = np.asarray(table.column("start").to_numpy(), np.int64)
+        order = np.lexsort((pos, np.where(ran, start, LATEST_US), submit, rank))
+        taken = table.take(pa.array(order, pa.int64()))
+
+        def numbers(name: str) -> Ints:
+            out: Ints = np.asarray(taken.column(name).to_numpy(), np.int64)
+            return out
+
+        self.table = taken
+        self.key = key[order]
+        self.rank = rank[order]
+        self.ids = taken.column("rec_id")
+        self.line = numbers("line")
+        self.submit = numbers("submit")
+        self.start = numbers("start")
+        self.end = numbers("end")
+        self.ran = np.asarray(taken.column("ran").to_numpy(), np.bool_)
+        self.ended = np.asarray(taken.column("ended").to_numpy(), np.bool_)
+        self.gpus = _narrow(taken.column("gpus"))
+        self.nodes = _narrow(taken.column("nodes"))
+        self.min_rt = numbers("min_rt")
+        self.state = np.asarray(taken.column("state").to_numpy(), np.int64)
+        self.kind = np.asarray(taken.column("kind").to_numpy(), np.int64)
+
+
+_FINAL_CODE = np.array([OUTCOMES.index(_FINAL[s]) if s in _FINAL else -1 for s in _STATES], np.int64)
+_INTERRUPT_CODE = np.array([REASONS.index(_INTERRUPT.get(s)) for s in _STATES], np.int64)
+_REQUEUE_STATE = np.array([s in _REQUEUED for s in _STATES], np.bool_)
+
+
+def _jobs(records: pa.Table, steps: pa.Table, st: _Reading) -> None:
+    """Join each job's records into its history (runs, requeues, outcome), check it, and add its events."""
+    res = st.res
+    m = records.num_rows
+    cluster = _strings(records.column("cluster"))
     keys = group_of(
-        pa.concat_arrays([cluster.take(pa.array(src, pa.int64())), cluster.take(pa.array(step_rows, pa.int64()))]),
-        pa.concat_arrays([rec_ids, step_jobs]),
+        pa.concat_arrays([cluster, _strings(steps.column("cluster"))]),
+        pa.concat_arrays([_strings(records.column("rec_id")), _strings(steps.column("job"))]),
     )
-    rec_key, step_key = keys[: len(src)], keys[len(src) :]
+    rec_key, step_key = keys[:m], keys[m:]
     # a record the same as an earlier one of its job (submit, start, end, state) adds nothing: --duplicates
-    never = np.iinfo(np.int64).min
-    normal = np.array([sorted(set(s for s in states if s is not None)).index(s) if s else -1 for s in states])
-    same = np.stack([
-        rec_key, submit[src], np.where(ran[src], start[src], never), np.where(ended[src], end[src], never),
-        normal[state_code[src]],
-    ], axis=1)  # fmt: skip
-    _, first_seen = np.unique(same, axis=0, return_index=True)
-    kept = np.zeros(len(src), np.bool_)
-    kept[first_seen] = True
+    kept = np.ones(m, np.bool_)
+    several = np.flatnonzero(np.bincount(rec_key, minlength=len(keys) and int(keys.max()) + 1)[rec_key] > 1)
+    if len(several):
+        never = np.iinfo(np.int64).min
+        table = records.take(pa.array(several, pa.int64()))
+
+        def numbers(name: str) -> Ints:
+            out: Ints = np.asarray(table.column(name).to_numpy(), np.int64)
+            return out
+
+        ran, ended = np.asarray(table.column("ran").to_numpy(), np.bool_), np.asarray(table.column("ended").to_numpy())
+        same = np.stack([
+            rec_key[several], numbers("submit"), np.where(ran, numbers("start"), never),
+            np.where(ended, numbers("end"), never), numbers("state"),
+        ], axis=1)  # fmt: skip
+        _, first_seen = np.unique(same, axis=0, return_index=True)
+        kept[several] = False
+        kept[several[first_seen]] = True
     if not kept.all():
         res.skipped["duplicate record"] += int((~kept).sum())
     folded = np.isin(step_key, rec_key)
@@ -476,72 +772,23 @@ def _read(lines: pa.StringArray, res: ImportResult, opts: SlurmOptions) -> list[
         res.skipped["job step (folded into its job)"] += int(folded.sum())
     if not folded.all():
         res.skipped["job step whose job is not in the file"] += int((~folded).sum())
-    step_gpus = np.zeros(len(keys), gpus.dtype)
-    np.maximum.at(step_gpus, step_key, gpus[step_rows])
-    src, rec_key, rec_ids = src[kept], rec_key[kept], rec_ids.filter(pa.array(kept))
-    budget_code, budget_keys = codes_of(cluster, col("account"), user)
-    kind_code, kind_keys = codes_of(col("partition"))
-    host_code, host_keys = codes_of(nodelist, cluster)
-    names = _Names(
-        [budget_path(c, a, u) for c, a, u in budget_keys], budget_code, [_kind(p) for (p,) in kind_keys], kind_code,
-        [_hosts(nl, c) for nl, c in host_keys], host_code, cluster, user,
-    )  # fmt: skip
-    return _jobs(_Records(src, rec_key, rec_ids, line, submit, start, end, ran, ended, gpus, nodes, min_rt,
-                          states, state_code), names, step_gpus, res, opts)  # fmt: skip
+    step_numbers = _narrow(steps.column("gpus"))
+    step_gpus = np.zeros(len(keys) and int(keys.max()) + 1, step_numbers.dtype)
+    np.maximum.at(step_gpus, step_key, step_numbers)
+    if not kept.all():
+        records, rec_key = records.filter(pa.array(kept)), rec_key[kept]
+    if not records.num_rows:
+        return
+    histories = _histories(_Records(records, rec_key), step_gpus, st)
+    if st.stood_in:
+        put_back(histories, res, len(res.rejected))
+    res.add_histories(histories, "slurm")
 
 
-@dataclass(frozen=True, slots=True)
-class _Names:
-    """What a row's names stand for, each made once per distinct value: budget paths, kinds, hosts."""
-
-    budgets: list[str]
-    budget: Ints
-    kinds: list[ev.WorkloadKind]
-    kind: Ints
-    hosts: list[tuple[str, ...]]
-    host: Ints
-    cluster: pa.StringArray
-    user: pa.StringArray
-
-
-class _Records:
-    """The records of jobs (a row, or an array task of one), with the row columns they read."""
-
-    def __init__(
-        self, src: Ints, key: Ints, ids: pa.StringArray, line: Ints, submit: Ints, start: Ints, end: Ints,
-        ran: Bools, ended: Bools, gpus: npt.NDArray[Any], nodes: npt.NDArray[Any], min_rt: Ints,
-        states: list[str | None], state_code: Ints,
-    ) -> None:  # fmt: skip
-        # a job's records in order: by submit, then start (none last), then line
-        first_seen = np.full(int(key.max()) + 1 if len(key) else 0, len(key), np.int64)
-        np.minimum.at(first_seen, key, np.arange(len(key)))
-        rank = first_seen[key]
-        s_ran = ran[src]
-        order = np.lexsort((line[src], np.where(s_ran, start[src], LATEST_US), submit[src], rank))
-        take = src[order]
-        self.row = take
-        self.ids = ids.take(pa.array(order, pa.int64()))
-        self.key = key[order]
-        self.line = line[take]
-        self.submit = submit[take]
-        self.start = start[take]
-        self.end = end[take]
-        self.ran = ran[take]
-        self.ended = ended[take]
-        self.gpus = gpus[take]
-        self.nodes = nodes[take]
-        self.min_rt = min_rt[take]
-        self.state = state_code[take]
-        self.states = states
-
-
-def _jobs(
-    recs: _Records, names: _Names, step_gpus: npt.NDArray[Any], res: ImportResult, opts: SlurmOptions
-) -> list[tuple[History, str, str]]:
-    """Join each job's records into its history (runs, requeues, outcome) and check it."""
-    m = len(recs.row)
-    if not m:
-        return []
+def _histories(recs: _Records, step_gpus: npt.NDArray[Any], st: _Reading) -> Histories:
+    """Return the checked histories of the jobs (records ``recs``, job by job); refuse the others."""
+    res, opts = st.res, st.opts
+    m = len(recs.line)
     starts = np.flatnonzero(np.r_[True, recs.key[1:] != recs.key[:-1]])
     stops = np.r_[starts[1:], m]
     lasts = stops - 1
@@ -555,85 +802,67 @@ def _jobs(
             res.skipped["no GPUs (CPU job)"] += int(cpu.sum())
         gpus[cpu] = opts.gpus_for_cpu_jobs
     wanted = ~cpu | (opts.gpus_for_cpu_jobs > 0)
-    states = recs.states
-    state = [s or "" for s in states]
-    final = [_FINAL.get(s) for s in state]
-    last_state = recs.state[lasts]
-    outcome_of = [final[c] for c in last_state.tolist()]
+    outcome = _FINAL_CODE[recs.state[lasts]]
     # each record that ran is a run; one before the job's last record was interrupted and requeued
     is_last = np.zeros(m, np.bool_)
     is_last[lasts] = True
-    interrupt = np.array([_REASONS.index(_INTERRUPT.get(s)) for s in state], np.int64)[recs.state]
-    requeue_state = np.array([s in _REQUEUED for s in state], np.bool_)[recs.state]
+    interrupt = _INTERRUPT_CODE[recs.state]
+    requeue_state = _REQUEUE_STATE[recs.state]
     last_reason = np.where(interrupt > 0, interrupt, np.where(requeue_state, 3, 0))
     reason = np.where(is_last, np.where(recs.ended, last_reason, 0), np.where(interrupt > 0, interrupt, 3))
     requeued = ~is_last | (recs.ended & (interrupt == 0) & requeue_state)
     runs_done = np.r_[0, np.cumsum(recs.ran)]
     n_runs = runs_done[stops] - runs_done[starts]
     the_run = np.maximum.reduceat(np.where(recs.ran, np.arange(m), -1), starts)
-    run_rows = np.flatnonzero(recs.ran)
-    hosts = names.hosts
-    host_code = names.host[recs.row]
-    run_ends = zip(recs.end[run_rows].tolist(), recs.ended[run_rows].tolist(), strict=True)
-    end_or_none = [e if k else None for e, k in run_ends]
-    runs = [
-        Run(s, e, hosts[h], _REASONS[p], q)
-        for s, e, h, p, q in zip(
-            recs.start[run_rows].tolist(), end_or_none, host_code[run_rows].tolist(),
-            reason[run_rows].tolist(), requeued[run_rows].tolist(), strict=True,
-        )
-    ]  # fmt: skip
-    budgets, kinds = names.budgets, names.kinds
-    budget_code, kind_code = names.budget[recs.row], names.kind[recs.row]
-    nodes = np.maximum.reduceat(recs.nodes, starts).tolist()
-    succeeded = np.array([o == "succeeded" for o in outcome_of], np.bool_)
     only = np.maximum(the_run, 0)
-    worked = succeeded & (n_runs == 1) & recs.ended[only]
-    work_s = [w if k else None for w, k in zip(((recs.end[only] - recs.start[only]) // 1_000_000).tolist(),
-                                                 worked.tolist(), strict=True)]  # fmt: skip
-    unended = np.array([o is not None for o in outcome_of], np.bool_) & ~recs.ended[lasts]
-    resumable = (n_runs > 1) | requeue_state[lasts] | opts.resumable
-    first = pa.array(starts, pa.int64())
-    first_rows = pa.array(recs.row[starts], pa.int64())
+    worked = (outcome == 0) & (n_runs == 1) & recs.ended[only]
+    work_s = np.where(worked, (recs.end[only] - recs.start[only]) // 1_000_000, -1)
+    unended = (outcome >= 0) & ~recs.ended[lasts]
     # a job of several records, or whose last one ended it without an End, is looked at alone
-    alone = (((stops - starts) > 1) | unended) & wanted
-    kept: list[tuple[History, str, str]] = []
-    for g, (wid, submit, budget, user, n_gpus, min_rt, again, r0, r1, outcome, end, n_nodes, kind, work, cluster,
-             special) in (
-        enumerate(zip(
-            recs.ids.take(first).to_pylist(), recs.submit[starts].tolist(),
-            [budgets[c] for c in budget_code[starts].tolist()], names.user.take(first_rows).to_pylist(), gpus.tolist(),
-            recs.min_rt[lasts].tolist(), resumable.tolist(), runs_done[starts].tolist(), runs_done[stops].tolist(),
-            outcome_of, recs.end[lasts].tolist(), nodes, [kinds[c] for c in kind_code[starts].tolist()], work_s,
-            names.cluster.take(first_rows).to_pylist(), (~wanted | alone).tolist(), strict=True,
-        ))
-    ):  # fmt: skip
-        if special:
-            if wanted[g]:
-                why = _why_not(recs, int(starts[g]), int(stops[g]), bool(unended[g]), outcome is not None)
-                if why is not None:
-                    res.reject(int(recs.line[stops[g] - 1]), why)
-                    continue
-            else:
-                continue
-        h = History(  # positional, in field order (see History)
-            wid, submit, budget, user, n_gpus, min_rt, again, runs[r0:r1], outcome,
-            end if outcome is not None else None, n_nodes, 0, kind, work,
-        )  # fmt: skip
-        try:
-            check_history(h)
-        except RowError as exc:
-            res.reject(int(recs.line[stops[g] - 1]), str(exc))
-            continue
-        kept.append((h, cluster, "slurm"))
-    return kept
+    alone = np.flatnonzero((((stops - starts) > 1) | unended) & wanted)
+    refused = np.zeros(len(starts), np.bool_)
+    for g in alone.tolist():
+        why = _why_not(recs, int(starts[g]), int(stops[g]), bool(unended[g]), outcome[g] >= 0)
+        if why is not None:
+            refused[g] = True
+            st.job_refusals.append((int(recs.rank[starts[g]]), int(recs.line[lasts[g]]), why))
+    table = recs.table
+    first = pa.array(starts, pa.int64())
+    run_rows = np.flatnonzero(recs.ran)
+    host_code, host_keys = codes_of(_strings(table.column("nodelist")).take(pa.array(run_rows, pa.int64())),
+                                    _strings(table.column("cluster")).take(pa.array(run_rows, pa.int64())))
+    group_of_record = np.repeat(np.arange(len(starts)), stops - starts)
+    clusters = pc.dictionary_encode(_strings(table.column("cluster")).take(first))
+    budgets = pc.dictionary_encode(_strings(table.column("budget")).take(first))
+    users = pc.dictionary_encode(_strings(table.column("user")).take(first))
+    histories = Histories(
+        cluster=Coded(ints(clusters.indices), clusters.dictionary.to_pylist()),
+        workload_id=recs.ids.take(first).combine_chunks(), submit=recs.submit[starts],
+        budget=Coded(ints(budgets.indices), budgets.dictionary.to_pylist()),
+        user=Coded(ints(users.indices), users.dictionary.to_pylist()), gpus=gpus,
+        min_runtime_s=recs.min_rt[lasts],
+        resumable=(n_runs > 1) | requeue_state[lasts] | opts.resumable, outcome=outcome,
+        end=np.where(outcome >= 0, recs.end[lasts], 0), nodes=np.maximum.reduceat(recs.nodes, starts),
+        priority=np.zeros(len(starts), np.int64), kind=recs.kind[starts], work_s=work_s,
+        rank=recs.rank[starts], runs=Runs(
+            group_of_record[run_rows], recs.start[run_rows], recs.end[run_rows], recs.ended[run_rows],
+            Coded(host_code, [_hosts(nl, c) for nl, c in host_keys]), reason[run_rows], requeued[run_rows],
+        ),
+    )  # fmt: skip
+    histories = histories.take(np.flatnonzero(wanted & ~refused))
+    ranks, lines = histories.rank, recs.line[lasts][wanted & ~refused]
+    histories, bounds = checked(histories)
+    for r, reason_ in bounds:
+        st.job_refusals.append((int(ranks[r]), int(lines[r]), reason_))
+    res.workloads += len(histories)
+    return histories
 
 
 def _why_not(recs: _Records, a: int, b: int, unended: bool, ends: bool) -> str | None:
     """Return why the records ``a:b`` of one job make no history, in the order the rules are stated (None: they do)."""
     why = _contradiction(recs, a, b) if b - a > 1 else None
     if why is None and unended:
-        why = f"State {recs.states[recs.state[b - 1]]} but End is Unknown"
+        why = f"State {_STATES[recs.state[b - 1]]} but End is Unknown"
     if why is None and b - a > 1 and ends:
         why = _ended_before_a_run(recs, a, b)
     return why
@@ -664,6 +893,6 @@ def _ended_before_a_run(recs: _Records, a: int, b: int) -> str | None:
         return None
     return (  # the job ended before a run of it did: contradictory records
         f"JobID {recs.ids[last].as_py()}: record at line {recs.line[last]} ends the job "
-        f"({recs.states[recs.state[last]]}, never started) at {time_at(int(recs.end[last]))}, "
+        f"({_STATES[recs.state[last]]}, never started) at {time_at(int(recs.end[last]))}, "
         f"before the run of line {recs.line[ran[-1]]} ended"
     )

@@ -45,7 +45,7 @@ def _add_rule_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--debug-hosts", default=None, metavar="N|auto",
         help="fair share: the last N hosts start only debug runs (allocated, protected <= 15 min, one host) and "
-        "free fill; 0: no debug partition (default auto: 3%% of the hosts, to the nearest host)",
+        "free fill; 0: no debug partition (default auto: the GPUs the last day's debug runs kept busy, in hosts)",
     )
 
 
@@ -88,7 +88,7 @@ def add_knob_arguments(p: argparse.ArgumentParser, *, many_policies: bool = Fals
         p.add_argument(
             "--debug-hosts", default=None, metavar="N|auto",
             help="debug partition size(s) in hosts (debug runs and free fill only), e.g. 0,1,auto (default auto: "
-            "3%% of the hosts)",
+            "sized from the last day's debug runs)",
         )
         return
     else:
@@ -154,7 +154,7 @@ def _count(flag: str, text: str | None) -> int | None:
 
 
 def _debug_hosts(text: str | None) -> int | None:
-    """Return ``--debug-hosts``' value: a number of hosts, or None for the default share ('auto' or not given)."""
+    """Return ``--debug-hosts``' value: a number of hosts, or None to size it from demand ('auto' or not given)."""
     value = "auto" if text is None else text.strip().lower()
     if value == "auto":
         return None

@@ -9,51 +9,42 @@ from ledger.adapters.charging import (
     Charger,
     ChargeSummary,
     charge_records,
-    charge_result,
     event_record,
     source_of,
     tree_events,
 )
-from ledger.adapters.common import ImportResult, Record
+from ledger.adapters.common import Destination, ImportResult, Record
 from ledger.budgets import Budgets, load_budgets
 from ledger.errors import InputError
 
 __all__ = ["audit_records_with_tree", "charge_imports"]
 
 
-def _first_time(results: Sequence[ImportResult]) -> int | None:
-    times = [min(r["time"] for _, r in res.records) for res in results if res.records]
-    return min(times) if times else None
+def charge_imports(
+    results: Sequence[ImportResult], budgets: Budgets, budgets_file: str, to: Destination
+) -> ImportResult | None:
+    """Print how the results' workloads were charged to the tree (as they were read); return the tree's events.
 
-
-def _clusters(results: Sequence[ImportResult]) -> set[str]:
-    out = {cluster for res in results for _, cluster, _ in res.histories}
-    return out | {str(r["cluster"]) for res in results for _, r in res.added}
-
-
-def charge_imports(results: list[ImportResult], budgets_file: str) -> ImportResult | None:
-    """Charge each result's workloads to the tree of ``budgets_file``; print the summary; return the tree's events.
-
-    The tree and capacity are timed at the start of the imported period (its first event); None
-    when the files hold no events.
+    The tree and capacity are timed at the start of the imported period (its first event) and go
+    to ``to``; None when the files hold no events.
     """
-    budgets = load_budgets(budgets_file)
-    charger = Charger(budgets)
     total = ChargeSummary()
     for res in results:
-        total.merge(charge_result(res, charger))
-    start = _first_time(results)
+        if res.to.charge is not None:
+            total.merge(res.to.charge.summary)
+    firsts = [res.first_us for res in results if res.first_us is not None]
     print(f"budgets from {budgets_file}: cluster {budgets.cluster}, {budgets.gpus} GPUs, {len(budgets.nodes)} nodes")
     print(total.render())
-    others = sorted(_clusters(results) - {budgets.cluster})
+    others = sorted(set().union(*(res.clusters for res in results)) - {budgets.cluster})
     if others:
         print(f"  note: the records are of cluster(s) {', '.join(others)}, the budgets file of {budgets.cluster}: "
               "its tree and capacity are applied to them all")
-    if start is None:
+    if not firsts:
         return None
-    tree = ImportResult("budgets", budgets_file)
-    for event in tree_events(budgets, start):
+    tree = ImportResult("budgets", budgets_file, to=to)
+    for event in tree_events(budgets, min(firsts)):
         tree.add_event(event)
+    tree.finish()
     return tree
 
 

@@ -71,18 +71,18 @@ def _checked(path: str) -> str:
     return path
 
 
-def _import_one(args: argparse.Namespace, path: str) -> Any:
+def _import_one(args: argparse.Namespace, path: str, to: Any) -> Any:
     import csv
 
     try:
-        return _import_file(args, _checked(path))
+        return _import_file(args, _checked(path), to)
     except UnicodeDecodeError as exc:
         raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except csv.Error as exc:
         raise InputError(f"{path}: not a CSV file this import can read ({exc})") from None
 
 
-def _import_file(args: argparse.Namespace, path: str) -> Any:
+def _import_file(args: argparse.Namespace, path: str, to: Any) -> Any:
     from ledger.adapters.common import parse_zone
     from ledger.core.knobs import parse_duration
 
@@ -99,7 +99,7 @@ def _import_file(args: argparse.Namespace, path: str) -> Any:
             min_runtime_s=parse_duration(args.min_runtime),
             resumable=args.resumable,
         )
-        return import_sacct_file(path, opts)
+        return import_sacct_file(path, opts, to)
     if args.format == "philly":
         from ledger.adapters.philly import PhillyOptions, import_philly_file
 
@@ -110,6 +110,7 @@ def _import_file(args: argparse.Namespace, path: str) -> Any:
                 cluster=cluster or "philly",
                 min_runtime_s=parse_duration(args.min_runtime),
             ),
+            to,
         )
     if args.format == "csv":
         from ledger.adapters.csv_trace import CsvOptions, import_csv_file, parse_column_map
@@ -127,6 +128,7 @@ def _import_file(args: argparse.Namespace, path: str) -> Any:
                 delimiter=args.delimiter,
                 min_runtime_s=parse_duration(args.min_runtime),
             ),
+            to,
         )
     from ledger.adapters.kueue import KueueOptions, import_kueue_file
 
@@ -135,13 +137,19 @@ def _import_file(args: argparse.Namespace, path: str) -> Any:
         KueueOptions(
             cluster=cluster or "kueue", gpu_resource=args.gpu_resource, min_runtime_s=parse_duration(args.min_runtime)
         ),
+        to,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     """Import the files, print the summary, append the events to --out."""
+    from ledger.adapters.charging import Charge, Charger
+    from ledger.adapters.common import Destination
+    from ledger.adapters.sink import SORT_KEYS
+    from ledger.budgets import load_budgets
     from ledger.commands._paths import output_dir
     from ledger.gcpause import paused_gc
+    from ledger.log.batch import EventBatch
 
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         output_dir(args.out, force=False)  # raises: --out names a file
@@ -151,17 +159,24 @@ def run(args: argparse.Namespace) -> int:
             if log_dir in Path(name).resolve().parents:
                 raise InputError(f"--out {args.out}: holds the input {name}; import it from outside the log")
 
-    # The collector stays paused until the import's objects are gone (freed by reference counts,
-    # no cycles among them): resumed in between, it would walk every one of them once more.
-    with paused_gc():
-        results = [_import_one(args, path) for path in args.files]
-        try:
-            return _report_and_append(args, results)
-        finally:
-            results.clear()
+    from ledger.allocator import reuse_freed_memory
+
+    reuse_freed_memory()
+    budgets = load_budgets(args.budgets) if getattr(args, "budgets", None) else None
+    charger = Charger(budgets) if budgets is not None else None
+    # Each file's events go into one batch as they are read, the file's section of it (the budget
+    # tree takes section 0); the batch keeps about 64 MiB in memory and the rest in sorted runs on disk.
+    with paused_gc(), EventBatch(SORT_KEYS) as batch:
+        target = batch if args.out is not None else None
+
+        def to(section: int) -> Destination:
+            return Destination(target, section, keep=False, charge=Charge(charger) if charger else None)
+
+        results = [_import_one(args, path, to(k)) for k, path in enumerate(args.files, 1)]
+        return _report_and_append(args, results, budgets, to(0))
 
 
-def _report_and_append(args: argparse.Namespace, results: list[Any]) -> int:
+def _report_and_append(args: argparse.Namespace, results: list[Any], budgets: Any, tree_to: Any) -> int:
     for res in results:
         print(res.render())
     if args.strict:
@@ -178,22 +193,22 @@ def _report_and_append(args: argparse.Namespace, results: list[Any]) -> int:
             print(f"gpuledger import: error: {res.file}: holds no record (an empty {res.kind} export)",
                   file=sys.stderr)
             code = 1
-    if getattr(args, "budgets", None):
+    if budgets is not None:
         from ledger.commands._tree import charge_imports
 
-        tree = charge_imports(results, args.budgets)
+        tree = charge_imports(results, budgets, args.budgets, tree_to)
         if tree is not None:
             results.insert(0, tree)
-    total = sum(len(res.records) for res in results)
+    total = sum(sum(res.events_by_type().values()) for res in results)
     if args.out is None:
         print(f"dry run: {total} events, nothing written (give --out LOG_DIR)", file=sys.stderr)
         return code
     if not total:  # opening the log would create it: a directory holding only its lock file
         print(f"nothing written to {args.out} (no events)", file=sys.stderr)
         return code
-    from ledger.adapters.sink import append_imports_to_log
+    from ledger.adapters.sink import append_batch_to_log
 
-    # the adapters checked every value of every record: the log's trusted path, one durable batch
-    added = append_imports_to_log(args.out, results)
+    # the adapters checked every value of every record: the log's trusted batch path, one durable block
+    added = append_batch_to_log(args.out, tree_to.batch)
     print(f"appended {added} new events to {args.out} ({total - added} already in the log)", file=sys.stderr)
     return code

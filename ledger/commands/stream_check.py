@@ -47,7 +47,7 @@ def knobs_differing(knobs: Knobs, settings: dict[str, object]) -> str:
 
 
 def _shown(name: str, value: object) -> str:
-    """Return a knob's value as its flag spells it (``debug_hosts`` None: auto, the default share of the hosts)."""
+    """Return a knob's value as its flag spells it (``debug_hosts`` None: auto, sized from the debug runs' demand)."""
     return "auto" if name == "debug_hosts" and value is None else repr(value)
 
 

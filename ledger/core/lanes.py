@@ -18,10 +18,9 @@ Rules (fair share; docs/rules.md, "Debug runs first"):
   debug run that finds it full preempts there what the fair-share rules admit (``preempt_debug``).
 * **Sized from demand** (``Knobs.debug_hosts`` None, the default): as many hosts as the debug runs
   submitted over the last day kept busy on average, counting each at its GPUs × protected window
-  (``DebugDemand``), rounded up to whole hosts, at most a quarter of the live hosts; none when they
-  kept less than one GPU busy on average (a few debug runs a day start first on any room). It is
-  sized again at a pass at most every ``RESIZE_S``; a host that joins or leaves it runs on what it
-  runs. A number of hosts fixes it (0: none).
+  (``DebugDemand``), rounded up to whole hosts, at most a quarter of the live hosts; none when no
+  debug run came in the last day. It is sized again at a pass at most every ``RESIZE_S``; a host that
+  joins or leaves it runs on what it runs. A number of hosts fixes it (0: none).
 * **Too wide for the rest.** A run needing more hosts than there are outside the partition
   (``Hosts.outside_hosts``) can only start through a hold, and its hold may take partition hosts
   (``holds``); so the *No starvation* bound (``contract.start_bound``) holds with a partition.
@@ -56,10 +55,10 @@ RESIZE_S = 600  # the partition is sized again at most this often (s)
 def partition_hosts(mean_gpus: float, per_node: int, live: int) -> int:
     """Return the partition's hosts for debug runs keeping ``mean_gpus`` busy: whole hosts, at most a quarter.
 
-    None below one GPU busy on average: a few debug runs a day start first on any room, and a host kept
-    for them would stand idle (or hold only free fill) nearly all day.
+    Rounded up: a few debug runs a day on a full cluster still find a host whose room frees within
+    minutes (measured against none below one GPU busy: docs/rules.md, "Debug runs first").
     """
-    if mean_gpus < 1:
+    if mean_gpus <= 0:
         return 0
     return min(math.ceil(mean_gpus / per_node), live // 4)
 

@@ -629,6 +629,8 @@ class DecisionCore(CoreState):
             self._cycle_done(t)
             break
         holds.pass_holds(self, t, out)  # the head's hold: its start, the held room soaked, or a grant
+        if fair:  # room the hold step freed (a holder starting elsewhere, victims at a hold's time) serves debug first
+            lanes.start_debug(self, t, out)
         fill.fill(self, t, out)
         if lane:
             lanes.fill_lane(self, t, out)  # free fill soaks the debug partition as any host

@@ -53,7 +53,10 @@ from ledger.log.avro_bytes import (
 )
 from ledger.log.avro_codegen import Compiler, describe, module_digest
 
-__all__ = ["UnencodableValue", "UnionEncoder", "string_bytes", "union_encoder", "varint", "zigzag_bytes"]
+__all__ = [
+    "FieldSpec", "UnencodableValue", "UnionEncoder", "refusal", "string_bytes", "union_encoder", "varint",
+    "zigzag_bytes",
+]  # fmt: skip
 
 Record = dict[str, Any]
 Encode = Callable[[Any, bytearray], None]
@@ -111,11 +114,17 @@ class UnionEncoder:
         built = _built_branches(union)
         self.compiled = built is not None
         self.branches: dict[str, Encode] = self.exec_branches if built is None else built
-        self._fields: dict[str, list[_FieldSpec]] = {}
+        self.index = {full: index for index, full in enumerate(branches)}  # each record's branch of the union
+        self.resolve = compiler.resolve  # a field type's definition, named types looked up as the code was made
+        self.fields: dict[str, list[FieldSpec]] = {}
         for full, fields in specs.items():
             schema = {f["name"]: f for f in compiler.named[full]["fields"]}
-            self._fields[full] = [
-                _FieldSpec(name, namespace[fn], absent_ok, schema[name].get("default"), describe(schema[name]["type"]))
+            space = full.rpartition(".")[0]
+            self.fields[full] = [
+                FieldSpec(
+                    name, namespace[fn], absent_ok, schema[name].get("default"), describe(schema[name]["type"]),
+                    schema[name]["type"], space,
+                )
                 for name, fn, absent_ok in fields
             ]
 
@@ -137,7 +146,7 @@ class UnionEncoder:
     def explain(self, records: Sequence[tuple[str, Record]], exc: Exception) -> UnencodableValue:
         """Return the error naming the first record, field and value that do not encode."""
         for name, record in records:
-            fields = self._fields.get(name)
+            fields = self.fields.get(name)
             if fields is None:
                 return UnencodableValue("batch", "type", name, "not a record of the log's schema")
             short = name.rpartition(".")[2]
@@ -150,25 +159,37 @@ class UnionEncoder:
                     if not spec.absent_ok:
                         return UnencodableValue(short, spec.name, None, "missing, and it has no default", event_id)
                     value = spec.default
-                try:
-                    spec.encode(value, bytearray())
-                except UnicodeEncodeError:
-                    return UnencodableValue(short, spec.name, value, "text that UTF-8 cannot encode", event_id)
-                except OverflowError as problem:  # a whole number out of the type's range
-                    return UnencodableValue(short, spec.name, value, str(problem), event_id)
-                except Exception as problem:
-                    # A KeyError comes from a table lookup (enum symbols, booleans): the type says it all.
-                    reason = "" if isinstance(problem, KeyError) else f" ({problem})"
-                    return UnencodableValue(short, spec.name, value, f"not an Avro {spec.avro_type}{reason}", event_id)
+                refused = refusal(short, spec, value, event_id)
+                if refused is not None:
+                    return refused
         return UnencodableValue("batch", "record", None, f"does not encode as Avro ({type(exc).__name__}: {exc})")
 
 
-class _FieldSpec(NamedTuple):
+def refusal(short: str, spec: FieldSpec, value: Any, event_id: Any) -> UnencodableValue | None:
+    """Return why a field's encoder refuses ``value`` (None if it writes it), as every encoder of the log says it."""
+    try:
+        spec.encode(value, bytearray())
+    except UnicodeEncodeError:
+        return UnencodableValue(short, spec.name, value, "text that UTF-8 cannot encode", event_id)
+    except OverflowError as problem:  # a whole number out of the type's range
+        return UnencodableValue(short, spec.name, value, str(problem), event_id)
+    except Exception as problem:
+        # A KeyError comes from a table lookup (enum symbols, booleans): the type says it all.
+        reason = "" if isinstance(problem, KeyError) else f" ({problem})"
+        return UnencodableValue(short, spec.name, value, f"not an Avro {spec.avro_type}{reason}", event_id)
+    return None
+
+
+class FieldSpec(NamedTuple):
+    """One field of a record as the generated code writes it: its encoder of one value, and its schema."""
+
     name: str
-    encode: Encode
-    absent_ok: bool
+    encode: Encode  # appends one value's bytes (a union's: its branch index, then the value)
+    absent_ok: bool  # a record may leave it out: its default, or null, is written
     default: Any
-    avro_type: str
+    avro_type: str  # as messages describe it
+    schema: Any  # the field's type as the schema gives it (named types by name: see ``UnionEncoder.resolve``)
+    namespace: str
 
 
 def _built_branches(union: Sequence[Any]) -> dict[str, Encode] | None:

@@ -192,13 +192,6 @@ class BlockEncoder:
         n, size = len(records), len(body)
         return b"".join((varint(n << 1), varint(size << 1), body, self._sync))  # counts are positive: zig-zag is << 1
 
-    def encode_encoded(self, encoded: Sequence[bytes]) -> bytes:
-        """Return the bytes of one block holding records already encoded (each its union index, then its fields)."""
-        if not encoded:
-            return b""
-        size = sum(map(len, encoded))
-        return b"".join([varint(len(encoded) << 1), varint(size << 1), *encoded, self._sync])  # one copy of the body
-
 
 def write_all(fd: int, data: bytes) -> None:
     """Write every byte of data to fd (os.write may write less than asked)."""

@@ -10,10 +10,10 @@ Guarantees:
   complete blocks after it is not a crash but corruption: it raises LogCorruptError, never truncates.
 * **All or nothing.** Every event of a batch is validated first; one bad event raises
   EventValidationError and nothing of the batch is written.
-* **Trusted records.** ``append_records`` takes Avro-ready records from a producer that has
-  checked every value itself (the file importers) and skips the per-event model validation;
-  everything else above holds for it too, and a value Avro cannot encode still refuses the batch.
-  ``append_encoded`` takes such records already as their Avro bytes (the importers' fast path).
+* **Trusted records.** ``append_batch`` takes events as columns (``ledger.log.batch.EventBatch``)
+  from a producer that has checked every value itself (the file importers, the replay) and
+  ``append_records`` Avro-ready records; both skip the per-event model validation. Everything
+  else above holds for them too, and a value Avro cannot encode still refuses the batch.
 * **Idempotent.** An event whose ``event_id`` is already in the log (or earlier in the batch) is
   skipped; ``append`` returns how many were written.
 * **Single writer.** The process that appends holds an advisory lock on ``LOCK``; any number of
@@ -33,8 +33,10 @@ from typing import Any
 from ledger.codec import trusted_from_record, union_schema
 from ledger.errors import ConfigError, EventValidationError, LogError
 from ledger.events import Event
+from ledger.log.avro_encode import union_encoder, varint
+from ledger.log.batch import EventBatch, merged
 from ledger.log.checks import FULL_NAMES, SHORT_NAMES, check_batch, explain_unencodable
-from ledger.log.container import BlockEncoder, write_all
+from ledger.log.container import SYNC_SIZE, write_all
 from ledger.log.lockfile import LOCK_NAME, WriterLock
 from ledger.log.segments import (
     DECODE_ERRORS,
@@ -74,9 +76,10 @@ class _Writer:
         self.active: Path | None = None
         self.file: Any = None  # the active segment, opened for append (unbuffered)
         self.size = 0
-        self.encoder: BlockEncoder | None = None
+        self.sync: bytes | None = None  # the active segment's sync marker, which ends each of its blocks
+        self.records = union_encoder(union_schema())  # type: ignore[arg-type]  # (the log's schema is a union)
         self.ids: set[str] | None = None
-        self.active_ids: list[str] = []
+        self.active_ids: list[str] | None = []  # None: not kept (a batch too big for memory); read from the segment
         self.recovered_bytes = 0
         self.broken: str | None = None
 
@@ -99,7 +102,7 @@ class _Writer:
             self.active = path
             self.file = open(path, "ab", buffering=0)  # noqa: SIM115 - kept open while writing
             self.size = view.valid_end
-            self.encoder = BlockEncoder(union_schema(), view.header.sync)
+            self.sync = view.header.sync
 
     def known_ids(self) -> set[str]:
         """Return every event_id in the log, reading them once per writer.
@@ -129,6 +132,8 @@ class _Writer:
     def _roll(self) -> None:
         """Seal the active segment (saving its ids) and start the next one; on failure keep the old one."""
         if self.active is not None:
+            if self.active_ids is None:
+                self.active_ids = scan_ids(view_segment(self.active, last=True))
             save_ids(self.active, self.size, self.active_ids)
         number = self.number + 1
         sync = _sync_marker(number)
@@ -138,41 +143,54 @@ class _Writer:
             self.file.close()
         self.number, self.active, self.file = number, path, new_file
         self.size = path.stat().st_size
-        self.encoder = BlockEncoder(union_schema(), sync)
+        self.sync = sync
         self.active_ids = []
 
-    def write(self, records: list[tuple[str, dict[str, Any]]], ids: list[str]) -> None:
+    def write(self, records: list[tuple[str, dict[str, Any]]], ids: Sequence[str]) -> None:
         """Append one batch as one block and fsync it; on failure leave the segment as it was."""
-        if self.broken is not None:
-            raise LogError(self.broken)
-        if self.active is None or self.size >= self.segment_bytes:
-            self._roll()
-        assert self.encoder is not None
         try:
-            block = self.encoder.encode(records)
+            body = bytearray()
+            self.records.encode_into(records, body)
         except (ValueError, TypeError, OverflowError) as exc:  # UnicodeEncodeError is a ValueError
             raise explain_unencodable(records, exc) from None
-        self._write_block(block, ids)
+        self.write_pieces(len(records), len(body), iter((body,)), ids)
 
-    def write_encoded(self, encoded: Sequence[bytes], ids: Sequence[str]) -> None:
-        """Append records already encoded as branches of the log's union as one block and fsync it."""
+    def write_pieces(self, count: int, size: int, pieces: Iterator[Any], ids: Sequence[str] | None) -> None:
+        """Append one block of ``count`` records given as pieces of ``size`` bytes in all, and fsync it.
+
+        The block is written as it is read from ``pieces`` (a batch's runs, merged), so it need not
+        fit in memory; on any failure, the segment is cut back to where it was. ``ids`` None: the
+        block's ids are not kept in memory (they are read from the segment when needed).
+        """
         if self.broken is not None:
             raise LogError(self.broken)
         if self.active is None or self.size >= self.segment_bytes:
             self._roll()
-        assert self.encoder is not None
-        self._write_block(self.encoder.encode_encoded(encoded), ids)
-
-    def _write_block(self, block: bytes, ids: Sequence[str]) -> None:
+        assert self.sync is not None
         fd = self.file.fileno()
+        head = varint(count << 1) + varint(size << 1)  # counts are positive: zig-zag is << 1
+        written = 0
         try:
-            write_all(fd, block)
+            write_all(fd, head)
+            for piece in pieces:
+                write_all(fd, piece)
+                written += len(piece)
+            if written != size:
+                raise LogError(f"{self.active}: a block of {written} bytes where {size} were counted; not written")
+            write_all(fd, self.sync)
             os.fsync(fd)
         except OSError as exc:
             self._undo(fd)
             raise LogError(f"{self.active}: append failed ({exc.strerror}); the batch was not written") from None
-        self.size += len(block)
-        self.active_ids.extend(ids)
+        except BaseException:
+            self._undo(fd)
+            raise
+        self.size += len(head) + size + SYNC_SIZE
+        if ids is None or self.active_ids is None:
+            self.active_ids = None
+            self.ids = None
+        else:
+            self.active_ids.extend(ids)
 
     def _undo(self, fd: int) -> None:
         try:
@@ -272,51 +290,37 @@ class EventLog:
             raise EventValidationError(f"unknown event type {exc.args[0]!r}", field="type", value=exc.args[0]) from None
         return self._append_checked(batch)
 
-    def append_encoded(self, ids: Sequence[str], encoded: Sequence[bytes]) -> int:
-        """Append records given as their Avro bytes (``encoded[i]`` holds the event ``ids[i]``) as one durable batch.
+    def append_batch(self, batch: EventBatch) -> int:
+        """Append a batch of events given as columns as one durable block; return how many were written.
 
-        Each item is one record as a branch of the log's union schema (its union index, then its
-        fields), exactly the bytes the log's own encoder writes for it: the importers write their
-        records' bytes directly, with a writer tested byte for byte against that encoder, and skip
-        building the record dicts. Nothing is checked or decoded here: like ``append_records``
-        this is for producers that checked every value, and it must only be given bytes of valid
-        events. Deduplication, atomicity and durability are as for ``append``; returns how many
-        were written.
+        For producers that check every value themselves (the file importers, the replay's log
+        writer), as for ``append_records``: the columns were encoded when added to the batch, so
+        nothing is validated or encoded here. The block holds the batch's events in the order of
+        its sort keys. Deduplication, atomicity and durability are as for ``append``. A batch that
+        outgrew its memory (``EventBatch.spilled``) is merged from its runs while it is written. The
+        ids of a large batch (more than ``ledger.log.batch.REMEMBERED`` events: an import) are not
+        kept in memory afterwards: a later append by this object reads them back from the segment.
         """
         if self._readonly:
             raise LogError(f"{self._path}: opened read-only")
-        if len(ids) != len(encoded):
-            raise ValueError(f"{len(ids)} event ids for {len(encoded)} encoded records")
-        if not ids:
+        if not len(batch):
             return 0
         with self._guard:
             writer = self._writer or self._become_writer(required=True)
             assert writer is not None
             known = writer.known_ids()
-            fresh: Sequence[bytes] = encoded
-            fresh_ids: Sequence[str] = ids
-            before = len(known)
-            if known.isdisjoint(ids):  # the common case, checked with set operations in C
-                known.update(ids)
-                if len(known) - before != len(ids):  # a repeat inside the batch: take the slow path
-                    known.difference_update(ids)  # (none of them was known before)
-            if len(known) == before:
-                seen: set[str] = set()
-                fresh, fresh_ids = [], []
-                for event_id, data in zip(ids, encoded, strict=True):
-                    if event_id not in known and event_id not in seen:
-                        seen.add(event_id)  # also catches a repeat later in the same batch
-                        fresh.append(data)
-                        fresh_ids.append(event_id)
-                if not fresh:
-                    return 0
-                known.update(fresh_ids)
+            plan = batch.plan(known)
+            if not plan.count:
+                return 0
+            if plan.ids is not None:
+                known.update(plan.ids)
             try:
-                writer.write_encoded(fresh, fresh_ids)
+                writer.write_pieces(plan.count, plan.size, merged(plan), plan.ids)
             except BaseException:
-                known.difference_update(fresh_ids)  # a failed append leaves its ids unknown
+                if plan.ids is not None:
+                    known.difference_update(plan.ids)  # a failed append leaves its ids unknown
                 raise
-            return len(fresh)
+            return plan.count
 
     def _append_checked(self, batch: list[tuple[str, dict[str, Any]]]) -> int:
         """Append a batch whose records are known valid: drop ids already present, write the rest as one block."""

@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 from collections.abc import Callable
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -22,10 +23,14 @@ import pytest
 from ledger.adapters.common import ImportResult
 from ledger.adapters.csv_trace import CsvOptions, import_csv, import_csv_file, parse_column_map
 from ledger.adapters.philly import import_philly_file
+from ledger.adapters.sink import append_imports_to_log
 from ledger.adapters.slurm import SlurmOptions, import_sacct, import_sacct_file
 from ledger.codec import union_schema
+from ledger.log import EventLog
+from ledger.log import batch as log_batch
 from ledger.log.checks import FULL_NAMES
 from ledger.log.container import BlockEncoder
+from tests.replay.helpers import segment_bytes
 
 from .helpers import DATA
 
@@ -179,3 +184,17 @@ def test_an_import_gives_exactly_the_records_ids_bytes_and_summary_it_gave_befor
 def test_the_malformed_cases_do_reject_lines_so_their_messages_are_pinned_too() -> None:
     assert len(CASES["pozidriv with malformed lines"]().rejected) >= 100
     assert len(CASES["full CSV with malformed rows"]().rejected) >= 50
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_the_column_batch_writes_every_pinned_import_as_the_record_by_record_writer(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The log an import writes through its batch of columns (held in memory, or sorted into runs on disk)."""
+    res = CASES[case]()
+    with EventLog(tmp_path / "records") as log:
+        log.append_records(res.records)  # each record encoded by the per-record encoder: the pinned block
+    for memory in (None, 2048):
+        monkeypatch.setattr(log_batch, "MEMORY", memory or log_batch.MEMORY)
+        append_imports_to_log(tmp_path / f"columns-{memory}", [CASES[case]()])
+        assert segment_bytes(tmp_path / f"columns-{memory}") == segment_bytes(tmp_path / "records")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from ledger import events as ev
@@ -15,6 +16,7 @@ from ledger.codec import union_schema
 from ledger.errors import EventValidationError
 from ledger.log import EventLog
 from ledger.log.avro_encode import union_encoder
+from ledger.log.batch import EventBatch
 from ledger.log.checks import FULL_NAMES
 
 from .helpers import DATA
@@ -50,7 +52,6 @@ def test_events_added_whole_are_sorted_in_among_the_histories_and_read_back_in_t
     first = min(r["time"] for _, r in res.records)
     extra = ev.WorkloadRequeued(event_id="x/1", cluster="c", time=ev.from_us(first), workload_id="w")
     res.add_event(extra)
-    res.sort_events()
     times = [r["time"] for _, r in res.records]
     assert times == sorted(times) and "x/1" in [r["event_id"] for _, r in res.records]
     append_imports_to_log(tmp_path / "events", [res])
@@ -58,17 +59,23 @@ def test_events_added_whole_are_sorted_in_among_the_histories_and_read_back_in_t
         assert [e.event_id for e in read] == [r["event_id"] for _, r in res.records]
 
 
-def test_encoded_records_need_one_id_each(tmp_path: Path) -> None:
-    with EventLog(tmp_path / "events") as log, pytest.raises(ValueError, match="1 event ids for 2"):
-        log.append_encoded(["a"], [b"", b""])
+def test_encoded_records_need_one_id_each() -> None:
+    with EventBatch() as batch, pytest.raises(ValueError, match="1 event ids for 2"):
+        batch.add_encoded(pa.array([b"", b""], pa.binary()), ["a"])
 
 
-def test_encoded_appends_skip_ids_already_in_the_log_and_repeats_inside_the_batch(tmp_path: Path) -> None:
+def test_encoded_records_skip_ids_already_in_the_log_and_repeats_inside_the_batch(tmp_path: Path) -> None:
     records = import_sacct_file(DATA / "slurm" / "requeues-steps-arrays.txt").records
     encoder = union_encoder(union_schema())  # type: ignore[arg-type]  # the log's schema is a union (a list)
     ids, data = [r["event_id"] for _, r in records], [encoder.encode(FULL_NAMES[n], r) for n, r in records]
+
+    def append(log: EventLog, ids: list[str], data: list[bytes]) -> int:
+        with EventBatch() as batch:
+            batch.add_encoded(pa.array(data, pa.binary()), ids)
+            return log.append_batch(batch)
+
     with EventLog(tmp_path / "events") as log:
-        assert log.append_encoded(ids[:5], data[:5]) == 5
+        assert append(log, ids[:5], data[:5]) == 5
         # the first five again, then all of them with one repeated: only the rest are new, each once
-        assert log.append_encoded(ids + ids[7:8], data + data[7:8]) == len(ids) - 5
-        assert log.append_encoded(ids, data) == 0
+        assert append(log, ids + ids[7:8], data + data[7:8]) == len(ids) - 5
+        assert append(log, ids, data) == 0

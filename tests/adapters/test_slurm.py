@@ -271,14 +271,3 @@ def test_a_time_at_the_edge_of_the_calendar_in_a_local_zone_is_rejected_not_a_cr
     assert [r.line for r in res.rejected] == [1]
     assert "'9999-12-31T23:59:59' lies outside 2000..2100" in res.rejected[0].reason
     assert res.workloads == 1
-
-
-def test_a_file_too_long_for_32_bit_string_offsets_is_read_as_any_other(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ledger.adapters import slurm
-
-    path = DATA / "slurm" / "requeues-steps-arrays.txt"
-    usual = import_sacct_file(path, SlurmOptions(tz=parse_zone("America/Los_Angeles")))
-    monkeypatch.setattr(slurm, "_LARGE", 0)  # as a file of a gigabyte or more is split: 64-bit offsets
-    long = import_sacct_file(path, SlurmOptions(tz=parse_zone("America/Los_Angeles")))
-    assert usual.records and long.records == usual.records
-    assert long.rejected == usual.rejected and long.skipped == usual.skipped

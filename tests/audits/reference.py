@@ -456,6 +456,7 @@ def reference_audit(
     for kind, ws in waits.items():
         block = {
             "buckets": [stats(s, [x for g, _, x in ws if a <= g <= b]) for s, a, b in bounds],
+            "buckets_allocated": [stats(s, [x for g, mr, x in ws if a <= g <= b and mr > 0]) for s, a, b in bounds],
             "debug": stats("debug", [x for _, mr, x in ws if mr <= 900]),
             "debug_allocated": stats("debug_allocated", [x for _, mr, x in ws if 0 < mr <= 900]),
         }

@@ -86,8 +86,8 @@ def check(events: list[ev.Event], since: int | None = None, until: int | None = 
         ("requeue", got["wait_by_size"]["requeue"], want["wait_by_size"]["requeue"]),
     ):
         for g, w in zip(
-            [*gw["buckets"], gw["debug"], gw["debug_allocated"]],
-            [*ww["buckets"], ww["debug"], ww["debug_allocated"]],
+            [*gw["buckets"], *gw["buckets_allocated"], gw["debug"], gw["debug_allocated"]],
+            [*ww["buckets"], *ww["buckets_allocated"], ww["debug"], ww["debug_allocated"]],
             strict=True,
         ):
             same_keys(g, w, f"wait_by_size.{block}[{w['size']}]")

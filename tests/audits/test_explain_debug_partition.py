@@ -50,17 +50,18 @@ def test_a_batch_run_waiting_beside_a_free_debug_host_is_told_why_it_could_not_t
 def test_a_partition_sized_from_demand_is_told_with_the_size_it_had_then(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # 17 hosts, the default rules. A 15-minute debug run at 08:00 is the day's debug demand: the pass of
-    # that instant sizes the partition at one host (lab-n016). Team a's 128-GPU run takes the other 16
-    # for 7 h; b's batch run waits beside the debug host, which keeps room the batch run may not take.
+    # 17 hosts, the default rules. 96 one-GPU debug runs of 15 minutes at 08:00 are the day's debug demand
+    # (one GPU busy on average): the pass of that instant sizes the partition at one host (lab-n016). Team
+    # a's 128-GPU run takes the other 16 for 7 h; b's batch run waits beside the debug host, which keeps
+    # room the batch run may not take.
     subs = [
-        submit(0, "a-debug", "a", 1, 300, min_runtime_s=900),
-        submit(1, "a-train", "a", 128, 7 * H, min_runtime_s=8 * H),
-        submit(2, "b-batch", "b", 8, H, min_runtime_s=1800),
+        *(submit(0, f"a-debug{k}", "a", 1, 300, min_runtime_s=900) for k in range(96)),
+        submit(10, "a-train", "a", 128, 7 * H, min_runtime_s=8 * H),
+        submit(11, "b-batch", "b", 8, H, min_runtime_s=1800),
     ]
     run = tmp_path / "run"
     run_one(inputs_from_budgets(lab(136), subs), Knobs(), run, quiet=True)
     assert main(["explain", str(run), "b-batch"]) == 0  # replay.json: debug_hosts null, its sizes recorded
     assert "The cluster's last host was a debug partition" in capsys.readouterr().out
-    assert main(["explain", str(run), "a-debug"]) == 0
+    assert main(["explain", str(run), "a-debug0"]) == 0  # the first debug runs start on the partition
     assert "lab-n016" in capsys.readouterr().out

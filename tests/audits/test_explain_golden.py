@@ -53,8 +53,8 @@ def test_explain_on_a_replay_quotes_the_core_including_the_hold_that_preempted_i
     # seg-1 is then held for in turn: its hold's time lies ahead (a hold never preempts at the instant it is
     # granted), and the spans are quoted in units people read
     assert "holding 2 hosts for seg-1 (16 GPUs) until 2026-03-02 03:20 UTC, when the last protected window on them " \
-           "ends (in 59.0 min)" in text
-    assert "on the hosts held for it since 2026-03-02 02:21 UTC (59.0 min)" in text and "until now" not in text
+           "ends (in 60.0 min)" in text
+    assert "on the hosts held for it since 2026-03-02 02:20 UTC (60.0 min)" in text and "until now" not in text
     assert "held by pre-1" in _explain(capsys, run, "det-2")  # det-2's own story names what held the room
 
 

@@ -134,7 +134,7 @@ def test_the_partition_follows_the_demand_at_most_every_ten_minutes_and_its_host
     assert [size for _, size in core.debug_demand.sizes] == [1, 0]
 
 
-@pytest.mark.parametrize(("mean_gpus", "live", "hosts"), [(0.0, 128, 0), (0.9, 128, 0), (1.0, 128, 1), (8.0, 128, 1),
+@pytest.mark.parametrize(("mean_gpus", "live", "hosts"), [(0.0, 128, 0), (0.1, 128, 1), (1.0, 128, 1), (8.0, 128, 1),
                                                          (8.5, 128, 2),
                                                          (100.0, 128, 13), (400.0, 128, 32), (5.0, 3, 0)])
 def test_partition_hosts_round_the_mean_up_to_whole_hosts_and_take_at_most_a_quarter(
