@@ -26,6 +26,8 @@ which wrote it before; the lean document, and the document with every detail tab
 ``audit.json`` used to hold). Ratios are medians of the same run: replay as typed ÷ core (target
 ≤ 1.5), audit ÷ core (≤ 0.5), core ÷ log write (≤ 3); peak memory ≤ 1 GiB; ``audit.json`` ≤ 1 MB.
 ``BENCH_JSON=path`` also writes every figure as JSON (``bench.scaling`` uses the same functions).
+``BENCH_COMMAND_STEPS=core`` times step 1 alone (the core ÷ log write ratio, in minutes rather than
+the better part of an hour).
 """
 
 from __future__ import annotations
@@ -190,8 +192,13 @@ def _size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else path.stat().st_size
 
 
-def measure(name: str, repeat: int, where: Path, *, split: bool = True, audits: bool = True) -> dict[str, Any]:
-    """Time month ``name`` ``repeat`` times (core, replay as typed, split, audits); return every figure."""
+def measure(
+    name: str, repeat: int, where: Path, *, split: bool = True, audits: bool = True, typed: bool = True
+) -> dict[str, Any]:
+    """Time month ``name`` ``repeat`` times (core, replay as typed, split, audits); return every figure.
+
+    ``typed`` False: the core and its log write only (no command, so no split, audits, sizes or encoders).
+    """
     trace, budgets, policy, label = write_month(name, where)
     import inspect
 
@@ -205,20 +212,25 @@ def measure(name: str, repeat: int, where: Path, *, split: bool = True, audits: 
     for _ in range(repeat):
         row: dict[str, Any] = {"load": os.getloadavg()[0]}
         row |= _child(_CORE, str(trace), str(budgets or ""), policy, str(batch_size))
-        typed = timed(str(GPULEDGER), "replay", str(trace), *budget_args, "--out", str(run), "--force", "--quiet",
-                      *policy_args)
-        row["typed"], row["typed_cpu"], row["typed_peak"] = typed["wall"], typed["cpu"], typed["peak"]
+        runs.append(row)
+        if not typed:
+            continue
+        typed_run = timed(str(GPULEDGER), "replay", str(trace), *budget_args, "--out", str(run), "--force",
+                          "--quiet", *policy_args)
+        row["typed"], row["typed_cpu"], row["typed_peak"] = typed_run["wall"], typed_run["cpu"], typed_run["peak"]
         if audits:
             for key, extra in (("audit", []), ("audit_json", ["--format", "json"])):
                 got = timed(str(GPULEDGER), "audit", str(run), *extra)
                 row[key], row[f"{key}_cpu"], row[f"{key}_peak"] = got["wall"], got["cpu"], got["peak"]
         if split:
             row["split"] = _child(_SPLIT, str(trace), str(budgets or ""), policy)
-        runs.append(row)
+    figures = {"month": name, "label": label, "runs": runs, "events": runs[0]["events"],
+               "sim_days": runs[0]["sim_s"] / 86_400}
+    if not typed:
+        return figures
     sizes = {"events": _size(run / "events"), "audit.json": _size(run / "audit.json")}
     sizes |= {f"audit/{p.name}": p.stat().st_size for p in sorted((run / "audit").glob("*.parquet"))}
-    return {"month": name, "label": label, "runs": runs, "sizes": sizes, "encoders": encoders(run),
-            "events": runs[0]["events"], "sim_days": runs[0]["sim_s"] / 86_400}
+    return figures | {"sizes": sizes, "encoders": encoders(run)}
 
 
 def encoders(run: Path, repeat: int = 3) -> dict[str, float]:
@@ -251,11 +263,21 @@ def _med(values: list[float]) -> str:
 def report(m: dict[str, Any]) -> list[str]:
     """Return the lines that print one month's figures: medians, spreads, ratios against the targets."""
     runs = m["runs"]
-    med = {k: statistics.median(float(r[k]) for r in runs) for k in ("core", "log_write", "typed")}
     lines = [f"{m['label']}: {m['events']:,} events over {m['sim_days']:.1f} simulated days, "
              f"load {min(r['load'] for r in runs):.1f}-{max(r['load'] for r in runs):.1f} (median of {len(runs)})"]
     lines.append(f"  core-only replay()           {_med([r['core'] for r in runs])}")
     lines.append(f"  the same events, log write   {_med([r['log_write'] for r in runs])}")
+    if "typed" not in runs[0]:  # BENCH_COMMAND_STEPS=core
+        cpu = {k: statistics.median(float(r[f"{k}_cpu"]) for r in runs) for k in ("core", "log_write")}
+        ratio = cpu["core"] / cpu["log_write"]
+        lines.append(f"  CPU seconds: core {_med([r['core_cpu'] for r in runs])}, log write "
+                     f"{_med([r['log_write_cpu'] for r in runs])}; core / log write {ratio:.2f} "
+                     f"({min(r['core_cpu'] / r['log_write_cpu'] for r in runs):.2f}-"
+                     f"{max(r['core_cpu'] / r['log_write_cpu'] for r in runs):.2f}; target <= "
+                     f"{TARGETS['core_over_log']:g}: {'met' if ratio <= TARGETS['core_over_log'] else 'NOT met'})")
+        m["cpu"], m["ratios"] = cpu, {"core_over_log": ratio}
+        return lines
+    med = {k: statistics.median(float(r[k]) for r in runs) for k in ("core", "log_write", "typed")}
     lines.append(f"  gpuledger replay (as typed)  {_med([r['typed'] for r in runs])}  peak "
                  f"{max(r['typed_peak'] for r in runs) / 2**20:,.0f} MiB")
     if "audit" in runs[0]:
@@ -311,10 +333,13 @@ def main() -> None:
         months = ["family" if x == "sustained" else x for x in months]
     if not GPULEDGER.exists():
         raise SystemExit(f"bench.commands: no {GPULEDGER} (install the project: make build)")
+    steps = os.environ.get("BENCH_COMMAND_STEPS", "all")
+    if steps not in ("all", "core"):
+        raise SystemExit(f"bench.commands: BENCH_COMMAND_STEPS={steps!r} (all or core)")
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-commands-", dir=os.environ.get("BENCH_TMP")) as tmp:
         for name in months:
-            m = measure(name, repeat, Path(tmp))
+            m = measure(name, repeat, Path(tmp), typed=steps == "all")
             for line in report(m):
                 print(line, flush=True)
             results.append(m)

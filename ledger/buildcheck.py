@@ -49,7 +49,7 @@ COMPILED_PACKAGES: dict[str, tuple[str, ...]] = {
     "ledger.core": (
         "contract", "fairshare", "occupancy", "placement", "policies", "preemption", "queues", "reasons",
         "rooms", "scheduler", "tree", "walk", "progress", "grace", "wakeups", "holds", "lanes", "roster", "pool",
-        "passes", "outputs",
+        "passes", "outputs", "state", "fill", "held", "demand", "verdicts",
     ),
     "ledger.replay": ("driver", "logwriter"),
     "ledger.log": ("avro_bytes", "avro_records"),

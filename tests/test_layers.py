@@ -1,4 +1,4 @@
-"""The import contract (import-linter, run by ``make lint``) holds, and fails on a wrong arrow planted in a copy."""
+"""The import contracts (import-linter, run by ``make lint``) hold, and fail on a wrong arrow planted in a copy."""
 
 from __future__ import annotations
 
@@ -36,8 +36,11 @@ def copy(tmp_path: Path) -> Path:
     [
         ("queries/planted.py", "import ledger.core\n", "the audits recount from the log"),
         ("events.py", "from ledger.log import EventLog  # noqa\n", "layers"),
+        ("core/holds.py", "from ledger.core.scheduler import DecisionCore  # noqa\n", "the scheduler over the rules"),
+        ("core/pool.py", "from ledger.core import progress  # noqa\n", "the rules over the state"),
     ],
-    ids=["audits import the core", "events import the log"],
+    ids=["audits import the core", "events import the log", "a rule imports the scheduler",
+         "a state component imports a rule"],
 )
 def test_a_planted_wrong_import_breaks_the_contract(copy: Path, where: str, line: str, broken: str) -> None:
     with (copy / "ledger" / where).open("a") as f:
@@ -46,6 +49,16 @@ def test_a_planted_wrong_import_breaks_the_contract(copy: Path, where: str, line
     assert done.returncode != 0, done.stdout
     assert "BROKEN" in done.stdout and broken in done.stdout
     assert f"ledger.{where.removesuffix('.py').replace('/', '.')}" in done.stdout  # the report names the importer
+
+
+@pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed (pip install -e '.[dev]')")
+def test_two_rules_that_import_each_other_break_the_contract(copy: Path) -> None:
+    with (copy / "ledger" / "core" / "grace.py").open("a") as f:
+        f.write("from ledger.core import holds  # noqa\n")  # holds imports grace already
+    done = _lint_imports(copy)
+    assert done.returncode != 0, done.stdout
+    assert "BROKEN" in done.stdout and "no import circle inside the decision core" in done.stdout
+    assert ".holds -> .grace" in done.stdout or ".grace -> .holds" in done.stdout  # the report names the circle
 
 
 @pytest.mark.skipif(not LINT_IMPORTS.exists(), reason="import-linter is not installed (pip install -e '.[dev]')")

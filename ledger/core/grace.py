@@ -7,18 +7,14 @@ like ``preemption``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ledger.core.contract import EXITING, STARTING, Workload
+from ledger.core.state import CoreState
 from ledger.core.wakeups import START
-
-if TYPE_CHECKING:
-    from ledger.core.scheduler import DecisionCore
 
 __all__ = ["keep_exiting", "leave_hosts", "unreserve", "victim_left"]
 
 
-def keep_exiting(core: DecisionCore, w: Workload) -> None:
+def keep_exiting(core: CoreState, w: Workload) -> None:
     """Let a victim running out its grace hold what its waiter, placed at once, did not take.
 
     It still runs there until it exits: those GPUs are free only then, not at the decision.
@@ -27,7 +23,7 @@ def keep_exiting(core: DecisionCore, w: Workload) -> None:
         core.hosts.keep(w.wid, w.hosts, w.held, w.node)
 
 
-def victim_left(core: DecisionCore, w: Workload, t: int) -> None:
+def victim_left(core: CoreState, w: Workload, t: int) -> None:
     """Start the waiter of a victim that left before its grace ran out, if none of its other victims remains."""
     waiter = core.workloads.get(w.exit_by) if t < w.exit_us else None
     if waiter is None or waiter.state != STARTING or core.workloads.exiting_for(waiter.wid):
@@ -36,14 +32,14 @@ def victim_left(core: DecisionCore, w: Workload, t: int) -> None:
     core.wakeups.workload(t, START, waiter)
 
 
-def unreserve(core: DecisionCore, w: Workload) -> None:
+def unreserve(core: CoreState, w: Workload) -> None:
     """Drop a delayed start's hosts; victims still running out their grace there hold those GPUs again."""
     core.hosts.release(w.wid, w.hosts, w.node)
     for v in core.workloads.exiting_on(w.hosts):
         keep_exiting(core, v)
 
 
-def leave_hosts(core: DecisionCore, w: Workload) -> None:
+def leave_hosts(core: CoreState, w: Workload) -> None:
     """Free what an exiting victim still held through its grace period."""
     if core.hosts.holds(w.wid, w.hosts):
         core.hosts.release(w.wid, w.hosts, w.node)

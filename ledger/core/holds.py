@@ -42,27 +42,23 @@ pass, and its soak at most ``TRIES_SOAK`` candidates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
 
 from ledger.core import progress
 from ledger.core.contract import EXITING, RUNNING, WAITING, Workload, hold_span_s
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick
 from ledger.core.fill import fill_into
 from ledger.core.grace import keep_exiting
+from ledger.core.held import Hold
 from ledger.core.knobs import format_duration
-from ledger.core.pickling import rebuilt_from_fields
-from ledger.core.placement import Fits, Hosts, hosts_needed
+from ledger.core.placement import Fits, hosts_needed
 from ledger.core.reasons import start_reason
+from ledger.core.state import CoreState
 from ledger.core.wakeups import HOLD
 from ledger.core.walk import walk_allocated
 from ledger.events import Event, from_us
 
-if TYPE_CHECKING:
-    from ledger.core.scheduler import DecisionCore
-
-__all__ = ["TRIES", "TRIES_SOAK", "Hold", "Holds", "choose_held", "fill_held", "held_fits", "pass_holds", "soak_words"]
+__all__ = ["NARROW_LATER_S", "TRIES", "TRIES_SOAK", "choose_held", "fill_held", "held_fits", "pass_holds", "soak_words"]
 
 _US = 1_000_000
 _NEVER = 1 << 62
@@ -74,75 +70,7 @@ TRIES_SOAK = 32  # waiters looked at per pass for room on held hosts (as Slurm's
 NARROW_LATER_S = 3600
 
 
-@dataclass(slots=True)
-class Hold:
-    """Hosts held for one waiter until ``until`` (µs), granted at ``since``."""
-
-    wid: str
-    hosts: list[int] = field(default_factory=list)
-    until: int = 0
-    since: int = 0
-    gpus: int = 0
-
-    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
-        return rebuilt_from_fields(self)
-
-
-class Holds:
-    """The standing hold (one at most) and when a grant may next be looked for; ``Hosts`` marks the held hosts."""
-
-    def __init__(self) -> None:
-        self.hold: Hold | None = None  # hosts held for the head of the fair-share order
-        self.retry = 0  # µs: no grant is looked for before this
-
-    def snapshot(self) -> dict[str, object]:
-        """Return the holds' state for a snapshot."""
-        return {"hold": self.hold, "retry": self.retry}
-
-    def restore(self, state: dict[str, object]) -> None:
-        """Take the state ``snapshot`` returned."""
-        hold, retry = state["hold"], state["retry"]
-        assert (hold is None or isinstance(hold, Hold)) and isinstance(retry, int)
-        self.hold, self.retry = hold, retry
-
-    def due(self, t: int) -> bool:
-        """Return whether a hold stands whose time has come by ``t``."""
-        hold = self.hold
-        return hold is not None and hold.until <= t
-
-    def may_grant(self, t: int) -> bool:
-        """Return whether a grant may be looked for at ``t``: no hold stands, and none was looked for in vain lately."""
-        return self.hold is None and t >= self.retry
-
-    def retry_after(self, t: int) -> None:
-        """Look for a grant again no sooner than ``t`` (or the next drop)."""
-        self.retry = t
-
-    def grant(self, hold: Hold, hosts: Hosts) -> None:
-        """Stand ``hold``: its hosts are out of the free room every other start sees."""
-        self.hold = hold
-        for i in hold.hosts:
-            hosts.set_held(i, True)
-
-    def drop(self, hosts: Hosts) -> None:
-        """Drop the standing hold (if any): its hosts take any work again."""
-        hold = self.hold
-        if hold is None:
-            return
-        self.hold = None
-        self.retry = 0
-        for i in hold.hosts:
-            hosts.set_held(i, False)
-
-    def clip(self, w: Workload, until: int, hosts: Hosts) -> int:
-        """Return ``until`` cut to the hold's time when ``w`` (not the holder) runs on a held host."""
-        hold = self.hold
-        if hold is None or w.wid == hold.wid or until <= hold.until:
-            return until
-        return hold.until if hosts.any_held(w.hosts) else until
-
-
-def pass_holds(core: DecisionCore, t: int, out: list[Event]) -> None:
+def pass_holds(core: CoreState, t: int, out: list[Event]) -> None:
     """Run a pass's hold steps, after its allocated starts and preemptions: start the holder, soak, grant."""
     if not isinstance(core.order, FairShareOrder):
         return
@@ -164,7 +92,7 @@ def pass_holds(core: DecisionCore, t: int, out: list[Event]) -> None:
 
 
 # ---------------------------------------------------------------- grant
-def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
+def _grant(core: CoreState, t: int, out: list[Event]) -> Hold | None:
     """Grant a hold to the first waiter, among the first heads of the order, that can be held for; return it."""
     order = core.order
     assert isinstance(order, FairShareOrder)
@@ -193,12 +121,12 @@ def _grant(core: DecisionCore, t: int, out: list[Event]) -> Hold | None:
                 core.holds.grant(hold, core.hosts)
                 core.wakeups.timed(until, HOLD)
                 words = _hold_words(core, w, hosts, until, t)
-                out.append(core._decision("hold", w, t, until, words, position=order.position_of(w, t), hosts=hosts))
+                out.append(core.decide("hold", w, t, until, words, position=order.position_of(w, t), hosts=hosts))
                 return hold
     return None
 
 
-def _beyond_lane(core: DecisionCore, size: int) -> bool:
+def _beyond_lane(core: CoreState, size: int) -> bool:
     """Return whether a run of ``size`` GPUs needs more hosts than there are outside the debug partition."""
     hosts = core.hosts
     return bool(hosts.lane_hosts) and hosts_needed(size, hosts.per_node) > hosts.outside_hosts()
@@ -209,7 +137,7 @@ def _waiting_since(w: Workload) -> int:
     return w.exit_us if w.attempt else w.submit_us
 
 
-def _frees_at(core: DecisionCore, v: Workload, t: int, holder: Workload | None = None) -> int:
+def _frees_at(core: CoreState, v: Workload, t: int, holder: Workload | None = None) -> int:
     """Return when (µs) a hold for ``holder`` could take the GPUs ``v`` holds: its protected window's end, or never."""
     if holder is not None and v.allocated and v.node == holder.node and v.key < holder.key:
         # the holder's own budget: work that ranks ahead of the holder inside the leaf (priority, then submit
@@ -227,7 +155,7 @@ def _frees_at(core: DecisionCore, v: Workload, t: int, holder: Workload | None =
     return max(t, v.protected_until)
 
 
-def _earliest_room(core: DecisionCore, w: Workload, t: int) -> tuple[list[int], int] | None:
+def _earliest_room(core: CoreState, w: Workload, t: int) -> tuple[list[int], int] | None:
     """Return the hosts where ``w``'s room frees earliest and when, or None when no such time is known. O(runs)."""
     hosts = core.hosts
     per = hosts.per_node
@@ -279,7 +207,7 @@ def _earliest_room(core: DecisionCore, w: Workload, t: int) -> tuple[list[int], 
     return [best[1]], best[0]
 
 
-def _hold_words(core: DecisionCore, w: Workload, hosts: list[int], until: int, t: int) -> str:
+def _hold_words(core: CoreState, w: Workload, hosts: list[int], until: int, t: int) -> str:
     what = f"{len(hosts)} hosts" if len(hosts) > 1 else f"host {core.hosts.hosts[hosts[0]].name}"
     when = (
         f"now: the runs there are past their protected windows, and it has waited "
@@ -296,7 +224,7 @@ def _hold_words(core: DecisionCore, w: Workload, hosts: list[int], until: int, t
 
 
 # ---------------------------------------------------------------- the holder's start
-def _take(core: DecisionCore, hold: Hold, holder: Workload, t: int, out: list[Event]) -> bool:
+def _take(core: CoreState, hold: Hold, holder: Workload, t: int, out: list[Event]) -> bool:
     """Start the holder on its held hosts if they seat it, preempting there once the hold's time has come."""
     hosts = core.hosts
     hl = hosts.hosts
@@ -331,13 +259,13 @@ def _take(core: DecisionCore, hold: Hold, holder: Workload, t: int, out: list[Ev
     # scan looks at every workload the core knows, so it is made only when there can be some
     victims = core.workloads.exiting_for(holder.wid) if core.knobs.grace_s else []
     grace = core.knobs.grace_s * _US if victims else 0
-    core._start(holder, chosen, t, position, out, why, grace=grace)
+    core.start_run(holder, chosen, t, position, out, why, grace=grace)
     for v in victims:
         keep_exiting(core, v)
     return True
 
 
-def _clear_wide(core: DecisionCore, hold: Hold, holder: Workload, need: int, t: int, out: list[Event]) -> list[int]:
+def _clear_wide(core: CoreState, hold: Hold, holder: Workload, need: int, t: int, out: list[Event]) -> list[int]:
     """Preempt the runs past their protection on enough held hosts to seat the holder; return those hosts."""
     hl = core.hosts.hosts
     workloads = core.workloads
@@ -362,7 +290,7 @@ def _clear_wide(core: DecisionCore, hold: Hold, holder: Workload, need: int, t: 
     return chosen
 
 
-def _clear_narrow(core: DecisionCore, hold: Hold, holder: Workload, i: int, t: int, out: list[Event]) -> None:
+def _clear_narrow(core: CoreState, hold: Hold, holder: Workload, i: int, t: int, out: list[Event]) -> None:
     """Preempt, cheapest first, the runs past their protection on the held host until it seats the holder."""
     h = core.hosts.hosts[i]
     runs = sorted(
@@ -384,7 +312,7 @@ def _clear_narrow(core: DecisionCore, hold: Hold, holder: Workload, i: int, t: i
     _preempt_all(core, hold, holder, taken, t, out)
 
 
-def _preempt_all(core: DecisionCore, hold: Hold, holder: Workload, victims: list[Workload], t: int,
+def _preempt_all(core: CoreState, hold: Hold, holder: Workload, victims: list[Workload], t: int,
                  out: list[Event]) -> None:
     position = core.order.position_of(holder, t)
     since = f"{from_us(hold.since):%Y-%m-%d %H:%M} UTC"
@@ -395,10 +323,10 @@ def _preempt_all(core: DecisionCore, hold: Hold, holder: Workload, victims: list
             f"on a host held since {since} for {holder.wid} ({holder.size} GPUs), whose time has come: {tier}, "
             f"preempted for it (it discards {lost} GPU-seconds since its last checkpoint)"
         )
-        core._preempt(v, t, out, "fair_share", holder, why, position=position)
+        core.preempt_run(v, t, out, "fair_share", holder, why, position=position)
 
 
-def _move(core: DecisionCore, hold: Hold, until: int) -> None:
+def _move(core: CoreState, hold: Hold, until: int) -> None:
     """Put the hold's time off to ``until`` (a run on its hosts is still protected) and wake then."""
     if until > hold.until and until < _NEVER:
         hold.until = until
@@ -406,7 +334,7 @@ def _move(core: DecisionCore, hold: Hold, until: int) -> None:
 
 
 # ---------------------------------------------------------------- soaking the held room
-def _held_fits(core: DecisionCore, hold: Hold, soak: bool = False) -> Fits:
+def _held_fits(core: CoreState, hold: Hold, soak: bool = False) -> Fits:
     """Return which sizes fit the held hosts' free room (``soak``: the held hosts outside the debug partition)."""
     hl = core.hosts.hosts
     per = core.hosts.per_node
@@ -424,13 +352,13 @@ def _held_fits(core: DecisionCore, hold: Hold, soak: bool = False) -> Fits:
     return Fits(per, most, whole)
 
 
-def held_fits(core: DecisionCore, hold: Hold, at_most: int) -> Fits:
+def held_fits(core: CoreState, hold: Hold, at_most: int) -> Fits:
     """Return which sizes up to ``at_most`` GPUs fit the held room allocated work may soak."""
     fits = _held_fits(core, hold, soak=True)
     return Fits(fits.per, min(fits.most, at_most), fits.whole if at_most >= fits.per else 0)
 
 
-def choose_held(core: DecisionCore, hold: Hold, size: int) -> list[int]:
+def choose_held(core: CoreState, hold: Hold, size: int) -> list[int]:
     """Return the held hosts allocated work of ``size`` GPUs soaks (``_choose_held``, off the debug partition)."""
     return _choose_held(core, hold, size, soak=True)
 
@@ -443,7 +371,7 @@ def soak_words(hold: Hold, hosts: list[int]) -> str:
     )
 
 
-def _soak(core: DecisionCore, hold: Hold, t: int, out: list[Event]) -> None:
+def _soak(core: CoreState, hold: Hold, t: int, out: list[Event]) -> None:
     """Start on held room, in fair-share order, allocated work whose protected window ends by the hold's time."""
     fits = _held_fits(core, hold, soak=True)
     if not fits.most:
@@ -468,7 +396,7 @@ def _soak(core: DecisionCore, hold: Hold, t: int, out: list[Event]) -> None:
                 hosts = _choose_held(core, hold, size, soak=True)
                 position = order.position_of(w, t)
                 why = start_reason(core, w, _pick(w, position), hosts, t) + soak_words(hold, hosts)
-                core._start(w, hosts, t, position, out, why)
+                core.start_run(w, hosts, t, position, out, why)
                 started = True
                 break
             if started:
@@ -476,7 +404,7 @@ def _soak(core: DecisionCore, hold: Hold, t: int, out: list[Event]) -> None:
         fits = _held_fits(core, hold, soak=True)
 
 
-def fill_held(core: DecisionCore, t: int, out: list[Event]) -> None:
+def fill_held(core: CoreState, t: int, out: list[Event]) -> None:
     """Start free fill on the free room of held hosts (it is preempted when the hold's time comes)."""
     hold = core.holds.hold
     if hold is None:
@@ -492,7 +420,7 @@ class _HeldWords:
     def __init__(self, hold: Hold) -> None:
         self.hold = hold
 
-    def __call__(self, core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], t: int) -> str:
+    def __call__(self, core: CoreState, w: Workload, pick: Pick, hosts: list[int], t: int) -> str:
         hold = self.hold
         return start_reason(core, w, pick, hosts, t) + (
             f"; on {'hosts' if len(hosts) > 1 else 'a host'} held for {hold.wid} until "
@@ -500,7 +428,7 @@ class _HeldWords:
         )
 
 
-def _choose_held(core: DecisionCore, hold: Hold, size: int, soak: bool = False) -> list[int]:
+def _choose_held(core: CoreState, hold: Hold, size: int, soak: bool = False) -> list[int]:
     """Return held hosts for ``size`` GPUs: the fullest that fits (narrow), the lowest wholly free ones (wide).
 
     ``soak``: allocated work soaking held room, never placed on a held debug-partition host.

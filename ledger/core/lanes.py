@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import math
 from functools import partial
-from typing import TYPE_CHECKING
 
 from ledger.core.contract import Workload
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick
@@ -44,55 +43,13 @@ from ledger.core.holds import choose_held, held_fits, soak_words
 from ledger.core.placement import Fits
 from ledger.core.preemption import eligibility, make_room
 from ledger.core.reasons import start_reason
+from ledger.core.state import CoreState
 from ledger.events import Event
 
-if TYPE_CHECKING:
-    from ledger.core.scheduler import DecisionCore
-
-__all__ = ["RESIZE_S", "DebugDemand", "fill_lane", "partition_hosts", "preempt_debug", "size_partition", "start_debug"]
+__all__ = ["RESIZE_S", "fill_lane", "partition_hosts", "preempt_debug", "size_partition", "start_debug"]
 
 _US = 1_000_000
-DAY_S = 86_400  # the demand the partition is sized from: the debug runs submitted over the last day
 RESIZE_S = 600  # the partition is sized again at most this often (s)
-
-
-class DebugDemand:
-    """The debug runs submitted over the last day, each as GPUs × protected window: what sizes the partition."""
-
-    def __init__(self) -> None:
-        self.log: list[tuple[int, int]] = []  # (submitted, µs; GPU-seconds protected), oldest first
-        self.total = 0  # GPU-seconds of the entries
-        self.sized_at = -1  # µs: when the partition was last sized from it
-        self.sizes: list[tuple[int, int]] = []  # (from, µs; hosts): every size it was given, for ``explain``
-
-    def snapshot(self) -> dict[str, object]:
-        """Return the demand's state for a snapshot."""
-        return {"log": self.log, "total": self.total, "sized_at": self.sized_at, "sizes": self.sizes}
-
-    def restore(self, state: dict[str, object]) -> None:
-        """Take the state ``snapshot`` returned."""
-        log, total, sized_at, sizes = state["log"], state["total"], state["sized_at"], state["sizes"]
-        assert isinstance(log, list) and isinstance(total, int) and isinstance(sized_at, int)
-        assert isinstance(sizes, list)
-        self.log, self.total, self.sized_at, self.sizes = log, total, sized_at, sizes
-
-    def submitted(self, t: int, gpu_s: int) -> None:
-        """Count a debug run submitted at ``t`` (µs) asking for ``gpu_s`` protected GPU-seconds. O(1)."""
-        self.log.append((t, gpu_s))
-        self.total += gpu_s
-
-    def mean_gpus(self, t: int) -> float:
-        """Return the GPUs the debug runs submitted over the day before ``t`` keep busy on average.
-
-        O(entries expired) plus one shift of the list when any expired: it is asked once per ``RESIZE_S``.
-        """
-        log, i = self.log, 0
-        while i < len(log) and log[i][0] <= t - DAY_S * _US:
-            self.total -= log[i][1]
-            i += 1
-        if i:
-            del log[:i]
-        return self.total / DAY_S
 
 
 def partition_hosts(mean_gpus: float, per_node: int, live: int) -> int:
@@ -106,7 +63,7 @@ def partition_hosts(mean_gpus: float, per_node: int, live: int) -> int:
     return min(math.ceil(mean_gpus / per_node), live // 4)
 
 
-def size_partition(core: DecisionCore, t: int) -> None:
+def size_partition(core: CoreState, t: int) -> None:
     """Size the debug partition from the debug runs submitted over the last day (at most every ``RESIZE_S``)."""
     demand = core.debug_demand
     if demand.sized_at >= 0 and t < demand.sized_at + RESIZE_S * _US:
@@ -119,7 +76,7 @@ def size_partition(core: DecisionCore, t: int) -> None:
         demand.sizes.append((t, size))
 
 
-def start_debug(core: DecisionCore, t: int, out: list[Event]) -> None:
+def start_debug(core: CoreState, t: int, out: list[Event]) -> None:
     """Start debug runs before any other work, in fair-share order among them (see the module docstring)."""
     order = core.order
     assert isinstance(order, FairShareOrder)
@@ -157,13 +114,13 @@ def start_debug(core: DecisionCore, t: int, out: list[Event]) -> None:
             failed = w.size
 
 
-def _start(core: DecisionCore, pick: Pick, where: _Where, t: int, out: list[Event], lane: bool = False) -> None:
+def _start(core: CoreState, pick: Pick, where: _Where, t: int, out: list[Event], lane: bool = False) -> None:
     """Start the debug run ``pick`` on the hosts ``where`` chooses for it, saying where and why."""
     w = core.workloads[pick.key[2]]
     chosen = where.choose(w)
     position = core.order.position_of(w, t)
     why = start_reason(core, w, Pick(w.key, position, ALLOCATED), chosen, t, lane=lane, debug=not lane)
-    core._start(w, chosen, t, position, out, why + where.words(chosen))
+    core.start_run(w, chosen, t, position, out, why + where.words(chosen))
 
 
 class _Where:
@@ -171,7 +128,7 @@ class _Where:
 
     __slots__ = ("core",)
 
-    def __init__(self, core: DecisionCore) -> None:
+    def __init__(self, core: CoreState) -> None:
         self.core = core
 
     def choose(self, w: Workload) -> list[int]:
@@ -220,7 +177,7 @@ class _Spare:
 
     __slots__ = ("core", "per")
 
-    def __init__(self, core: DecisionCore) -> None:
+    def __init__(self, core: CoreState) -> None:
         self.core = core
         self.per = core.hosts.per_node
 
@@ -234,7 +191,7 @@ class _Spare:
         return core.occ.nodes[team].allocated.rate - v.held >= core.tree.fraction(team) * core.hosts.capacity
 
 
-def preempt_debug(core: DecisionCore, t: int, out: list[Event]) -> bool:
+def preempt_debug(core: CoreState, t: int, out: list[Event]) -> bool:
     """Make room on the debug partition for the first debug run that fits no free room; return whether one was made.
 
     Debug runs are tried in fair-share order, the first of each size only, and once a size failed
@@ -264,7 +221,7 @@ def preempt_debug(core: DecisionCore, t: int, out: list[Event]) -> bool:
     return False
 
 
-def fill_lane(core: DecisionCore, t: int, out: list[Event]) -> None:
+def fill_lane(core: CoreState, t: int, out: list[Event]) -> None:
     """Start free fill (unallocated work) on the debug partition's free room, in the order's fill tiers."""
     hosts = core.hosts
     fill_into(core, t, out, hosts.lane_fitting, hosts.lane_choose, _DebugWords())
@@ -273,5 +230,5 @@ def fill_lane(core: DecisionCore, t: int, out: list[Event]) -> None:
 class _DebugWords:
     """The words of a fill start on the debug partition (a class: a compiled closure forms a reference cycle)."""
 
-    def __call__(self, core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], t: int) -> str:
+    def __call__(self, core: CoreState, w: Workload, pick: Pick, hosts: list[int], t: int) -> str:
         return start_reason(core, w, pick, hosts, t, lane=True)

@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger.events import Event, trusted
+from ledger.events import LATEST, Event, to_us, trusted
 
-__all__ = ["Outputs"]
+__all__ = ["EPOCH", "LAST_US", "Outputs"]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Event times lie before 2100 (the schema's bound): a protected window or a grace period that
+# would end later is told as ending at the last instant an event can hold (nothing later happens)
+LAST_US = to_us(LATEST) - 1
 _SCHEMA_VERSION: dict[type[Event], int] = {}  # the version each output type is written with
 
 
@@ -39,7 +42,7 @@ class Outputs:
         """Return ``t`` as a datetime; the outputs of one instant share one conversion (and one object)."""
         clock = self.clock
         if clock[0] != t:
-            clock = self.clock = (t, _EPOCH + timedelta(0, 0, t))  # == from_us(t); positional: cheaper
+            clock = self.clock = (t, EPOCH + timedelta(0, 0, t))  # == from_us(t); positional: cheaper
         return clock[1]
 
     def new(self, cls: type[Event], t: int, fields: dict[str, Any]) -> Any:

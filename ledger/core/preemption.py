@@ -30,29 +30,27 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
 
 from ledger.core import progress
 from ledger.core.contract import WAITING, Workload
 from ledger.core.fairshare import ALLOCATED, FairShareOrder, Pick, percent, round9
+from ledger.core.fill import fill
 from ledger.core.grace import keep_exiting
 from ledger.core.placement import hosts_needed
 from ledger.core.policies import FlatOrder
 from ledger.core.queues import least
 from ledger.core.reasons import start_reason
-from ledger.core.rooms import refused_from, room_possible
+from ledger.core.rooms import RoomBuckets, refused_from
+from ledger.core.state import CoreState
 from ledger.core.walk import walk_allocated
 from ledger.events import Event
 
-if TYPE_CHECKING:
-    from ledger.core.scheduler import DecisionCore
-
-__all__ = ["Verdicts", "eligibility", "make_room", "outranks", "preempt_for", "preempt_once", "priority_pass"]
+__all__ = ["eligibility", "make_room", "outranks", "preempt_for", "preempt_once", "priority_pass", "room_possible"]
 
 _US = 1_000_000
 
 
-def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
+def preempt_once(core: CoreState, t: int, out: list[Event]) -> bool:
     """Walk the allocated waiters once and make the preemptions the rules allow; return whether any was made."""
     if not core.pool.any() or core.knobs.policy == "fifo":
         return False
@@ -90,7 +88,7 @@ def preempt_once(core: DecisionCore, t: int, out: list[Event]) -> bool:
                 # now ranks ahead of its waiter is preempted. (The walk's own order, fixed as it
                 # went, only prunes; the caller walks again after any preemption.)
                 made = True
-                core._fill(t, out, allocated_only=True)
+                fill(core, t, out, allocated_only=True)
                 free = core.hosts.free_gpus()
                 exposed_total = sum(core.occ.nodes[r].exposed for r in core.tree.roots)
                 want.cap = refused_from(core.pool.rooms(core.hosts), per)
@@ -126,7 +124,7 @@ class _Wanted:
         return smallest < self.fail
 
 
-def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) -> bool:
+def preempt_for(core: CoreState, waiter: Workload, t: int, out: list[Event]) -> bool:
     """Try to make room for one (newly submitted) allocated waiter only. O(p × depth + p log p)."""
     if not core.pool.any() or core.knobs.policy == "fifo":
         return False
@@ -138,7 +136,7 @@ def preempt_for(core: DecisionCore, waiter: Workload, t: int, out: list[Event]) 
     return make_room(core, waiter, eligibility(core, waiter, t), t, out, lambda: order.position_of(waiter, t))
 
 
-def eligibility(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workload], bool]:
+def eligibility(core: CoreState, waiter: Workload, t: int) -> Callable[[Workload], bool]:
     """Return the test of who may be preempted for ``waiter`` at ``t``; the one test for every attempt.
 
     Priority: preemptible work of strictly lower priority. Fair share: unallocated work always;
@@ -159,30 +157,6 @@ def eligibility(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workl
     return _Eligible(core, waiter, t, margin, charge, verdicts)
 
 
-class Verdicts:
-    """Who may be preempted for whom, kept for an instant until a meter changes: never part of a snapshot.
-
-    (t, meters version) -> {waiter node (and charge with the margin) -> {victim node -> verdict}}.
-    """
-
-    __slots__ = ("cache",)
-
-    def __init__(self) -> None:
-        self.cache: tuple[tuple[int, int], dict[object, dict[str, bool]]] | None = None
-
-    def of(self, t: int, version: int, waiter: object) -> dict[str, bool]:
-        """Return the verdicts kept for ``waiter`` (its node, with its charge under the margin) at ``t``."""
-        state = (t, version)
-        kept = self.cache
-        if kept is None or kept[0] != state:
-            kept = self.cache = (state, {})
-        return kept[1].setdefault(waiter, {})
-
-    def clear(self) -> None:
-        """Forget every verdict: an allocation is worth something else now."""
-        self.cache = None
-
-
 class _Eligible:
     """Fair share's test of who may be preempted for one waiter at one instant, its verdicts kept per victim node.
 
@@ -193,7 +167,7 @@ class _Eligible:
     __slots__ = ("charge", "core", "margin", "t", "verdicts", "waiter")
 
     def __init__(
-        self, core: DecisionCore, waiter: Workload, t: int, margin: bool, charge: int, verdicts: dict[str, bool]
+        self, core: CoreState, waiter: Workload, t: int, margin: bool, charge: int, verdicts: dict[str, bool]
     ) -> None:
         self.core, self.waiter, self.t, self.margin, self.charge, self.verdicts = (
             core, waiter, t, margin, charge, verdicts
@@ -212,7 +186,7 @@ class _Eligible:
 
 
 def outranks(
-    core: DecisionCore, waiter: Workload, victim: Workload, t: int, margin: bool = False, charge: int = 0
+    core: CoreState, waiter: Workload, victim: Workload, t: int, margin: bool = False, charge: int = 0
 ) -> bool:
     """Return whether the waiter's allocation ranks ahead of the victim's in the walk now. O(1) (cached ratios).
 
@@ -241,7 +215,7 @@ def outranks(
     return after is not None and after[0] <= after[1]
 
 
-def final_share(core: DecisionCore, mine: str, theirs: str, charge: int, t: int) -> tuple[float, float] | None:
+def final_share(core: CoreState, mine: str, theirs: str, charge: int, t: int) -> tuple[float, float] | None:
     """Return both branches' ratios after a swap: the waiter's charged ``charge`` GPU-s more, the victim's as now.
 
     The victim's side keeps what it has used in the window up to ``t`` and is charged nothing of
@@ -256,7 +230,7 @@ def final_share(core: DecisionCore, mine: str, theirs: str, charge: int, t: int)
     return round9(order.ratio(mine, t) + charge * _US / alloc), order.key(theirs, t)[0]
 
 
-def priority_pass(core: DecisionCore, t: int, out: list[Event], fresh: list[Workload]) -> None:
+def priority_pass(core: CoreState, t: int, out: list[Event], fresh: list[Workload]) -> None:
     """The priority baseline's pass: waiters in priority order, each started, or given room, or passed over.
 
     The best waiter that fits starts; one that does not fit first preempts lower-priority preemptible
@@ -285,7 +259,7 @@ def priority_pass(core: DecisionCore, t: int, out: list[Event], fresh: list[Work
                 assert hosts is not None
                 position = queue.position(key) + 1
                 pick = Pick(key, position, ALLOCATED)
-                core._start(waiter, hosts, t, position, out, start_reason(core, waiter, pick, hosts, t))
+                core.start_run(waiter, hosts, t, position, out, start_reason(core, waiter, pick, hosts, t))
                 break
             if size >= fail or not core.pool.any() or not (walk or waiter.wid in may_walk):
                 continue
@@ -297,7 +271,7 @@ def priority_pass(core: DecisionCore, t: int, out: list[Event], fresh: list[Work
 
 
 def make_room(
-    core: DecisionCore, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event],
+    core: CoreState, waiter: Workload, eligible: Callable[[Workload], bool], t: int, out: list[Event],
     place: int | Callable[[], int], lane: bool = False,
 ) -> bool:
     """Preempt the least costly victims that let ``waiter`` start, and start it; False if impossible.
@@ -370,7 +344,7 @@ def make_room(
     position = place() if callable(place) else place
     why_victim = _victim_reason(core, waiter, t)
     for v in victims:
-        core._preempt(v, t, out, "fair_share", waiter, why_victim(v), position=position)
+        core.preempt_run(v, t, out, "fair_share", waiter, why_victim(v), position=position)
     if waiter.size <= per:
         assert hosts.hosts[chosen_hosts[0]].free >= waiter.size
     freed_gpus = sum(v.held for v in victims)
@@ -378,10 +352,55 @@ def make_room(
         f"preempted {len(victims)} workload(s) holding {freed_gpus} GPUs to make room; "
         + start_reason(core, waiter, Pick(waiter.key, position, ALLOCATED), chosen_hosts, t, lane)
     )
-    core._start(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
+    core.start_run(waiter, chosen_hosts, t, position, out, why, grace=core.knobs.grace_s * _US)
     for v in victims:
         keep_exiting(core, v)
     return True
+
+
+def room_possible(
+    core: CoreState, buckets: RoomBuckets, size: int, reachable: Callable[[Workload], bool]
+) -> bool:
+    """Return whether the victims ``reachable`` admits would make room for ``size`` GPUs (the scan's answer).
+
+    It answers exactly what the cheapest-first scan of ``make_room`` would find (that some host is
+    made ready), asked only of the hosts whose bucket reaches the size and of the work on them,
+    instead of sorting and scanning the whole pool: a refusal here is the scan's refusal.
+
+    Narrow: some host holding at least one reachable victim has free GPUs plus reachable victims'
+    GPUs on it of at least ``size`` (the scan stops at the first such host). Wide: the wholly free
+    hosts plus the full-size hosts all of whose work is reachable are at least the hosts needed.
+    Only hosts in the buckets that reach the size are looked at (a host's room bounds what its
+    reachable victims free), and on them only the work they hold: O(work on those hosts).
+    """
+    hosts = core.hosts
+    hl = hosts.hosts
+    pool = core.pool
+    workloads = core.workloads
+    per = hosts.per_node
+    if size <= per:
+        for k in range(size, per + 1):
+            for i in buckets.members[k]:
+                h = hl[i]
+                room = h.gpus - h.used
+                for wid, gpus in h.workloads.items():
+                    if pool.has(wid) and reachable(workloads[wid]):
+                        room += gpus
+                        if room >= size:
+                            return True  # the scan would stop here: this host is made ready
+        return False
+    need = hosts_needed(size, per)
+    ready = 0
+    for i in buckets.members[per]:
+        h = hl[i]
+        if h.gpus != per:
+            continue
+        if h.used and not all(pool.has(wid) and reachable(workloads[wid]) for wid in h.workloads):
+            continue
+        ready += 1  # wholly free, or every workload on it may be preempted
+        if ready >= need:
+            return True
+    return False
 
 
 class _OnHealthyHosts:
@@ -416,7 +435,7 @@ def _reachable(
                 yield v
 
 
-def _victim_reason(core: DecisionCore, waiter: Workload, t: int) -> Callable[[Workload], str]:
+def _victim_reason(core: CoreState, waiter: Workload, t: int) -> Callable[[Workload], str]:
     if core.knobs.policy == "priority":
         return lambda v: (
             f"preemptible work of priority {v.priority}: {waiter.wid} of priority {waiter.priority} needs the room"

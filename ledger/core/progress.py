@@ -16,14 +16,10 @@ but the core they are given.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ledger.core.contract import RUNNING, Workload
 from ledger.core.fairshare import ALLOCATED, FairShareOrder
+from ledger.core.state import CoreState
 from ledger.core.wakeups import RECHECK, SPARED
-
-if TYPE_CHECKING:
-    from ledger.core.scheduler import DecisionCore
 
 __all__ = [
     "allocated_waiting",
@@ -40,7 +36,7 @@ __all__ = [
 _US = 1_000_000
 
 
-def protection_s(core: DecisionCore, w: Workload) -> int:
+def protection_s(core: CoreState, w: Workload) -> int:
     """Return the protected window (s) of ``w``'s next run: it grows with every preemption, and covers a restart.
 
     Allocated work: min(cap, minimum runtime × 2^p) for a workload preempted p times so far, plus
@@ -58,7 +54,7 @@ def protection_s(core: DecisionCore, w: Workload) -> int:
     return min(knobs.fill_protect_cap_s, knobs.fill_protect_s << p)
 
 
-def settled(core: DecisionCore, w: Workload) -> bool:
+def settled(core: CoreState, w: Workload) -> bool:
     """Return whether ``w``'s run may not be preempted for a waiter now (fair share, allocated work).
 
     * A resumable run holds no saved progress before its first checkpoint: it is *spared* until
@@ -77,14 +73,14 @@ def settled(core: DecisionCore, w: Workload) -> bool:
     return w.preemptions >= knobs.max_preemptions or _spared_until(core, w) > core.now
 
 
-def _spared_until(core: DecisionCore, w: Workload) -> int:
+def _spared_until(core: CoreState, w: Workload) -> int:
     """Return until when (µs) a resumable run without a checkpoint is spared (0: it is not)."""
     if not w.resumable or core.knobs.preempt_uncheckpointed:
         return 0
     return w.start_us + core.knobs.max_min_runtime_s * _US
 
 
-def protection_ended(core: DecisionCore, w: Workload) -> None:
+def protection_ended(core: CoreState, w: Workload) -> None:
     """End ``w``'s protected window: its GPUs count as exposed, and it is a victim unless settled."""
     fair = core.knobs.policy == "fairshare"
     if not w.allocated:
@@ -102,7 +98,7 @@ def protection_ended(core: DecisionCore, w: Workload) -> None:
             pool_unless_settled(core, w)
 
 
-def pool_unless_settled(core: DecisionCore, w: Workload) -> None:
+def pool_unless_settled(core: CoreState, w: Workload) -> None:
     """Make a past-protection run a victim now, or when its spared time ends if that alone holds it back."""
     if not settled(core, w):
         core.pool.add(w, core.hosts)
@@ -110,7 +106,7 @@ def pool_unless_settled(core: DecisionCore, w: Workload) -> None:
         core.wakeups.workload(_spared_until(core, w), SPARED, w)
 
 
-def spare_ended(core: DecisionCore, w: Workload) -> bool:
+def spare_ended(core: CoreState, w: Workload) -> bool:
     """Make a run spared this long without a checkpoint a victim like any other; return whether it became one."""
     if w.state == RUNNING and w.exposed and not core.pool.has(w.wid) and not settled(core, w):
         core.pool.add(w, core.hosts)
@@ -118,7 +114,7 @@ def spare_ended(core: DecisionCore, w: Workload) -> bool:
     return False
 
 
-def checkpoint_written(core: DecisionCore, w: Workload, t: int) -> bool:
+def checkpoint_written(core: CoreState, w: Workload, t: int) -> bool:
     """Record ``w``'s checkpoint at ``t``; return whether it made a settled run a victim (a pass is due)."""
     w.last_ckpt_us = t
     core.pool.checkpointed()  # a victim's cost changed
@@ -128,7 +124,7 @@ def checkpoint_written(core: DecisionCore, w: Workload, t: int) -> bool:
     return False
 
 
-def queue_recheck(core: DecisionCore, t: int) -> None:
+def queue_recheck(core: CoreState, t: int) -> None:
     """Queue a standing check a period after ``t`` while allocated work waits and something could be a victim."""
     # Standings drift with time alone: a swap the rules refused at this pass may be allowed a
     # minute later with no event in between (a quiet cluster whose runs only checkpoint). A pass
@@ -138,7 +134,7 @@ def queue_recheck(core: DecisionCore, t: int) -> None:
         core.wakeups.once(t + check, RECHECK)
 
 
-def recheck_due(core: DecisionCore, t: int) -> bool:
+def recheck_due(core: CoreState, t: int) -> bool:
     """Return whether a standing check due at ``t`` needs a pass (none ran in the last check period)."""
     last = core.passes.last
     if last + core.knobs.standing_check_s * _US > t:
@@ -147,7 +143,7 @@ def recheck_due(core: DecisionCore, t: int) -> bool:
     return core.pool.any() and allocated_waiting(core)
 
 
-def allocated_waiting(core: DecisionCore) -> bool:
+def allocated_waiting(core: CoreState) -> bool:
     """Return whether allocated work waits (fair share; O(roots): a root's count covers its subtree)."""
     order = core.order
     if not isinstance(order, FairShareOrder):

@@ -34,17 +34,20 @@ def least(sizes: dict[int, int]) -> int:
 class SizedQueue:
     """Waiting workloads of one group, best first; each key ends with the workload id."""
 
-    __slots__ = ("by_size", "keys")
+    __slots__ = ("by_size", "heads_cache", "keys")
 
     def __init__(self) -> None:
         self.keys: list[Key] = []
         self.by_size: dict[int, list[Key]] = {}
+        # derived, never in a snapshot: ``heads()`` as last returned, until a key is added or removed
+        self.heads_cache: list[tuple[Key, int]] | None = None
 
     def __getstate__(self) -> dict[str, object]:
         return field_state(self, ("by_size", "keys"))
 
     def __setstate__(self, state: object) -> None:
         set_fields(self, state)
+        self.heads_cache = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -53,6 +56,7 @@ class SizedQueue:
         """Insert a waiting workload."""
         insort(self.keys, key)
         insort(self.by_size.setdefault(size, []), key)
+        self.heads_cache = None
 
     def remove(self, key: Key, size: int) -> None:
         """Remove a waiting workload (it must be present)."""
@@ -61,6 +65,7 @@ class SizedQueue:
         del lst[bisect_left(lst, key)]
         if not lst:
             del self.by_size[size]
+        self.heads_cache = None
 
     def best(self, fits: Fits) -> Key | None:
         """Return the best key whose size fits, or None. O(distinct sizes)."""
@@ -75,5 +80,12 @@ class SizedQueue:
         return bisect_left(self.keys, key)
 
     def heads(self) -> list[tuple[Key, int]]:
-        """Return the first key of every size with its size, best first. O(sizes log sizes)."""
-        return sorted((lst[0], size) for size, lst in self.by_size.items())
+        """Return the first key of every size with its size, best first; do not modify the list.
+
+        O(sizes log sizes) once after a change, then O(1): the walks of every pass ask each queue they
+        reach, and most queues have not changed since the last pass.
+        """
+        heads = self.heads_cache
+        if heads is None:
+            heads = self.heads_cache = sorted((lst[0], size) for size, lst in self.by_size.items())
+        return heads

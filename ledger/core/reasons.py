@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 from ledger.core.contract import Workload
 from ledger.core.fairshare import ORPHAN, UNALLOCATED, FairShareOrder, Pick, percent
 from ledger.core.knobs import DEBUG_RUNTIME_S, format_duration
 from ledger.core.progress import protection_s
-
-if TYPE_CHECKING:
-    from ledger.core.scheduler import DecisionCore
+from ledger.core.state import CoreState
 
 __all__ = ["debug_hosts_rule", "start_reason"]
 
 
 def start_reason(
-    core: DecisionCore, w: Workload, pick: Pick, hosts: list[int], t: int, lane: bool = False, debug: bool = False
+    core: CoreState, w: Workload, pick: Pick, hosts: list[int], t: int, lane: bool = False, debug: bool = False
 ) -> str:
     """Return the plain-words reason of a start decision (what `explain` shows a researcher).
 
@@ -32,7 +29,7 @@ def start_reason(
     if core.knobs.policy == "priority":
         kind = (
             "non-preemptible"
-            if core._within_team_limit(w)
+            if core.within_team_limit(w)
             else ("preemptible (team at its non-preemptible GPU limit)" if w.wants_allocation else "preemptible")
         )
         return f"priority {w.priority}: highest-priority work that fits; runs {kind}; {where}"
@@ -58,7 +55,7 @@ def start_reason(
     return f"{standing}; {first}; protected for {format_duration(protection_s(core, w))}; {where}"
 
 
-def debug_hosts_rule(core: DecisionCore) -> str:
+def debug_hosts_rule(core: CoreState) -> str:
     """Say the debug partition's rule, e.g. 'the 2 debug hosts take only runs protected <= 15m on one host'."""
     n = len(core.hosts.lane_hosts)  # the live hosts of the partition (retired ones leave it)
     hosts = "the debug host takes" if n == 1 else f"the {n} debug hosts take"
@@ -68,7 +65,7 @@ def debug_hosts_rule(core: DecisionCore) -> str:
     )
 
 
-def _no_allocation(core: DecisionCore, node: str) -> str:
+def _no_allocation(core: CoreState, node: str) -> str:
     """Say why a budget has no allocation: a share of 0, its own or that of a branch above it."""
     nodes = core.tree.nodes
     zero = None
@@ -85,7 +82,7 @@ def _no_allocation(core: DecisionCore, node: str) -> str:
     return f"{node} is under {zero}, which has a share of 0: it has no allocation, and {zero} {last}"
 
 
-def _where(core: DecisionCore, w: Workload, hosts: list[int]) -> str:
+def _where(core: CoreState, w: Workload, hosts: list[int]) -> str:
     names = ", ".join(core.hosts.names(hosts))
     if w.size > core.hosts.per_node:
         return f"takes {len(hosts)} whole hosts ({names})"

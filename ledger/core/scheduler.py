@@ -5,60 +5,52 @@ then applies the event, then that instant's wake-ups and one scheduling pass: fa
 come before its wake-ups (``handle(event, decide=False)`` + ``advance(t)`` applies several facts
 of one instant before one pass). A pass:
 
-1. *fill*: while some waiting workload fits the free room on healthy hosts that are not held,
-   start the first such workload in the policy's order (backfill: whatever can start without
-   preempting starts; nothing waits for a workload that cannot start, except on held hosts). One pick costs
-   O(depth × b log b + distinct sizes) under fair share (see ``fairshare``), independent of
+1. *debug runs first* (fair share, ``lanes``): on the debug partition, on any room, on held room.
+2. *fill* (``fill``): while some waiting workload fits the free room on healthy hosts that are not
+   held, start the first such workload in the policy's order (backfill: whatever can start without
+   preempting starts; nothing waits for a workload that cannot start, except on held hosts). One pick
+   costs O(depth × b log b + distinct sizes) under fair share (see ``fairshare``), independent of
    the queue length; the loop ends as soon as nothing fits.
-2. *preempt*: walk the allocated waiters in order; for each node only the first waiter of each
-   size is tried (a later one of the same size cannot do better), and once a size failed every
-   larger size is skipped, so at most a handful of attempts are made; each attempt is
+3. *preempt* (``preemption``): walk the allocated waiters in order; for each node only the first
+   waiter of each size is tried (a later one of the same size cannot do better), and once a size
+   failed every larger size is skipped, so at most a handful of attempts are made; each attempt is
    O(p log p) over the p preemptible runs. Cheap bounds (free + unallocated + past-protection
    GPUs still eligible) skip attempts that cannot succeed. If a preemption is made, go to 1.
-3. *hold* (fair share, ``holds``): the holder of the standing hold starts on its held hosts if they
+4. *hold* (fair share, ``holds``): the holder of the standing hold starts on its held hosts if they
    seat it (preempting there once the hold's time has come); else allocated work whose protected
    window ends by the hold's time soaks the held room; with no hold standing, the first wide
-   waiter of the order is granted one. Then free fill goes into what is left, held room included.
+   waiter of the order is granted one. Then free fill goes into what is left, held room and the
+   debug partition included.
 
 Wake-ups (a heap, O(log w) each): end of a protected window, end of a grace period (victim
 exits, waiter starts), a drain falling due (``wakeups``). Stale wake-ups are recognised by an epoch
 counter.
 
-The state is held by components that own their data (docs/design.md draws them): the standings
-(``tree``, ``occ``, ``order``), ``hosts``, ``workloads`` (``roster``), the victim ``pool``,
-``wakeups``, ``holds``, ``passes`` and ``outputs``; a snapshot is each one's own state. The rules
-live in modules of their own, functions of this core that change it through those components:
-``preemption`` (who may preempt whom), ``progress`` (protected windows, sparing, the standing
-check), ``grace`` (victims running out a grace period), ``holds`` (no starvation), ``reasons``
-(the words of a start decision).
+The state is ``state.CoreState``'s, held by components that own their data (docs/design.md draws
+them); a snapshot is each one's own state. The rules live in modules of their own, functions of a
+``CoreState`` that read and change it through those components and emit through it: this class
+hands itself to them and implements what they ask of it, ``start_run`` and ``preempt_run``.
 """
 
 from __future__ import annotations
 
-import math
 import pickle
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ledger.core import holds, lanes, progress
+from ledger.core import fill, holds, lanes, progress
 from ledger.core.contract import DONE, EXITING, RUNNING, STARTING, WAITING, Workload
 from ledger.core.fairshare import FairShareOrder
 from ledger.core.grace import keep_exiting, leave_hosts, unreserve, victim_left
-from ledger.core.knobs import DEBUG_RUNTIME_S, Knobs, format_duration
-from ledger.core.occupancy import Occupancy
-from ledger.core.outputs import Outputs
-from ledger.core.passes import Passes
-from ledger.core.placement import Fits, Hosts, hosts_needed
-from ledger.core.policies import FlatOrder, team_limit
-from ledger.core.pool import VictimPool
-from ledger.core.preemption import Verdicts, preempt_for, preempt_once, priority_pass
-from ledger.core.reasons import start_reason
-from ledger.core.roster import Roster
-from ledger.core.tree import BudgetTree
-from ledger.core.wakeups import CYCLE, DRAIN, EXIT, HOLD, PROTECT, RECHECK, SPARED, START, TIMED, Wakeups
+from ledger.core.held import Hold
+from ledger.core.knobs import DEBUG_RUNTIME_S
+from ledger.core.outputs import EPOCH, LAST_US
+from ledger.core.placement import hosts_needed
+from ledger.core.preemption import preempt_for, preempt_once, priority_pass
+from ledger.core.state import CoreState
+from ledger.core.wakeups import CYCLE, DRAIN, EXIT, HOLD, PROTECT, RECHECK, SPARED, START, TIMED
 from ledger.errors import InputError
 from ledger.events import (
-    LATEST,
     AllocationChanged,
     AllocationRefused,
     BudgetNodeDefined,
@@ -66,7 +58,6 @@ from ledger.events import (
     ClusterCapacityChanged,
     Event,
     HostHealthChanged,
-    SchedulingDecision,
     WorkloadCompleted,
     WorkloadPreempted,
     WorkloadRequeued,
@@ -82,48 +73,13 @@ __all__ = ["SNAPSHOT_MAGIC", "DecisionCore"]
 SNAPSHOT_MAGIC = b"GPULEDGER-CORE-1\n"
 _US = 1_000_000
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-# Event times lie before 2100 (the schema's bound): a protected window or a grace period that
-# would end later is told as ending at the last instant an event can hold (nothing later happens)
-_LAST_US = to_us(LATEST) - 1
 
+class DecisionCore(CoreState):
+    """One cluster's scheduling state; feed it events in time order, get decisions back.
 
-
-class DecisionCore:
-    """One cluster's scheduling state; feed it events in time order, get decisions back."""
-
-    def __init__(self, knobs: Knobs, cluster: str) -> None:
-        self.knobs = knobs
-        self.cluster = cluster
-        self.now = 0  # µs: the core's clock, moved on by events and wake-ups
-        # the standings: the budget tree, its meters and the order of the waiting work
-        self.tree = BudgetTree()
-        self.occ = Occupancy(knobs.window_s, knobs.half_life_s, knobs.charge == "upfront")
-        self.order: FairShareOrder | FlatOrder
-        if knobs.policy == "fairshare":
-            self.order = FairShareOrder(self.tree, self.occ)
-        else:
-            self.order = FlatOrder(knobs.policy == "priority")
-        # the debug partition is a fair-share rule: the baselines place on every host alike; sized from demand at
-        # each pass when the knob leaves it to the demand (``lanes.size_partition``)
-        lane = knobs.debug_hosts or 0 if knobs.policy == "fairshare" else 0
-        self.hosts = Hosts(cluster, knobs.gpus_per_node, lane)  # hosts and placement
-        if isinstance(self.order, FairShareOrder):  # debug runs are indexed apart: they start first (``lanes``)
-            self.order.debug_s, self.order.debug_size = DEBUG_RUNTIME_S, knobs.gpus_per_node
-        self.debug_demand = lanes.DebugDemand()  # what the debug partition is sized from (``lanes``)
-        self.workloads = Roster()  # every known workload
-        self.pool = VictimPool()  # running work a waiter may preempt
-        self.wakeups = Wakeups()
-        self.holds = holds.Holds()  # the standing hold (``holds``)
-        self.passes = Passes()  # pending facts, the last pass and preemption walk
-        self.outputs = Outputs(cluster)  # decision ids and datetimes
-        self.verdicts = Verdicts()  # derived, never in a snapshot: who may preempt whom this instant
-        # a constant of the knobs, for the words of a decision
-        self.lookback = (
-            f"{format_duration(knobs.half_life_s)} half-life"
-            if knobs.half_life_s
-            else f"{format_duration(knobs.window_s)} window"
-        )
+    The state the rules read and change is ``CoreState``'s; this class applies the events, runs the
+    wake-ups and the passes, and owns the life of a run (``start_run``, ``preempt_run``).
+    """
 
     # ================================================================ public API
     def handle(self, event: Event, decide: bool = True, t_us: int | None = None) -> list[Event]:
@@ -204,7 +160,7 @@ class DecisionCore:
         return None
 
     @property
-    def hold(self) -> holds.Hold | None:
+    def hold(self) -> Hold | None:
         """Return the standing hold (``holds``), or None."""
         return self.holds.hold
 
@@ -449,7 +405,7 @@ class DecisionCore:
             if w.state == STARTING:
                 self._cancel_start(w, t, out, why)
             elif w.state == RUNNING:
-                self._preempt(w, t, out, "host_failure", None, why + ": preempted at once", immediate=True)
+                self.preempt_run(w, t, out, "host_failure", None, why + ": preempted at once", immediate=True)
         for w in list(self.workloads.values()):
             # a victim still in its grace period on the failed host stops now
             if w.state == EXITING and i in w.hosts:
@@ -469,18 +425,18 @@ class DecisionCore:
     def _drain(self, w: Workload, t: int, out: list[Event], why: str) -> None:
         if w.shielded:
             out.append(
-                self._decision(
+                self.decide(
                     "drain", w, t, t, why + ": non-preemptible under the priority policy, it stays until it ends"
                 )
             )
             return
         if w.protected_until <= t:
-            self._preempt(w, t, out, "host_drain", None, why + ": draining, past its protected window, preempted")
+            self.preempt_run(w, t, out, "host_drain", None, why + ": draining, past its protected window, preempted")
             return
         w.draining = True
         until = w.protected_until
         out.append(
-            self._decision(
+            self.decide(
                 "drain", w, t, until,
                 why + f": draining, it leaves when its protected window ends at {from_us(until):%Y-%m-%d %H:%M:%S} UTC",
             )
@@ -503,15 +459,11 @@ class DecisionCore:
         if kind == DRAIN and w.draining and w.state == RUNNING:
             if w.prepaid or not w.exposed:
                 progress.protection_ended(self, w)
-            self._preempt(w, t, out, "host_drain", None, "host draining: its protected window ended, preempted")
+            self.preempt_run(w, t, out, "host_drain", None, "host draining: its protected window ended, preempted")
             return True
         return False
 
     # ================================================================ runs
-    def chain(self, w: Workload) -> list[str]:
-        """Return the budget nodes ``w`` is charged to, its own node first (none when unallocated)."""
-        return self.tree.ancestors(w.node) if w.node is not None else []
-
     def _account_stop(self, w: Workload, t: int) -> None:
         """Stop charging a run that ends at ``t``: O(depth)."""
         chain = self.chain(w)
@@ -569,21 +521,21 @@ class DecisionCore:
                 WorkloadStarted, t,
                 {"workload_id": w.wid, "nodes": self.hosts.names(w.hosts), "gpus": w.held, "allocated": w.allocated,
                  # the window's end as ``from_us`` gives it, without its interpreted call
-                 "protected_until": _EPOCH + timedelta(0, 0, min(w.protected_until, _LAST_US)), "attempt": w.attempt},
+                 "protected_until": EPOCH + timedelta(0, 0, min(w.protected_until, LAST_US)), "attempt": w.attempt},
             )
         )
 
-    def _start(
-        self, w: Workload, hosts: list[int], t: int, pick_position: int, out: list[Event], why: str, grace: int = 0
+    def start_run(
+        self, w: Workload, hosts: list[int], t: int, position: int, out: list[Event], why: str, grace: int = 0
     ) -> None:
         """Decide to start ``w`` on ``hosts`` now, or after the grace period when it follows a preemption."""
         self.order.remove(w)
         w.hosts = hosts
         w.held = w.size
         w.allocated = w.wants_allocation
-        w.shielded = self._within_team_limit(w)
+        w.shielded = self.within_team_limit(w)
         self.hosts.place(w.wid, hosts, w.size, w.node)
-        out.append(self._decision("start", w, t, t + grace, why, position=pick_position))
+        out.append(self.decide("start", w, t, t + grace, why, position=position))
         if grace:
             w.state = STARTING
             w.epoch += 1
@@ -591,22 +543,14 @@ class DecisionCore:
         else:
             self._begin_run(w, t, out)
 
-    def _within_team_limit(self, w: Workload) -> bool:
-        """Return whether ``w`` would run non-preemptible under the priority policy (False under the others)."""
-        if self.knobs.policy != "priority" or not w.wants_allocation:
-            return False
-        assert w.node is not None
-        limit = team_limit(self.tree.fraction(w.node), self.hosts.capacity, self.hosts.per_node)
-        return self.pool.shielded_gpus(w.node) + w.size <= limit
-
     def _cancel_start(self, w: Workload, t: int, out: list[Event], why: str) -> None:
         unreserve(self, w)
         w.state = WAITING
         w.epoch += 1
         self.order.add(w)
-        out.append(self._decision("requeue", w, t, t, why + ": its start was called off, back in the queue"))
+        out.append(self.decide("requeue", w, t, t, why + ": its start was called off, back in the queue"))
 
-    def _preempt(
+    def preempt_run(
         self, w: Workload, t: int, out: list[Event], reason: str, by: Workload | None, why: str,
         immediate: bool = False, position: int | None = None,
     ) -> None:
@@ -621,7 +565,7 @@ class DecisionCore:
             w.preemptions += 1
         grace = 0 if immediate else self.knobs.grace_s * _US
         w.exit_us = t + grace
-        out.append(self._decision("preempt", w, t, t + grace, why, for_workload=w.exit_by, position=position))
+        out.append(self.decide("preempt", w, t, t + grace, why, for_workload=w.exit_by, position=position))
         if grace:
             self.wakeups.workload(t + grace, EXIT, w)
             if by is None:
@@ -641,12 +585,12 @@ class DecisionCore:
         if w.resumable:
             w.state = WAITING
             self.order.add(w)
-            out.append(self._decision("requeue", w, t, t, "resumable: requeued automatically, keeps its submit time"))
+            out.append(self.decide("requeue", w, t, t, "resumable: requeued automatically, keeps its submit time"))
             out.append(self.outputs.new(WorkloadRequeued, t, {"workload_id": w.wid}))
         else:
             self.workloads.finish(w, t)
             out.append(
-                self._decision("complete", w, t, t, "not resumable: cancelled by the preemption, must be resubmitted")
+                self.decide("complete", w, t, t, "not resumable: cancelled by the preemption, must be resubmitted")
             )
             out.append(self.outputs.new(WorkloadCompleted, t, {"workload_id": w.wid, "outcome": "cancelled"}))
         victim_left(self, w, t)
@@ -669,7 +613,7 @@ class DecisionCore:
         while True:
             if fair:  # debug runs first: the partition, any room, held room (``lanes``)
                 lanes.start_debug(self, t, out)
-            self._fill(t, out, allocated_only=True)
+            fill.fill(self, t, out, allocated_only=True)
             walk = self.passes.walk_due(t)
             if lane and (walk or fresh) and lanes.preempt_debug(self, t, out):
                 continue
@@ -687,7 +631,7 @@ class DecisionCore:
         holds.pass_holds(self, t, out)  # the head's hold: its start, the held room soaked, or a grant
         if fair:  # room the hold step freed (a holder starting elsewhere, victims at a hold's time) serves debug first
             lanes.start_debug(self, t, out)
-        self._fill(t, out)
+        fill.fill(self, t, out)
         if lane:
             lanes.fill_lane(self, t, out)  # free fill soaks the debug partition as any host
         holds.fill_held(self, t, out)
@@ -701,61 +645,3 @@ class DecisionCore:
             passes.walked(t, self.knobs.preempt_cycle_s * _US)
         elif self.pool.any():
             self.wakeups.once(passes.walk_after, CYCLE)
-
-    def _fill(self, t: int, out: list[Event], allocated_only: bool = False) -> None:
-        order = self.order
-        while self.hosts.max_free():  # O(gpus_per_node): a full cluster fits nothing (every size >= 1 GPU)
-            # free fill is picked among what fits the room it may take (the best fill that fits
-            # the hosts, or when that one is too wide, the best narrower one: the same pick), and the
-            # fill tiers are not descended at all when that room is gone
-            fill_fits = None if allocated_only else self._fill_fits()
-            pick = order.next_start(t, self.hosts.fitting(), allocated_only, fill_fits)
-            if pick is None:
-                return
-            w = self.workloads[pick.key[2]]
-            # under fair share a narrow run joins its budget's runs (``placement``); the baselines pack by size alone
-            hosts = self.hosts.choose(w.size, w.node if self.knobs.policy == "fairshare" else None)
-            assert hosts is not None
-            self._start(w, hosts, t, pick.position, out, start_reason(self, w, pick, hosts, t))
-
-    def _fill_fits(self) -> Fits | None:
-        """Return which sizes of free fill fit the room fill may take now, or None when that is all that fits."""
-        free = self.hosts.free_gpus()
-        room = self._fill_room(free)
-        return None if room >= free else self.hosts.fitting(room)
-
-    def _fill_room(self, free: int) -> int:
-        """Return how many of the free GPUs free fill may take now: all but the headroom kept for allocated work.
-
-        Under fair share, fill is not started into the last ``fill_headroom`` of the capacity left
-        free while allocated work runs or waits: that room is what the next allocated request
-        takes, and fill started there would be preempted for it moments later (or make it wait out
-        fill's protected window). With no allocated work in the cluster the headroom is not kept,
-        so fill never waits for ever.
-        """
-        knobs = self.knobs
-        if not knobs.fill_headroom or knobs.policy != "fairshare":
-            return free
-        if not self.occ.nodes[""].allocated.rate and not progress.allocated_waiting(self):
-            return free
-        return free - math.ceil(knobs.fill_headroom * self.hosts.capacity)
-
-    # ================================================================ events out
-    def _decision(
-        self, action: str, w: Workload, t: int, effective: int, reason: str,
-        for_workload: str | None = None, position: int | None = None, hosts: list[int] | None = None,
-    ) -> SchedulingDecision:
-        ratio = None
-        if w.node is not None and isinstance(self.order, FairShareOrder) and self.hosts.capacity:
-            r = self.order.ratio(w.node, t)
-            ratio = r if math.isfinite(r) else None
-        outputs = self.outputs
-        result: SchedulingDecision = outputs.new(
-            SchedulingDecision, t,
-            {"action": action, "workload_id": w.wid, "nodes": self.hosts.names(w.hosts if hosts is None else hosts),
-             "reason": reason, "for_workload": for_workload, "budget_ratio": ratio, "queue_position": position,
-             "effective_time": outputs.at(min(effective, _LAST_US))},
-        )
-        return result
-
-
