@@ -45,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 ITP = ROOT / "bench" / "data" / "itp" / "cluster04.csv"
 GPULEDGER = Path(sys.executable).with_name("gpuledger")
-TARGETS = {"typed_over_core": 1.5, "audit_over_core": 0.5, "core_over_log": 3.0}
+TARGETS = {"typed_over_core": 1.2, "audit_over_core": 0.1, "core_over_log": 3.0}
 PEAK_LIMIT = 1 << 30
 AUDIT_JSON_LIMIT = 1_000_000
 
