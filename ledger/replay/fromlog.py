@@ -48,7 +48,7 @@ from ledger.events import (
     WorkloadSubmitted,
     to_us,
 )
-from ledger.replay.run import ReplayInputs
+from ledger.replay.inputs import ReplayInputs
 from ledger.replay.trace import RejectedRow, listed
 
 _US = 1_000_000

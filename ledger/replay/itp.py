@@ -29,7 +29,7 @@ from pathlib import Path
 from ledger.budgets import BudgetNode, Budgets, load_budgets
 from ledger.errors import AllRejectedError, InputError
 from ledger.events import LATEST, Event, WorkloadKind, WorkloadSubmitted
-from ledger.replay.run import ReplayInputs, inputs_from_budgets
+from ledger.replay.inputs import ReplayInputs, inputs_from_budgets
 from ledger.replay.trace import RejectedRow, listed
 
 HEADER = ("job_id", "submission_time", "duration", "num_gpu")

@@ -7,44 +7,19 @@ replay finished, so a failed or interrupted replay never leaves a half-written r
 from __future__ import annotations
 
 import shutil
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from ledger.budgets import Budgets, load_budgets
+from ledger.budgets import load_budgets
 from ledger.core.knobs import Knobs
 from ledger.errors import AllRejectedError, ConfigError, InputError, LedgerError
 from ledger.events import ClusterCapacityChanged, Event, to_us
 from ledger.gcpause import paused_gc
 from ledger.replay.driver import BatchWriter, Progress, ReplayDriver, ReplayStats
-from ledger.replay.trace import RejectedRow, listed, read_trace
-
-
-@dataclass
-class ReplayInputs:
-    """Everything a replay starts from: the cluster, its setup events and the inputs in time order."""
-
-    cluster: str
-    gpus: int
-    gpus_per_node: int
-    setup: list[Event]
-    inputs: list[Event]
-    rejected: list[RejectedRow] = field(default_factory=list)
-    source: str = ""
-    notes: list[str] = field(default_factory=list)  # how hints were derived, for the report
-
-
-def inputs_from_budgets(budgets: Budgets, inputs: list[Event], *, start: datetime | None = None) -> ReplayInputs:
-    """Return ReplayInputs for a budget tree and input events (setup at ``start`` or the first input)."""
-    at = start or (min(e.time for e in inputs) if inputs else datetime(2026, 1, 1, tzinfo=UTC))
-    return ReplayInputs(
-        budgets.cluster, budgets.gpus, budgets.gpus_per_node, list(budgets.events(at)), sorted(inputs, key=_time)
-    )
-
-
-def _time(e: Event) -> datetime:
-    return e.time
+from ledger.replay.inputs import ReplayInputs, inputs_from_budgets
+from ledger.replay.trace import listed, read_trace
 
 
 def on_hosts_of(inputs: ReplayInputs, per_node: int) -> ReplayInputs:
