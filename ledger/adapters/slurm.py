@@ -63,9 +63,10 @@ before submit, bad GPU count) are rejected with file, line and reason.
 **Reading.** A file is read ``LINES`` lines (about ``ledger.adapters.lines.SIZE`` bytes) at a time.
 Each chunk's rows are checked field by field and kept as a table of records and one of steps;
 when the file takes more than one chunk, the tables wait in a temporary file. Then the jobs are
-assembled: a job whose records (requeues, steps) all lie in one chunk from that chunk alone, the
-few whose records are spread over several chunks from all of theirs together. So a file of any
-size needs the memory of a chunk, and 8 bytes a row (a hash of its job) while its jobs are sorted out.
+assembled (``ledger.adapters.slurm_jobs``): a job whose records (requeues, steps) all lie in one
+chunk from that chunk alone, the few whose records are spread over several chunks from all of
+theirs together. So a file of any size needs the memory of a chunk, and 8 bytes a row (a hash of
+its job) while its jobs are sorted out.
 """
 
 from __future__ import annotations
@@ -92,23 +93,20 @@ from ledger.adapters.columns import (
     Ints,
     Rules,
     codes_of,
-    group_of,
     ints,
     mask,
     per_value,
-    put_back,
     strip,
     text,
-    time_at,
     times,
 )
 from ledger.adapters.columns import unstood as _unstood
-from ledger.adapters.common import LATEST_US, UTF8_BOM, Destination, ImportResult, RowError, budget_path
-from ledger.adapters.history import KINDS, OUTCOMES, REASONS, Histories, Runs, checked
-from ledger.adapters.hostlist import expand_hostlist, expand_ranges
+from ledger.adapters.common import UTF8_BOM, Destination, ImportResult, RowError, budget_path
+from ledger.adapters.history import KINDS
+from ledger.adapters.hostlist import expand_ranges
 from ledger.adapters.lines import file_pieces, pieces_of, split_lines
+from ledger.adapters.slurm_jobs import KNOWN, STATES, add_jobs, strings, wide
 from ledger.errors import InputError
-from ledger.log.avro_columns import Coded
 
 __all__ = [
     "NOHEADER_FIELDS",
@@ -126,23 +124,6 @@ NOHEADER_FIELDS = (
     "reqmem", "reqtres", "alloctres", "timelimit", "nodelist", "jobname",
 )  # fmt: skip
 
-_FINAL: dict[str, ev.Outcome] = {
-    "COMPLETED": "succeeded",
-    "FAILED": "failed",
-    "OUT_OF_MEMORY": "failed",
-    "TIMEOUT": "failed",
-    "BOOT_FAIL": "failed",
-    "DEADLINE": "cancelled",
-    "CANCELLED": "cancelled",
-    "PREEMPTED": "cancelled",
-    "NODE_FAIL": "failed",
-}
-_REQUEUED = frozenset({"REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "SPECIAL_EXIT"})
-_RUNNING = frozenset(
-    {"RUNNING", "SUSPENDED", "RESIZING", "SIGNALING", "STOPPED", "COMPLETING", "CONFIGURING", "STAGE_OUT"}
-)
-_PENDING = frozenset({"PENDING"})
-_KNOWN = frozenset(_FINAL) | _REQUEUED | _RUNNING | _PENDING | {"REVOKED"}
 _NO_TIME = frozenset({"", "Unknown", "None", "N/A"})
 _GPU_TRES = re.compile(r"gres/gpu(?::[^=,]+)?=(\d+)")
 _GPU_GRES = re.compile(r"gpu(?::[^:,(]+)?:(\d+)")
@@ -227,21 +208,7 @@ def _kind(partition: str) -> ev.WorkloadKind:
     return "batch"
 
 
-@lru_cache(maxsize=65_536)
-def _hosts(nodelist: str, cluster: str) -> tuple[str, ...]:
-    """Return the hosts a NodeList names (cached: a cluster's jobs run on the same node lists again and again)."""
-    try:
-        hosts = expand_hostlist(nodelist) if nodelist else ()
-    except ValueError:
-        hosts = (nodelist,)
-    return hosts or (f"{cluster}-unknown",)
 
-
-_INTERRUPT: dict[str, ev.PreemptReason] = {
-    "PREEMPTED": "fair_share",
-    "NODE_FAIL": "host_failure",
-    "BOOT_FAIL": "host_failure",
-}
 
 
 def _array_tasks(jobid: str) -> list[str]:
@@ -256,8 +223,8 @@ def _array_tasks(jobid: str) -> list[str]:
 
 def _state(raw: str) -> str:
     """Return the job state a State field names ('CANCELLED by 0' is CANCELLED); RowError if none."""
-    state = raw if raw in _KNOWN else raw.split(" ", 1)[0].rstrip("+")
-    if state not in _KNOWN:
+    state = raw if raw in KNOWN else raw.split(" ", 1)[0].rstrip("+")
+    if state not in KNOWN:
         raise RowError(f"State {raw!r} is not a Slurm job state")
     return state
 
@@ -296,7 +263,6 @@ def _flags(values: list[Any], codes: Ints) -> Bools:
 
 _NO_TIMES = pa.array(sorted(_NO_TIME), pa.string())
 _SPACES = pa.array(list(WHITESPACE), pa.string())
-_STATES = tuple(sorted(_KNOWN))  # a record's state is its index here
 _TASK_BITS = 22  # a record's place in the file: its line, then its array task (a range names fewer than 4M)
 LINES = 1 << 18
 """Lines read at a time when they are given as strings (a file is read a piece of bytes at a time)."""
@@ -414,6 +380,10 @@ class _Reading:
         while self.held > TABLES and len(self.chunks) > 1:  # the oldest wait on disk
             self._spill(self.chunks.pop(0))
 
+    def _add_jobs(self, records: pa.Table, steps: pa.Table) -> None:
+        add_jobs(records, steps, self.res, self.job_refusals, gpus_for_cpu_jobs=self.opts.gpus_for_cpu_jobs,
+                 resumable=self.opts.resumable, stood_in=self.stood_in)  # fmt: skip
+
     def _spill(self, pair: tuple[pa.RecordBatch, pa.RecordBatch]) -> None:
         if self._tmp is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="gpuledger-sacct-")
@@ -442,7 +412,7 @@ class _Reading:
                 self._assemble_spread()
             else:
                 for records, steps in self._all_chunks():
-                    _jobs(records, steps, self)
+                    self._add_jobs(records, steps)
             for _, line, reason in sorted(self.job_refusals):
                 self.res.reject(line, reason)
             if self.stood_in:
@@ -470,11 +440,11 @@ class _Reading:
             r_hash, s_hash = hashes[at], hashes[at + 1]
             at += 2
             r_far, s_far = np.isin(r_hash, spread), np.isin(s_hash, spread)
-            _jobs(records.filter(pa.array(~r_far)), steps.filter(pa.array(~s_far)), self)
+            self._add_jobs(records.filter(pa.array(~r_far)), steps.filter(pa.array(~s_far)))
             if r_far.any() or s_far.any():
                 later.append((_plain(records.filter(pa.array(r_far))), _plain(steps.filter(pa.array(s_far)))))
         if later:
-            _jobs(_joined([r for r, _ in later]), _joined([s for _, s in later]), self)
+            self._add_jobs(_joined([r for r, _ in later]), _joined([s for _, s in later]))
 
     def close(self) -> None:
         """Remove the tables waiting on disk."""
@@ -494,7 +464,7 @@ class _Hasher:
         return self
 
     def keys(self, cluster: pa.Array, ids: pa.Array) -> npt.NDArray[np.uint64]:
-        self._db.register("job_keys", pa.table({"c": _strings(cluster), "j": _strings(ids)}))
+        self._db.register("job_keys", pa.table({"c": strings(cluster), "j": strings(ids)}))
         try:
             got = self._db.execute("SELECT hash(c, j) AS h FROM job_keys").fetchnumpy()["h"]
         finally:
@@ -505,16 +475,9 @@ class _Hasher:
         self._db.close()
 
 
-def _strings(column: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """Return a column of strings as one plain array (a dictionary column decoded)."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    return column.cast(pa.string()) if pa.types.is_dictionary(column.type) else column
-
-
 def _plain(table: pa.Table) -> pa.Table:
     """Return a table with its dictionary columns as plain ones (tables of several chunks can then be joined)."""
-    return pa.table({name: _strings(table.column(name)) for name in table.column_names})
+    return pa.table({name: strings(table.column(name)) for name in table.column_names})
 
 
 def _joined(tables: list[pa.Table]) -> pa.Table:
@@ -663,236 +626,18 @@ def _rows(lines: pa.StringArray, first: int, st: _Reading) -> tuple[pa.RecordBat
     budgets = pa.array([budget_path(c, a, u) for c, a, u in budget_keys], pa.string())
     kind_code, kind_keys = codes_of(col("partition"))
     kinds = np.array([KINDS.index(_kind(p)) for (p,) in kind_keys], np.int8)
-    state_of = np.array([_STATES.index(s) if s else 0 for s in states], np.int8)
+    state_of = np.array([STATES.index(s) if s else 0 for s in states], np.int8)
     records = pa.RecordBatch.from_pydict({
         "rec_id": rec_ids, "cluster": pc.dictionary_encode(cluster.take(rows)),
         "user": pc.dictionary_encode(user.take(rows)),
         "budget": pa.DictionaryArray.from_arrays(pa.array(budget_code[src].astype(np.int32)), budgets),
         "nodelist": pc.dictionary_encode(nodelist.take(rows)), "kind": kinds[kind_code[src]] if len(src) else
         np.zeros(0, np.int8), "line": line[src], "pos": (line[src] << _TASK_BITS) | task, "submit": submit[src],
-        "start": start[src], "end": end[src], "ran": ran[src], "ended": ended[src], "gpus": _wide(gpus[src]),
-        "nodes": _wide(nodes[src]), "min_rt": min_rt[src], "state": state_of[state_code[src]],
+        "start": start[src], "end": end[src], "ran": ran[src], "ended": ended[src], "gpus": wide(gpus[src]),
+        "nodes": wide(nodes[src]), "min_rt": min_rt[src], "state": state_of[state_code[src]],
     })  # fmt: skip
     step_jobs = pc.list_element(pc.split_pattern(jobid.take(pa.array(step_rows, pa.int64())), ".", max_splits=1), 0)
     steps = pa.RecordBatch.from_pydict({
-        "cluster": cluster.take(pa.array(step_rows, pa.int64())), "job": step_jobs, "gpus": _wide(gpus[step_rows]),
+        "cluster": cluster.take(pa.array(step_rows, pa.int64())), "job": step_jobs, "gpus": wide(gpus[step_rows]),
     })  # fmt: skip
     return records, steps
-
-
-def _wide(numbers: npt.NDArray[Any]) -> pa.Array:
-    """Return whole numbers as a column: int64, or their decimal text when one does not fit (a value to refuse)."""
-    if numbers.dtype != object:
-        return pa.array(numbers, pa.int64())
-    return pa.array([str(v) for v in numbers.tolist()], pa.string())
-
-
-def _narrow(column: pa.ChunkedArray | pa.Array) -> npt.NDArray[Any]:
-    """Return a column ``_wide`` made as numbers again (Python integers when one does not fit int64)."""
-    if pa.types.is_integer(column.type):
-        out: npt.NDArray[Any] = np.asarray(column.to_numpy(), np.int64)
-        return out
-    return np.array([int(v) for v in column.to_pylist()] + [None], dtype=object)[:-1]
-
-
-class _Records:
-    """The records of jobs (a row, or an array task of one), ordered job by job, with the columns they read."""
-
-    def __init__(self, table: pa.Table, key: Ints) -> None:
-        # a job's records in order: by submit, then start (none last), then place in the file
-        first_seen = np.full(int(key.max()) + 1 if len(key) else 0, len(key), np.int64)
-        np.minimum.at(first_seen, key, np.arange(len(key)))
-        pos = np.asarray(table.column("pos").to_numpy(), np.int64)
-        rank = pos[first_seen[key]] if len(key) else pos
-        ran = np.asarray(table.column("ran").to_numpy(), np.bool_)
-        submit = np.asarray(table.column("submit").to_numpy(), np.int64)
-        start = np.asarray(table.column("start").to_numpy(), np.int64)
-        order = np.lexsort((pos, np.where(ran, start, LATEST_US), submit, rank))
-        taken = table.take(pa.array(order, pa.int64()))
-
-        def numbers(name: str) -> Ints:
-            out: Ints = np.asarray(taken.column(name).to_numpy(), np.int64)
-            return out
-
-        self.table = taken
-        self.key = key[order]
-        self.rank = rank[order]
-        self.ids = taken.column("rec_id")
-        self.line = numbers("line")
-        self.submit = numbers("submit")
-        self.start = numbers("start")
-        self.end = numbers("end")
-        self.ran = np.asarray(taken.column("ran").to_numpy(), np.bool_)
-        self.ended = np.asarray(taken.column("ended").to_numpy(), np.bool_)
-        self.gpus = _narrow(taken.column("gpus"))
-        self.nodes = _narrow(taken.column("nodes"))
-        self.min_rt = numbers("min_rt")
-        self.state = np.asarray(taken.column("state").to_numpy(), np.int64)
-        self.kind = np.asarray(taken.column("kind").to_numpy(), np.int64)
-
-
-_FINAL_CODE = np.array([OUTCOMES.index(_FINAL[s]) if s in _FINAL else -1 for s in _STATES], np.int64)
-_INTERRUPT_CODE = np.array([REASONS.index(_INTERRUPT.get(s)) for s in _STATES], np.int64)
-_REQUEUE_STATE = np.array([s in _REQUEUED for s in _STATES], np.bool_)
-
-
-def _jobs(records: pa.Table, steps: pa.Table, st: _Reading) -> None:
-    """Join each job's records into its history (runs, requeues, outcome), check it, and add its events."""
-    res = st.res
-    m = records.num_rows
-    cluster = _strings(records.column("cluster"))
-    keys = group_of(
-        pa.concat_arrays([cluster, _strings(steps.column("cluster"))]),
-        pa.concat_arrays([_strings(records.column("rec_id")), _strings(steps.column("job"))]),
-    )
-    rec_key, step_key = keys[:m], keys[m:]
-    # a record the same as an earlier one of its job (submit, start, end, state) adds nothing: --duplicates
-    kept = np.ones(m, np.bool_)
-    several = np.flatnonzero(np.bincount(rec_key, minlength=len(keys) and int(keys.max()) + 1)[rec_key] > 1)
-    if len(several):
-        never = np.iinfo(np.int64).min
-        table = records.take(pa.array(several, pa.int64()))
-
-        def numbers(name: str) -> Ints:
-            out: Ints = np.asarray(table.column(name).to_numpy(), np.int64)
-            return out
-
-        ran, ended = np.asarray(table.column("ran").to_numpy(), np.bool_), np.asarray(table.column("ended").to_numpy())
-        same = np.stack([
-            rec_key[several], numbers("submit"), np.where(ran, numbers("start"), never),
-            np.where(ended, numbers("end"), never), numbers("state"),
-        ], axis=1)  # fmt: skip
-        _, first_seen = np.unique(same, axis=0, return_index=True)
-        kept[several] = False
-        kept[several[first_seen]] = True
-    if not kept.all():
-        res.skipped["duplicate record"] += int((~kept).sum())
-    folded = np.isin(step_key, rec_key)
-    if folded.any():
-        res.skipped["job step (folded into its job)"] += int(folded.sum())
-    if not folded.all():
-        res.skipped["job step whose job is not in the file"] += int((~folded).sum())
-    step_numbers = _narrow(steps.column("gpus"))
-    step_gpus = np.zeros(len(keys) and int(keys.max()) + 1, step_numbers.dtype)
-    np.maximum.at(step_gpus, step_key, step_numbers)
-    if not kept.all():
-        records, rec_key = records.filter(pa.array(kept)), rec_key[kept]
-    if not records.num_rows:
-        return
-    histories = _histories(_Records(records, rec_key), step_gpus, st)
-    if st.stood_in:
-        put_back(histories, res, len(res.rejected))
-    res.add_histories(histories, "slurm")
-
-
-def _histories(recs: _Records, step_gpus: npt.NDArray[Any], st: _Reading) -> Histories:
-    """Return the checked histories of the jobs (records ``recs``, job by job); refuse the others."""
-    res, opts = st.res, st.opts
-    m = len(recs.line)
-    starts = np.flatnonzero(np.r_[True, recs.key[1:] != recs.key[:-1]])
-    stops = np.r_[starts[1:], m]
-    lasts = stops - 1
-    key = recs.key[starts]
-    gpus = np.maximum.reduceat(recs.gpus, starts)
-    none = gpus == 0
-    gpus[none] = step_gpus[key[none]]
-    cpu = gpus == 0
-    if cpu.any():
-        if opts.gpus_for_cpu_jobs <= 0:
-            res.skipped["no GPUs (CPU job)"] += int(cpu.sum())
-        gpus[cpu] = opts.gpus_for_cpu_jobs
-    wanted = ~cpu | (opts.gpus_for_cpu_jobs > 0)
-    outcome = _FINAL_CODE[recs.state[lasts]]
-    # each record that ran is a run; one before the job's last record was interrupted and requeued
-    is_last = np.zeros(m, np.bool_)
-    is_last[lasts] = True
-    interrupt = _INTERRUPT_CODE[recs.state]
-    requeue_state = _REQUEUE_STATE[recs.state]
-    last_reason = np.where(interrupt > 0, interrupt, np.where(requeue_state, 3, 0))
-    reason = np.where(is_last, np.where(recs.ended, last_reason, 0), np.where(interrupt > 0, interrupt, 3))
-    requeued = ~is_last | (recs.ended & (interrupt == 0) & requeue_state)
-    runs_done = np.r_[0, np.cumsum(recs.ran)]
-    n_runs = runs_done[stops] - runs_done[starts]
-    the_run = np.maximum.reduceat(np.where(recs.ran, np.arange(m), -1), starts)
-    only = np.maximum(the_run, 0)
-    worked = (outcome == 0) & (n_runs == 1) & recs.ended[only]
-    work_s = np.where(worked, (recs.end[only] - recs.start[only]) // 1_000_000, -1)
-    unended = (outcome >= 0) & ~recs.ended[lasts]
-    # a job of several records, or whose last one ended it without an End, is looked at alone
-    alone = np.flatnonzero((((stops - starts) > 1) | unended) & wanted)
-    refused = np.zeros(len(starts), np.bool_)
-    for g in alone.tolist():
-        why = _why_not(recs, int(starts[g]), int(stops[g]), bool(unended[g]), outcome[g] >= 0)
-        if why is not None:
-            refused[g] = True
-            st.job_refusals.append((int(recs.rank[starts[g]]), int(recs.line[lasts[g]]), why))
-    table = recs.table
-    first = pa.array(starts, pa.int64())
-    run_rows = np.flatnonzero(recs.ran)
-    host_code, host_keys = codes_of(_strings(table.column("nodelist")).take(pa.array(run_rows, pa.int64())),
-                                    _strings(table.column("cluster")).take(pa.array(run_rows, pa.int64())))
-    group_of_record = np.repeat(np.arange(len(starts)), stops - starts)
-    clusters = pc.dictionary_encode(_strings(table.column("cluster")).take(first))
-    budgets = pc.dictionary_encode(_strings(table.column("budget")).take(first))
-    users = pc.dictionary_encode(_strings(table.column("user")).take(first))
-    histories = Histories(
-        cluster=Coded(ints(clusters.indices), clusters.dictionary.to_pylist()),
-        workload_id=recs.ids.take(first).combine_chunks(), submit=recs.submit[starts],
-        budget=Coded(ints(budgets.indices), budgets.dictionary.to_pylist()),
-        user=Coded(ints(users.indices), users.dictionary.to_pylist()), gpus=gpus,
-        min_runtime_s=recs.min_rt[lasts],
-        resumable=(n_runs > 1) | requeue_state[lasts] | opts.resumable, outcome=outcome,
-        end=np.where(outcome >= 0, recs.end[lasts], 0), nodes=np.maximum.reduceat(recs.nodes, starts),
-        priority=np.zeros(len(starts), np.int64), kind=recs.kind[starts], work_s=work_s,
-        rank=recs.rank[starts], runs=Runs(
-            group_of_record[run_rows], recs.start[run_rows], recs.end[run_rows], recs.ended[run_rows],
-            Coded(host_code, [_hosts(nl, c) for nl, c in host_keys]), reason[run_rows], requeued[run_rows],
-        ),
-    )  # fmt: skip
-    histories = histories.take(np.flatnonzero(wanted & ~refused))
-    ranks, lines = histories.rank, recs.line[lasts][wanted & ~refused]
-    histories, bounds = checked(histories)
-    for r, reason_ in bounds:
-        st.job_refusals.append((int(ranks[r]), int(lines[r]), reason_))
-    res.workloads += len(histories)
-    return histories
-
-
-def _why_not(recs: _Records, a: int, b: int, unended: bool, ends: bool) -> str | None:
-    """Return why the records ``a:b`` of one job make no history, in the order the rules are stated (None: they do)."""
-    why = _contradiction(recs, a, b) if b - a > 1 else None
-    if why is None and unended:
-        why = f"State {_STATES[recs.state[b - 1]]} but End is Unknown"
-    if why is None and b - a > 1 and ends:
-        why = _ended_before_a_run(recs, a, b)
-    return why
-
-
-def _contradiction(recs: _Records, a: int, b: int) -> str | None:
-    """Return why a job's records cannot follow one another (a run starting before the one before it ended...)."""
-    before = -1  # the record of the run before this one
-    for k in range(a, b):
-        if not recs.ran[k]:
-            continue
-        if before >= 0 and recs.ended[before] and recs.start[k] < recs.end[before]:
-            return (
-                f"JobID {recs.ids[k].as_py()}: record at line {recs.line[k]} starts at {time_at(int(recs.start[k]))}, "
-                f"before the run of line {recs.line[before]} ended at {time_at(int(recs.end[before]))}"
-            )
-        before = k
-        if k < b - 1 and not recs.ended[k]:
-            return f"JobID {recs.ids[k].as_py()}: record at line {recs.line[k]} has a later record but no End"
-    return None
-
-
-def _ended_before_a_run(recs: _Records, a: int, b: int) -> str | None:
-    """Return why a job's last record, which ended it without running, contradicts an earlier run (if it does)."""
-    last = b - 1
-    ran = [k for k in range(a, b) if recs.ran[k]]
-    if not ran or ran[-1] == last or not recs.ended[ran[-1]] or recs.end[last] >= recs.end[ran[-1]]:
-        return None
-    return (  # the job ended before a run of it did: contradictory records
-        f"JobID {recs.ids[last].as_py()}: record at line {recs.line[last]} ends the job "
-        f"({_STATES[recs.state[last]]}, never started) at {time_at(int(recs.end[last]))}, "
-        f"before the run of line {recs.line[ran[-1]]} ended"
-    )
